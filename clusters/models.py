@@ -1,0 +1,86 @@
+from decimal import Decimal
+
+from django.core.validators import MinValueValidator
+from django.db import models
+from django.db.models import Q
+
+from portal.validators import (
+    DNS1123_LABEL_MAX_LENGTH,
+    dns1123_label_validator,
+    extended_resource_name_validator,
+)
+
+
+def default_gpu_node_selector() -> dict:
+    return {"hardware-type": "gpu"}
+
+
+class Cluster(models.Model):
+    """One Kubernetes cluster the portal hands out GPU quota on.
+
+    Its row is also the lock that serialises quota approvals on the cluster.
+    """
+
+    name = models.CharField(
+        max_length=DNS1123_LABEL_MAX_LENGTH, unique=True, validators=[dns1123_label_validator]
+    )
+    display_name = models.CharField(max_length=200, blank=True)
+    api_server_url = models.URLField(blank=True, help_text="Leave blank to use the kubeconfig's.")
+    kubeconfig_path = models.CharField(max_length=500, blank=True)
+    prometheus_url = models.URLField(blank=True)
+    gpu_node_selector = models.JSONField(default=default_gpu_node_selector)
+    gpu_taint_key = models.CharField(max_length=253, default="nvidia.com/gpu")
+    overcommit_ratio = models.DecimalField(
+        max_digits=5,
+        decimal_places=2,
+        default=Decimal("1.00"),
+        validators=[MinValueValidator(Decimal("0.01"))],
+        help_text="Guaranteed GPUs granted may reach capacity times this ratio.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(overcommit_ratio__gt=0), name="cluster_overcommit_ratio_positive"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.display_name or self.name
+
+
+class GpuCapacity(models.Model):
+    """How many GPUs of one resource kind (e.g. nvidia.com/gpu) a cluster has to hand out."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="gpu_capacities")
+    resource_name = models.CharField(
+        max_length=253, default="nvidia.com/gpu", validators=[extended_resource_name_validator]
+    )
+    gpu_model = models.CharField(max_length=200, blank=True)
+    allocatable = models.PositiveIntegerField(
+        default=0, help_text="GPUs the cluster's nodes report (or an admin entered)."
+    )
+    admin_cap = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Optional lower limit set by an admin."
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["cluster", "resource_name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "resource_name"], name="gpu_capacity_cluster_resource_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.cluster.name}: {self.capacity} × {self.resource_name}"
+
+    @property
+    def capacity(self) -> int:
+        """GPUs the portal may plan with: what the cluster has, never above the admin's cap."""
+        if self.admin_cap is None:
+            return self.allocatable
+        return min(self.allocatable, self.admin_cap)

@@ -1,0 +1,26 @@
+"""API-wide plumbing: turn domain errors into JSON responses with the field and the reason."""
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import ValidationError as DjangoValidationError
+from rest_framework import status
+from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from tenants.errors import InvalidTransition
+
+
+def exception_handler(exc, context):
+    """Map service-layer errors to DRF's: 400 with per-field messages, 403, 409 for transitions."""
+    if isinstance(exc, InvalidTransition):
+        return Response(
+            {"detail": str(exc), "state": [exc.current_state]}, status=status.HTTP_409_CONFLICT
+        )
+    if isinstance(exc, DjangoValidationError):
+        if hasattr(exc, "error_dict"):
+            exc = ValidationError(detail=exc.message_dict)
+        else:
+            exc = ValidationError(detail={"non_field_errors": exc.messages})
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = PermissionDenied(detail=str(exc) or None)
+    return drf_exception_handler(exc, context)

@@ -1,0 +1,220 @@
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.db.models import F, Q
+
+from clusters.models import Cluster
+from portal.validators import (
+    DNS1123_LABEL_MAX_LENGTH,
+    dns1123_label_validator,
+    extended_resource_name_validator,
+)
+
+
+class Team(models.Model):
+    """A group of people who share GPU quota; its slug becomes their namespace on each cluster."""
+
+    slug = models.CharField(
+        max_length=DNS1123_LABEL_MAX_LENGTH,
+        unique=True,
+        validators=[dns1123_label_validator],
+        help_text="Becomes the team's Kubernetes namespace name.",
+    )
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    archived_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    members = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, through="Membership", related_name="teams"
+    )
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.name or self.slug
+
+    @property
+    def namespace(self) -> str:
+        return self.slug
+
+
+class Membership(models.Model):
+    """One user's role in one team."""
+
+    class Role(models.TextChoices):
+        LEAD = "lead", "Lead"
+        MEMBER = "member", "Member"
+        VIEWER = "viewer", "Viewer"
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["team", "user"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "user"], name="membership_team_user_unique"),
+            models.CheckConstraint(
+                condition=Q(role__in=["lead", "member", "viewer"]), name="membership_role_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} is {self.role} of {self.team}"
+
+
+class QuotaAmounts(models.Model):
+    """What a request asks for and a grant gives: GPUs of one kind on one cluster for a period."""
+
+    team = models.ForeignKey(Team, on_delete=models.PROTECT)
+    cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT)
+    gpu_resource = models.CharField(
+        max_length=253, default="nvidia.com/gpu", validators=[extended_resource_name_validator]
+    )
+    gpus = models.PositiveIntegerField(validators=[MinValueValidator(1)])
+    cpu_cores = models.DecimalField(
+        max_digits=8,
+        decimal_places=2,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0), MaxValueValidator(100000)],
+    )
+    memory_gib = models.PositiveIntegerField(
+        null=True, blank=True, validators=[MaxValueValidator(1_000_000)]
+    )
+    starts_on = models.DateField()
+    ends_on = models.DateField(null=True, blank=True, help_text="Empty means open-ended.")
+
+    class Meta:
+        abstract = True
+
+
+class QuotaRequest(QuotaAmounts):
+    """A team lead's ask for GPU quota, waiting for (or having had) an admin's decision."""
+
+    class State(models.TextChoices):
+        PENDING = "pending", "Pending"
+        APPROVED = "approved", "Approved"
+        REJECTED = "rejected", "Rejected"
+        CANCELLED = "cancelled", "Cancelled"
+
+    justification = models.TextField()
+    state = models.CharField(max_length=10, choices=State.choices, default=State.PENDING)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="quota_requests"
+    )
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="quota_decisions",
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decision_note = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["state", "created_at"], name="quota_request_queue_idx")]
+        constraints = [
+            models.CheckConstraint(condition=Q(gpus__gte=1), name="quota_request_gpus_positive"),
+            models.CheckConstraint(
+                condition=Q(ends_on__isnull=True) | Q(ends_on__gte=F("starts_on")),
+                name="quota_request_ends_after_start",
+            ),
+            models.CheckConstraint(
+                condition=Q(state__in=["pending", "approved", "rejected", "cancelled"]),
+                name="quota_request_state_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.team}: {self.gpus} × {self.gpu_resource} on {self.cluster}"
+
+
+class QuotaGrant(QuotaAmounts):
+    """Quota an admin approved: while active it counts against the cluster's capacity and is
+    what the team's ResourceQuota on that cluster is made of."""
+
+    class State(models.TextChoices):
+        ACTIVE = "active", "Active"
+        EXPIRED = "expired", "Expired"
+        REVOKED = "revoked", "Revoked"
+
+    request = models.OneToOneField(QuotaRequest, on_delete=models.PROTECT, related_name="grant")
+    state = models.CharField(max_length=10, choices=State.choices, default=State.ACTIVE)
+    granted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="quota_grants_given"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["cluster", "gpu_resource", "state"], name="quota_grant_usage_idx")
+        ]
+        constraints = [
+            models.CheckConstraint(condition=Q(gpus__gte=1), name="quota_grant_gpus_positive"),
+            models.CheckConstraint(
+                condition=Q(ends_on__isnull=True) | Q(ends_on__gte=F("starts_on")),
+                name="quota_grant_ends_after_start",
+            ),
+            models.CheckConstraint(
+                condition=Q(state__in=["active", "expired", "revoked"]),
+                name="quota_grant_state_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"grant #{self.pk} {self.team}: {self.gpus} × {self.gpu_resource} on {self.cluster}"
+
+
+class TeamCluster(models.Model):
+    """A team's presence on one cluster: its namespace there and how far the cluster has been
+    brought in line with the portal's grants (written by the reconcile task)."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="cluster_states")
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="team_states")
+    reconcile_requested_at = models.DateTimeField(null=True, blank=True)
+    last_reconciled_at = models.DateTimeField(null=True, blank=True)
+    reconcile_runs = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["team", "cluster"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "cluster"], name="team_cluster_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.team} on {self.cluster}"
+
+
+class AuditEvent(models.Model):
+    """One state change: who did what to which object, when, and the object before and after."""
+
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
+    )
+    team = models.ForeignKey(
+        Team, on_delete=models.SET_NULL, null=True, blank=True, related_name="audit_events"
+    )
+    action = models.CharField(max_length=64, db_index=True)
+    target_type = models.CharField(max_length=64)
+    target_id = models.PositiveBigIntegerField()
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True)
+    note = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.actor} {self.action} {self.target_type}#{self.target_id}"

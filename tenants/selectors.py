@@ -1,0 +1,141 @@
+"""Reads: what each user may see, and the capacity figures the review queue shows."""
+
+import datetime
+from dataclasses import dataclass
+
+from django.contrib.auth.models import AnonymousUser, User
+from django.db.models import Q, QuerySet, Sum
+from django.utils import timezone
+
+from clusters.models import Cluster, GpuCapacity
+from tenants.models import AuditEvent, QuotaGrant, QuotaRequest, Team
+from tenants.permissions import is_portal_admin
+
+
+def teams_visible_to(user: User | AnonymousUser) -> QuerySet[Team]:
+    """Admins see every team; everyone else only the teams they belong to."""
+    if is_portal_admin(user):
+        return Team.objects.all()
+    if not user.is_authenticated:
+        return Team.objects.none()
+    return Team.objects.filter(memberships__user=user).distinct()
+
+
+def _team_scoped(queryset: QuerySet, user: User | AnonymousUser) -> QuerySet:
+    if is_portal_admin(user):
+        return queryset
+    if not user.is_authenticated:
+        return queryset.none()
+    return queryset.filter(team__memberships__user=user)
+
+
+def quota_requests_visible_to(user: User | AnonymousUser) -> QuerySet[QuotaRequest]:
+    return _team_scoped(QuotaRequest.objects.all(), user).select_related(
+        "team", "cluster", "requested_by", "decided_by"
+    )
+
+
+def quota_grants_visible_to(user: User | AnonymousUser) -> QuerySet[QuotaGrant]:
+    return _team_scoped(QuotaGrant.objects.all(), user).select_related(
+        "team", "cluster", "granted_by", "request"
+    )
+
+
+def audit_events_visible_to(user: User | AnonymousUser) -> QuerySet[AuditEvent]:
+    """Members see their teams' events; events about no team (clusters) are for admins."""
+    return _team_scoped(AuditEvent.objects.all(), user).select_related("actor", "team")
+
+
+def grants_overlapping(
+    *,
+    cluster: Cluster,
+    gpu_resource: str,
+    starts_on: datetime.date,
+    ends_on: datetime.date | None,
+) -> QuerySet[QuotaGrant]:
+    """Active grants of this GPU kind on the cluster whose period meets [starts_on, ends_on].
+
+    Summing them over-counts grants that overlap the period but not each other; that errs on
+    the safe side (never over-allocates) and keeps the check one indexed query.
+    """
+    overlapping = Q(ends_on__isnull=True) | Q(ends_on__gte=starts_on)
+    if ends_on is not None:
+        overlapping &= Q(starts_on__lte=ends_on)
+    return QuotaGrant.objects.filter(
+        overlapping,
+        cluster=cluster,
+        gpu_resource=gpu_resource,
+        state=QuotaGrant.State.ACTIVE,
+    )
+
+
+def granted_gpus(
+    *,
+    cluster: Cluster,
+    gpu_resource: str,
+    starts_on: datetime.date,
+    ends_on: datetime.date | None,
+    exclude_grant_id: int | None = None,
+) -> int:
+    grants = grants_overlapping(
+        cluster=cluster, gpu_resource=gpu_resource, starts_on=starts_on, ends_on=ends_on
+    )
+    if exclude_grant_id is not None:
+        grants = grants.exclude(pk=exclude_grant_id)
+    return grants.aggregate(total=Sum("gpus"))["total"] or 0
+
+
+@dataclass(frozen=True)
+class CapacitySummary:
+    """A cluster's GPUs of one kind: what may be planned with (capacity times the overcommit
+    ratio), what active grants hold from today on, and what is left."""
+
+    cluster_id: int
+    gpu_resource: str
+    capacity: int
+    plannable: int
+    granted: int
+
+    @property
+    def free(self) -> int:
+        return self.plannable - self.granted
+
+    def free_after(self, gpus: int) -> int:
+        return self.free - gpus
+
+
+def plannable_gpus(capacity: int, overcommit_ratio) -> int:
+    """Whole GPUs that may be granted: capacity times the admin's overcommit ratio, rounded down."""
+    return int(capacity * overcommit_ratio)
+
+
+def capacity_summaries() -> dict[tuple[int, str], CapacitySummary]:
+    """Every cluster's capacity per GPU kind, in two queries whatever the number of clusters."""
+    today = timezone.localdate()
+    granted = {
+        (row["cluster_id"], row["gpu_resource"]): row["total"]
+        for row in QuotaGrant.objects.filter(state=QuotaGrant.State.ACTIVE)
+        .filter(Q(ends_on__isnull=True) | Q(ends_on__gte=today))
+        .values("cluster_id", "gpu_resource")
+        .annotate(total=Sum("gpus"))
+    }
+    summaries = {}
+    for row in GpuCapacity.objects.select_related("cluster"):
+        key = (row.cluster_id, row.resource_name)
+        summaries[key] = CapacitySummary(
+            cluster_id=row.cluster_id,
+            gpu_resource=row.resource_name,
+            capacity=row.capacity,
+            plannable=plannable_gpus(row.capacity, row.cluster.overcommit_ratio),
+            granted=granted.get(key, 0),
+        )
+    return summaries
+
+
+def review_queue() -> QuerySet[QuotaRequest]:
+    """Pending requests, oldest first: the order admins should decide them in."""
+    return (
+        QuotaRequest.objects.filter(state=QuotaRequest.State.PENDING)
+        .select_related("team", "cluster", "requested_by")
+        .order_by("created_at", "id")
+    )

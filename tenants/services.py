@@ -1,0 +1,509 @@
+"""Changes to teams and quota. Views, serializers and tasks call these and nothing else.
+
+Each public function validates first (raising ``ValidationError`` with the field and the reason,
+``PermissionDenied`` or ``InvalidTransition``) and only then writes, inside one transaction, with
+an audit event per state change. Whenever what a team holds on a cluster changes,
+``schedule_reconcile`` is the single hook that brings the cluster in line after commit.
+"""
+
+import datetime
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.db.models import F, Model
+from django.utils import timezone
+
+from clusters.models import Cluster, GpuCapacity
+from tenants.errors import InvalidTransition
+from tenants.models import AuditEvent, Membership, QuotaGrant, QuotaRequest, Team, TeamCluster
+from tenants.permissions import can_request_quota, is_portal_admin, team_role
+from tenants.selectors import granted_gpus, plannable_gpus
+
+RequestState = QuotaRequest.State
+GrantState = QuotaGrant.State
+
+REQUEST_TRANSITIONS: dict[str, set[str]] = {
+    RequestState.PENDING: {RequestState.APPROVED, RequestState.REJECTED, RequestState.CANCELLED},
+}
+GRANT_TRANSITIONS: dict[str, set[str]] = {
+    GrantState.ACTIVE: {GrantState.ACTIVE, GrantState.EXPIRED, GrantState.REVOKED},
+}
+
+AUDITED_FIELDS = {
+    "Team": ["slug", "name", "description", "archived_at"],
+    "Membership": ["team_id", "user_id", "role"],
+    "QuotaRequest": [
+        "team_id", "cluster_id", "gpu_resource", "gpus", "cpu_cores", "memory_gib",
+        "starts_on", "ends_on", "state", "decision_note",
+    ],
+    "QuotaGrant": [
+        "team_id", "cluster_id", "gpu_resource", "gpus", "cpu_cores", "memory_gib",
+        "starts_on", "ends_on", "state",
+    ],
+    "Cluster": ["name", "overcommit_ratio"],
+    "GpuCapacity": ["cluster_id", "resource_name", "gpu_model", "allocatable", "admin_cap"],
+}  # fmt: skip
+
+
+# --- audit -----------------------------------------------------------------------------------
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, (datetime.date, datetime.datetime)):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return str(value)
+    return value
+
+
+def snapshot(instance: Model) -> dict[str, Any]:
+    """The audited fields of a row as JSON-safe values, for an audit event's before/after."""
+    fields = AUDITED_FIELDS[type(instance).__name__]
+    return {field: _json_value(getattr(instance, field)) for field in fields}
+
+
+def audit(
+    *,
+    actor: User | None,
+    action: str,
+    target: Model,
+    team: Team | None,
+    before: dict | None,
+    after: dict | None,
+    note: str = "",
+) -> AuditEvent:
+    return AuditEvent.objects.create(
+        actor=actor,
+        action=action,
+        target_type=type(target).__name__,
+        target_id=target.pk,
+        team=team,
+        before=before,
+        after=after,
+        note=note,
+    )
+
+
+# --- the reconcile hook ------------------------------------------------------------------------
+
+
+def schedule_reconcile(*, team_id: int, cluster_id: int) -> None:
+    """Bring the team's namespace on the cluster in line with the database, after commit.
+
+    The one hook every grant change calls. It runs inside the caller's transaction: the marker
+    is written with the change, and the task is only enqueued once the change is committed, so
+    a worker never reads the database from before it.
+    """
+    from tenants.tasks import reconcile_team  # tasks import this module
+
+    TeamCluster.objects.get_or_create(team_id=team_id, cluster_id=cluster_id)
+    TeamCluster.objects.filter(team_id=team_id, cluster_id=cluster_id).update(
+        reconcile_requested_at=timezone.now()
+    )
+    transaction.on_commit(lambda: reconcile_team.delay(team_id=team_id, cluster_id=cluster_id))
+
+
+def reconcile_record_run(*, team_id: int, cluster_id: int) -> TeamCluster:
+    """Record that a reconcile of the team on the cluster ran (the apply itself comes later)."""
+    team_cluster, _ = TeamCluster.objects.get_or_create(team_id=team_id, cluster_id=cluster_id)
+    TeamCluster.objects.filter(pk=team_cluster.pk).update(
+        last_reconciled_at=timezone.now(), reconcile_runs=F("reconcile_runs") + 1
+    )
+    team_cluster.refresh_from_db()
+    return team_cluster
+
+
+# --- checks ------------------------------------------------------------------------------------
+
+
+def check_transition(instance: QuotaRequest | QuotaGrant, to_state: str) -> None:
+    table = REQUEST_TRANSITIONS if isinstance(instance, QuotaRequest) else GRANT_TRANSITIONS
+    if to_state not in table.get(instance.state, set()):
+        kind = "request" if isinstance(instance, QuotaRequest) else "grant"
+        verb = {
+            RequestState.APPROVED: "approve",
+            RequestState.REJECTED: "reject",
+            RequestState.CANCELLED: "cancel",
+            GrantState.ACTIVE: "change",
+            GrantState.EXPIRED: "expire",
+            GrantState.REVOKED: "revoke",
+        }[to_state]
+        raise InvalidTransition(
+            f"Cannot {verb} quota {kind} #{instance.pk}: it is {instance.state}.",
+            current_state=instance.state,
+        )
+
+
+def check_quota_amounts(
+    *,
+    team: Team,
+    cluster: Cluster,
+    gpu_resource: str,
+    gpus: int,
+    starts_on: datetime.date,
+    ends_on: datetime.date | None,
+    cpu_cores: Decimal | None,
+    memory_gib: int | None,
+) -> None:
+    """Reject what no admin could grant: raises ValidationError naming each bad field."""
+    errors: dict[str, str] = {}
+    max_gpus = settings.PORTAL_MAX_GPUS_PER_REQUEST
+    if team.archived_at is not None:
+        errors["team"] = f"Team {team.slug} is archived and cannot receive quota."
+    if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 1:
+        errors["gpus"] = "Must be a whole number of GPUs, at least 1."
+    elif gpus > max_gpus:
+        errors["gpus"] = f"At most {max_gpus} GPUs can be requested at once; {gpus} were asked for."
+    offered = list(cluster.gpu_capacities.values_list("resource_name", flat=True))
+    if gpu_resource not in offered:
+        kinds = ", ".join(offered) or "none"
+        errors["gpu_resource"] = (
+            f"Cluster {cluster.name} has no GPUs of kind {gpu_resource!r}; it offers: {kinds}."
+        )
+    if ends_on is not None and ends_on < starts_on:
+        errors["ends_on"] = f"Must not be before the start date ({starts_on.isoformat()})."
+    if cpu_cores is not None and cpu_cores < 0:
+        errors["cpu_cores"] = "Must not be negative."
+    if memory_gib is not None and memory_gib < 0:
+        errors["memory_gib"] = "Must not be negative."
+    if errors:
+        raise ValidationError(errors)
+
+
+def check_can_decide(*, reviewer: User, quota_request: QuotaRequest) -> None:
+    if not is_portal_admin(reviewer):
+        raise PermissionDenied("Only portal admins can approve or reject quota requests.")
+    if quota_request.requested_by_id == reviewer.pk:
+        raise PermissionDenied("You cannot decide on a quota request you made yourself.")
+
+
+def check_capacity(
+    *,
+    cluster: Cluster,
+    gpu_resource: str,
+    gpus: int,
+    starts_on: datetime.date,
+    ends_on: datetime.date | None,
+) -> None:
+    """Granted GPUs of this kind must stay within capacity times the overcommit ratio.
+
+    The caller must hold the lock on the cluster's row, or two approvals could both pass.
+    """
+    capacity = GpuCapacity.objects.filter(cluster=cluster, resource_name=gpu_resource).first()
+    total = capacity.capacity if capacity else 0
+    plannable = plannable_gpus(total, cluster.overcommit_ratio)
+    already = granted_gpus(
+        cluster=cluster, gpu_resource=gpu_resource, starts_on=starts_on, ends_on=ends_on
+    )
+    if already + gpus > plannable:
+        raise ValidationError(
+            {
+                "gpus": (
+                    f"Not enough capacity: {cluster.name} can grant {plannable} × {gpu_resource} "
+                    f"({total} at overcommit {cluster.overcommit_ratio}), {already} are already "
+                    f"granted for that period, so at most {max(plannable - already, 0)} more; "
+                    f"{gpus} would exceed it by {already + gpus - plannable}."
+                )
+            }
+        )
+
+
+def _lock_cluster(cluster_id: int) -> Cluster:
+    # Lock the cluster row: two admins approving at once must not both see the same free capacity.
+    return Cluster.objects.select_for_update().get(pk=cluster_id)
+
+
+# --- teams and memberships ---------------------------------------------------------------------
+
+
+def team_create(*, actor: User, slug: str, name: str, description: str = "") -> Team:
+    if not is_portal_admin(actor):
+        raise PermissionDenied("Only portal admins can create teams.")
+    team = Team(slug=slug, name=name, description=description)
+    team.full_clean()
+    with transaction.atomic():
+        team.save()
+        audit(actor=actor, action="team.created", target=team, team=team, before=None,
+              after=snapshot(team))  # fmt: skip
+    return team
+
+
+def membership_set(*, actor: User, team: Team, user: User, role: str) -> Membership:
+    """Add the user to the team with the role, or change their role."""
+    if not is_portal_admin(actor):
+        raise PermissionDenied("Only portal admins can change team memberships.")
+    if role not in Membership.Role.values:
+        raise ValidationError({"role": f"Must be one of: {', '.join(Membership.Role.values)}."})
+    with transaction.atomic():
+        membership = Membership.objects.select_for_update().filter(team=team, user=user).first()
+        before = snapshot(membership) if membership else None
+        if membership is None:
+            membership = Membership.objects.create(team=team, user=user, role=role)
+        elif membership.role != role:
+            membership.role = role
+            membership.save(update_fields=["role"])
+        else:
+            return membership
+        audit(actor=actor, action="membership.set", target=membership, team=team,
+              before=before, after=snapshot(membership))  # fmt: skip
+    return membership
+
+
+def membership_remove(*, actor: User, team: Team, user: User) -> None:
+    if not is_portal_admin(actor):
+        raise PermissionDenied("Only portal admins can change team memberships.")
+    with transaction.atomic():
+        membership = Membership.objects.select_for_update().filter(team=team, user=user).first()
+        if membership is None:
+            raise ValidationError({"user": f"{user.username} is not a member of {team.slug}."})
+        before = snapshot(membership)
+        audit(actor=actor, action="membership.removed", target=membership, team=team,
+              before=before, after=None)  # fmt: skip
+        membership.delete()
+
+
+# --- clusters ----------------------------------------------------------------------------------
+
+
+def cluster_set_overcommit(*, actor: User, cluster: Cluster, ratio: Decimal) -> Cluster:
+    if not is_portal_admin(actor):
+        raise PermissionDenied("Only portal admins can change a cluster's overcommit ratio.")
+    if ratio <= 0 or ratio > 100:
+        raise ValidationError({"overcommit_ratio": "Must be above 0 and at most 100."})
+    with transaction.atomic():
+        locked = _lock_cluster(cluster.pk)
+        before = snapshot(locked)
+        locked.overcommit_ratio = ratio
+        locked.save(update_fields=["overcommit_ratio"])
+        audit(actor=actor, action="cluster.overcommit_changed", target=locked, team=None,
+              before=before, after=snapshot(locked))  # fmt: skip
+    return locked
+
+
+# --- quota requests ----------------------------------------------------------------------------
+
+
+def quota_request_create(
+    *,
+    requested_by: User,
+    team: Team,
+    cluster: Cluster,
+    gpus: int,
+    justification: str,
+    gpu_resource: str = "nvidia.com/gpu",
+    starts_on: datetime.date | None = None,
+    ends_on: datetime.date | None = None,
+    cpu_cores: Decimal | None = None,
+    memory_gib: int | None = None,
+) -> QuotaRequest:
+    if not can_request_quota(requested_by, team):
+        raise PermissionDenied(f"Only leads of {team.slug} can request quota for it.")
+    today = timezone.localdate()
+    starts_on = starts_on or today
+    check_quota_amounts(team=team, cluster=cluster, gpu_resource=gpu_resource, gpus=gpus,
+                        starts_on=starts_on, ends_on=ends_on, cpu_cores=cpu_cores,
+                        memory_gib=memory_gib)  # fmt: skip
+    errors = {}
+    if starts_on < today:
+        errors["starts_on"] = f"Must not be in the past (today is {today.isoformat()})."
+    if not justification.strip():
+        errors["justification"] = "Say what the GPUs are for."
+    if errors:
+        raise ValidationError(errors)
+    with transaction.atomic():
+        quota_request = QuotaRequest.objects.create(
+            team=team, cluster=cluster, gpu_resource=gpu_resource, gpus=gpus,
+            cpu_cores=cpu_cores, memory_gib=memory_gib, starts_on=starts_on, ends_on=ends_on,
+            justification=justification.strip(), requested_by=requested_by,
+        )  # fmt: skip
+        audit(actor=requested_by, action="quota_request.created", target=quota_request,
+              team=team, before=None, after=snapshot(quota_request))  # fmt: skip
+    return quota_request
+
+
+def quota_request_cancel(*, actor: User, quota_request: QuotaRequest) -> QuotaRequest:
+    """The requester (or a lead of the team) withdraws a pending request."""
+    is_requester = quota_request.requested_by_id == actor.pk
+    if not is_requester and team_role(actor, quota_request.team) != Membership.Role.LEAD:
+        raise PermissionDenied("Only the requester or a lead of the team can cancel a request.")
+    with transaction.atomic():
+        locked = QuotaRequest.objects.select_for_update().get(pk=quota_request.pk)
+        check_transition(locked, RequestState.CANCELLED)
+        before = snapshot(locked)
+        locked.state = RequestState.CANCELLED
+        locked.decided_at = timezone.now()
+        locked.save(update_fields=["state", "decided_at"])
+        audit(actor=actor, action="quota_request.cancelled", target=locked, team=locked.team,
+              before=before, after=snapshot(locked))  # fmt: skip
+    return locked
+
+
+def quota_request_reject(*, reviewer: User, quota_request: QuotaRequest, note: str) -> QuotaRequest:
+    check_can_decide(reviewer=reviewer, quota_request=quota_request)
+    if not note.strip():
+        raise ValidationError({"note": "Tell the team why the request is rejected."})
+    with transaction.atomic():
+        locked = QuotaRequest.objects.select_for_update().get(pk=quota_request.pk)
+        check_transition(locked, RequestState.REJECTED)
+        before = snapshot(locked)
+        locked.state = RequestState.REJECTED
+        locked.decided_by = reviewer
+        locked.decided_at = timezone.now()
+        locked.decision_note = note.strip()
+        locked.save(update_fields=["state", "decided_by", "decided_at", "decision_note"])
+        audit(actor=reviewer, action="quota_request.rejected", target=locked, team=locked.team,
+              before=before, after=snapshot(locked), note=locked.decision_note)  # fmt: skip
+    return locked
+
+
+def quota_request_approve(
+    *,
+    reviewer: User,
+    quota_request: QuotaRequest,
+    gpus: int | None = None,
+    ends_on: datetime.date | None = None,
+    note: str = "",
+) -> QuotaGrant:
+    """Approve the request, optionally for fewer GPUs or a shorter period, and grant it.
+
+    Capacity is checked and the grant written under the cluster's row lock, so concurrent
+    approvals are serialised and can never over-allocate.
+    """
+    check_can_decide(reviewer=reviewer, quota_request=quota_request)
+    with transaction.atomic():
+        cluster = _lock_cluster(quota_request.cluster_id)
+        locked = QuotaRequest.objects.select_for_update().get(pk=quota_request.pk)
+        check_transition(locked, RequestState.APPROVED)
+        granted = locked.gpus if gpus is None else gpus
+        granted_until = locked.ends_on if ends_on is None else ends_on
+        errors = {}
+        if not isinstance(granted, int) or isinstance(granted, bool) or granted < 1:
+            errors["gpus"] = "Must be a whole number of GPUs, at least 1."
+        elif granted > locked.gpus:
+            errors["gpus"] = f"Can approve at most the {locked.gpus} GPUs requested."
+        if ends_on is not None:
+            if ends_on < locked.starts_on:
+                errors["ends_on"] = (
+                    f"Must not be before the start date ({locked.starts_on.isoformat()})."
+                )
+            elif locked.ends_on is not None and ends_on > locked.ends_on:
+                errors["ends_on"] = (
+                    f"Can only shorten the requested period (it ends {locked.ends_on.isoformat()})."
+                )
+        if errors:
+            raise ValidationError(errors)
+        check_capacity(cluster=cluster, gpu_resource=locked.gpu_resource, gpus=granted,
+                       starts_on=locked.starts_on, ends_on=granted_until)  # fmt: skip
+
+        before = snapshot(locked)
+        locked.state = RequestState.APPROVED
+        locked.decided_by = reviewer
+        locked.decided_at = timezone.now()
+        locked.decision_note = note.strip()
+        locked.save(update_fields=["state", "decided_by", "decided_at", "decision_note"])
+        audit(actor=reviewer, action="quota_request.approved", target=locked, team=locked.team,
+              before=before, after=snapshot(locked), note=locked.decision_note)  # fmt: skip
+        grant = QuotaGrant.objects.create(
+            request=locked, team=locked.team, cluster=cluster, gpu_resource=locked.gpu_resource,
+            gpus=granted, cpu_cores=locked.cpu_cores, memory_gib=locked.memory_gib,
+            starts_on=locked.starts_on, ends_on=granted_until, granted_by=reviewer,
+        )  # fmt: skip
+        audit(actor=reviewer, action="quota_grant.activated", target=grant, team=grant.team,
+              before=None, after=snapshot(grant), note=locked.decision_note)  # fmt: skip
+        schedule_reconcile(team_id=grant.team_id, cluster_id=grant.cluster_id)
+    return grant
+
+
+# --- quota grants ------------------------------------------------------------------------------
+
+
+def _end_grant(*, grant_id: int, to_state: str, actor: User | None, note: str) -> QuotaGrant:
+    with transaction.atomic():
+        locked = QuotaGrant.objects.select_for_update().get(pk=grant_id)
+        check_transition(locked, to_state)
+        before = snapshot(locked)
+        locked.state = to_state
+        locked.ended_at = timezone.now()
+        locked.save(update_fields=["state", "ended_at", "updated_at"])
+        action = "quota_grant.revoked" if to_state == GrantState.REVOKED else "quota_grant.expired"
+        audit(actor=actor, action=action, target=locked, team=locked.team, before=before,
+              after=snapshot(locked), note=note)  # fmt: skip
+        schedule_reconcile(team_id=locked.team_id, cluster_id=locked.cluster_id)
+    return locked
+
+
+def quota_grant_revoke(*, actor: User, grant: QuotaGrant, note: str = "") -> QuotaGrant:
+    if not is_portal_admin(actor):
+        raise PermissionDenied("Only portal admins can revoke grants.")
+    return _end_grant(grant_id=grant.pk, to_state=GrantState.REVOKED, actor=actor,
+                      note=note.strip())  # fmt: skip
+
+
+def quota_grant_shrink(
+    *,
+    actor: User,
+    grant: QuotaGrant,
+    gpus: int | None = None,
+    ends_on: datetime.date | None = None,
+    note: str = "",
+) -> QuotaGrant:
+    """Reduce an active grant's GPUs or end it sooner. Growing a grant needs a new request."""
+    if not is_portal_admin(actor):
+        raise PermissionDenied("Only portal admins can shrink grants.")
+    with transaction.atomic():
+        locked = QuotaGrant.objects.select_for_update().get(pk=grant.pk)
+        check_transition(locked, GrantState.ACTIVE)
+        errors = {}
+        if gpus is not None:
+            if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 1:
+                errors["gpus"] = "Must be a whole number of GPUs, at least 1 (revoke to end it)."
+            elif gpus > locked.gpus:
+                errors["gpus"] = (
+                    f"Can only shrink: the grant has {locked.gpus} GPUs. Ask for more with a "
+                    f"new request."
+                )
+        if ends_on is not None:
+            if ends_on < locked.starts_on:
+                errors["ends_on"] = (
+                    f"Must not be before the start date ({locked.starts_on.isoformat()})."
+                )
+            elif locked.ends_on is not None and ends_on > locked.ends_on:
+                errors["ends_on"] = (
+                    f"Can only end sooner: the grant ends {locked.ends_on.isoformat()}."
+                )
+        if not errors and (gpus in (None, locked.gpus)) and (ends_on in (None, locked.ends_on)):
+            errors["non_field_errors"] = "Nothing to change: give fewer GPUs or an earlier end."
+        if errors:
+            raise ValidationError(errors)
+        before = snapshot(locked)
+        if gpus is not None:
+            locked.gpus = gpus
+        if ends_on is not None:
+            locked.ends_on = ends_on
+        locked.save(update_fields=["gpus", "ends_on", "updated_at"])
+        audit(actor=actor, action="quota_grant.shrunk", target=locked, team=locked.team,
+              before=before, after=snapshot(locked), note=note.strip())  # fmt: skip
+        schedule_reconcile(team_id=locked.team_id, cluster_id=locked.cluster_id)
+    return locked
+
+
+def quota_grants_expire(*, today: datetime.date | None = None) -> list[int]:
+    """End every active grant whose last day has passed; returns the ids that expired now.
+
+    Safe to run concurrently: each grant is claimed under its row lock and re-checked.
+    """
+    today = today or timezone.localdate()
+    due = QuotaGrant.objects.filter(state=GrantState.ACTIVE, ends_on__lt=today)
+    expired = []
+    for grant_id in due.order_by("pk").values_list("pk", flat=True):
+        try:
+            _end_grant(grant_id=grant_id, to_state=GrantState.EXPIRED, actor=None,
+                       note=f"Period ended before {today.isoformat()}.")  # fmt: skip
+        except InvalidTransition:
+            continue  # another worker ended it first
+        expired.append(grant_id)
+    return expired

@@ -1,0 +1,91 @@
+"""Real services for integration tests: the PostgreSQL test database and a Celery worker process.
+
+``scripts/services.sh up`` (called by ``make test`` and ``.ci/run``) starts PostgreSQL and Redis
+and exports DATABASE_URL and CELERY_BROKER_URL; these fixtures refuse to run on anything else.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from portal.celery import app as celery_app
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "tests/integration" in str(item.path):
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session")
+def postgres_database(django_db_setup):
+    """The suite's database, which must be PostgreSQL: row locks are what the tests prove."""
+    if connection.vendor != "postgresql":
+        pytest.fail(
+            "Integration tests need PostgreSQL: run them through `make test`, or export "
+            "DATABASE_URL from `scripts/services.sh up`."
+        )
+    return settings.DATABASES["default"]
+
+
+def _database_url(db: dict) -> str:
+    return f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+
+
+@pytest.fixture(scope="session")
+def celery_worker_process(postgres_database, tmp_path_factory):
+    """A real ``celery worker`` process on the real Redis broker, reading the test database.
+
+    Tests that use it must commit their data (``transactional_db``), as a worker in another
+    process only sees committed rows.
+    """
+    broker = settings.CELERY_BROKER_URL
+    with celery_app.connection_for_write() as conn:
+        conn.ensure_connection(max_retries=3)
+    celery_app.control.purge()
+    log_path = tmp_path_factory.mktemp("celery") / "worker.log"
+    env = {
+        **os.environ,
+        "DATABASE_URL": _database_url(postgres_database),
+        "CELERY_BROKER_URL": broker,
+        "PYTHONUNBUFFERED": "1",
+    }
+    with open(log_path, "w") as log:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool=solo",
+             "--loglevel=INFO", "--without-gossip", "--without-mingle", "-n", "test@%h"],
+            cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while "ready." not in log_path.read_text():
+        if worker.poll() is not None or time.monotonic() > deadline:
+            worker.kill()
+            pytest.fail(f"Celery worker did not start:\n{log_path.read_text()[-3000:]}")
+        time.sleep(0.2)
+    yield worker
+    worker.send_signal(signal.SIGTERM)
+    try:
+        worker.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        worker.kill()
+
+
+def wait_for(predicate, *, timeout: float = 30.0, interval: float = 0.2, what: str = "condition"):
+    """Poll until ``predicate()`` is truthy and return its value; fail the test after timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)

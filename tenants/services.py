@@ -7,6 +7,7 @@ an audit event per state change. Whenever what a team holds on a cluster changes
 """
 
 import datetime
+import logging
 from decimal import Decimal
 from typing import Any
 
@@ -16,12 +17,15 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.db.models import F, Model
 from django.utils import timezone
+from kombu.exceptions import OperationalError
 
 from clusters.models import Cluster, GpuCapacity
 from tenants.errors import InvalidTransition
 from tenants.models import AuditEvent, Membership, QuotaGrant, QuotaRequest, Team, TeamCluster
 from tenants.permissions import can_request_quota, is_portal_admin, team_role
 from tenants.selectors import granted_gpus, plannable_gpus
+
+logger = logging.getLogger(__name__)
 
 RequestState = QuotaRequest.State
 GrantState = QuotaGrant.State
@@ -104,7 +108,19 @@ def schedule_reconcile(*, team_id: int, cluster_id: int) -> None:
     TeamCluster.objects.filter(team_id=team_id, cluster_id=cluster_id).update(
         reconcile_requested_at=timezone.now()
     )
-    transaction.on_commit(lambda: reconcile_team.delay(team_id=team_id, cluster_id=cluster_id))
+    transaction.on_commit(lambda: _enqueue_reconcile(reconcile_team, team_id, cluster_id))
+
+
+def _enqueue_reconcile(task, team_id: int, cluster_id: int) -> None:
+    """Send the task; if the broker is unreachable, log it rather than fail a committed change.
+
+    The decision is already saved and ``reconcile_requested_at`` shows the cluster is behind;
+    the periodic sweep picks it up once the broker is back.
+    """
+    try:
+        task.delay(team_id=team_id, cluster_id=cluster_id)
+    except OperationalError:
+        logger.exception("Could not enqueue reconcile of team %s on %s", team_id, cluster_id)
 
 
 def reconcile_record_run(*, team_id: int, cluster_id: int) -> TeamCluster:

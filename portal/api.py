@@ -4,6 +4,7 @@ from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import status
 from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
@@ -24,3 +25,11 @@ def exception_handler(exc, context):
     elif isinstance(exc, DjangoPermissionDenied):
         exc = PermissionDenied(detail=str(exc) or None)
     return drf_exception_handler(exc, context)
+
+
+class PortalPagination(PageNumberPagination):
+    """Pages of 50 by default; clients may ask for up to 1,000 rows with ``?page_size=``."""
+
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = 1000

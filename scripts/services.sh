@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Start or stop the portal's private PostgreSQL and Redis (Debian's packages), on their own ports
 # and data directories so they never collide with servers a developer already runs.
-#   scripts/services.sh up    -> prints `export DATABASE_URL=...` and `export CELERY_BROKER_URL=...`
+#   scripts/services.sh up [postgres] [redis] -> prints `export DATABASE_URL=...` and `export CELERY_BROKER_URL=...`
 #   scripts/services.sh down  -> stops both
 # Progress goes to stderr, so `eval "$(scripts/services.sh up)"` works.
 set -euo pipefail
@@ -53,20 +53,34 @@ redis_up() {
   fi
 }
 
-case "${1:-}" in
+command="${1:-}"
+shift || true
+wanted="${*:-postgres redis}"
+case "$command" in
   up)
-    pg_up
-    redis_up
-    echo "export DATABASE_URL=postgres://portal@127.0.0.1:$PG_PORT/portal"
-    echo "export CELERY_BROKER_URL=redis://127.0.0.1:$REDIS_PORT/0"
+    for service in $wanted; do
+      case "$service" in
+        postgres)
+          pg_up
+          echo "export DATABASE_URL=postgres://portal@127.0.0.1:$PG_PORT/portal"
+          ;;
+        redis)
+          redis_up
+          echo "export CELERY_BROKER_URL=redis://127.0.0.1:$REDIS_PORT/0"
+          ;;
+        *) echo "unknown service: $service" >&2; exit 2 ;;
+      esac
+    done
     ;;
   down)
-    if [ -s "$STATE/pg/PG_VERSION" ]; then as_pg "$PG_BIN/pg_ctl" -D "$STATE/pg" -m fast stop >/dev/null 2>&1 || true; fi
+    if [ -s "$STATE/pg/PG_VERSION" ]; then
+      as_pg "$PG_BIN/pg_ctl" -D "$STATE/pg" -m fast stop >/dev/null 2>&1 || true
+    fi
     redis-cli -p "$REDIS_PORT" shutdown nosave >/dev/null 2>&1 || true
     log "stopped"
     ;;
   *)
-    echo "usage: $0 up|down" >&2
+    echo "usage: $0 up|down [postgres] [redis]" >&2
     exit 2
     ;;
 esac

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The demo: the portal on embedded defaults (SQLite), with a private Redis and a Celery worker,
+# seeded with an admin, two teams and a cluster. Ctrl-C stops everything it started.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PORT="${PORTAL_PORT:-8000}"
+STATE=".state/demo"
+mkdir -p "$STATE"
+
+scripts/bootstrap.sh
+unset DATABASE_URL  # the demo's database is the embedded SQLite file
+eval "$(scripts/services.sh up redis)"
+
+.venv/bin/python manage.py migrate --noinput -v0
+.venv/bin/python manage.py seed_demo
+
+.venv/bin/celery -A portal worker --pool=solo --loglevel=INFO >"$STATE/worker.log" 2>&1 &
+worker=$!
+.venv/bin/celery -A portal beat --loglevel=INFO >"$STATE/beat.log" 2>&1 &
+beat=$!
+trap 'kill $worker $beat 2>/dev/null || true' EXIT INT TERM
+
+cat <<MSG
+
+  GPU portal demo: open http://127.0.0.1:$PORT/
+  Sign in as   admin / gpu-portal-demo   (portal admin: review queue, approvals)
+               lena  / gpu-portal-demo   (lead of team vision)
+               otto  / gpu-portal-demo   (lead of team speech)
+  API docs:    http://127.0.0.1:$PORT/api/v1/docs/
+  Logs:        $STATE/  (worker.log, beat.log)    Stop with Ctrl-C.
+
+MSG
+.venv/bin/python manage.py runserver "127.0.0.1:$PORT" --noreload

@@ -1,0 +1,27 @@
+"""Pinned versions of everything the devcluster builds.
+
+The cache directory and the build stamp are keyed by these, so changing one here forces a rebuild
+into a fresh directory instead of mixing binaries from two releases.
+"""
+
+KUBERNETES_VERSION = "v1.36.3"
+# The etcd release that k8s.io/kubernetes v1.36.3 itself requires (go.etcd.io/etcd/*/v3 v3.6.8).
+ETCD_VERSION = "v3.6.8"
+KWOK_VERSION = "v0.8.0"
+
+
+def staging_version(kubernetes_version: str = KUBERNETES_VERSION) -> str:
+    """Return the published version of the k8s.io staging modules for a Kubernetes release.
+
+    Kubernetes publishes each staging module (k8s.io/api, k8s.io/client-go, ...) as v0.MINOR.PATCH
+    for release v1.MINOR.PATCH.
+    """
+    major, minor, patch = kubernetes_version.lstrip("v").split(".")
+    if major != "1":
+        raise ValueError(f"unexpected Kubernetes major version in {kubernetes_version!r}")
+    return f"v0.{minor}.{patch}"
+
+
+def versions_key() -> str:
+    """A single string naming every pinned version, used for the cache stamp."""
+    return f"kubernetes={KUBERNETES_VERSION} etcd={ETCD_VERSION} kwok={KWOK_VERSION}"

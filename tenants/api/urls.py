@@ -1,1 +1,24 @@
-urlpatterns: list = []
+"""The REST API under /api/v1/ (included by portal/urls.py)."""
+
+from django.urls import path
+from rest_framework.authtoken.views import obtain_auth_token
+from rest_framework.routers import DefaultRouter
+
+from tenants.api import views
+
+router = DefaultRouter()
+router.include_format_suffixes = False
+router.register("teams", views.TeamViewSet, basename="team")
+router.register(
+    r"teams/(?P<team_slug>[^/.]+)/members", views.TeamMembershipViewSet, basename="team-member"
+)
+router.register("clusters", views.ClusterViewSet, basename="cluster")
+router.register("quota-requests", views.QuotaRequestViewSet, basename="quota-request")
+router.register("quota-grants", views.QuotaGrantViewSet, basename="quota-grant")
+router.register("audit-events", views.AuditEventViewSet, basename="audit-event")
+
+urlpatterns = [
+    path("auth/token/", obtain_auth_token, name="api-token"),
+    path("me/", views.MeView.as_view(), name="api-me"),
+    *router.urls,
+]

@@ -1,0 +1,328 @@
+"""Shapes of the API's JSON. Input serializers check types only; the rules live in services.
+
+Output serializers read only what the view's queryset has already joined (select_related), so
+a page of any size costs the same number of queries.
+"""
+
+from django.contrib.auth.models import User
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from clusters.models import Cluster
+from tenants.models import AuditEvent, Membership, QuotaGrant, QuotaRequest, Team
+from tenants.permissions import is_portal_admin
+from tenants.selectors import teams_visible_to
+
+# --- teams and members -------------------------------------------------------------------------
+
+
+class TeamSerializer(serializers.ModelSerializer):
+    my_role = serializers.SerializerMethodField(
+        help_text="Your role in the team (lead, member or viewer); null if you are not a member."
+    )
+
+    class Meta:
+        model = Team
+        fields = ["id", "slug", "name", "description", "archived_at", "created_at", "my_role"]
+        read_only_fields = fields
+
+    # A plain string in the schema: the same choices as a membership's role, but a second
+    # name for one enum makes drf-spectacular warn.
+    @extend_schema_field(serializers.CharField(allow_null=True, read_only=True))
+    def get_my_role(self, team: Team) -> str | None:
+        # Roles come from the view, computed once per request: no query per row.
+        return self.context.get("roles", {}).get(team.pk)
+
+
+class TeamCreateSerializer(serializers.Serializer):
+    # The slug's rules (DNS-1123 label, length, uniqueness) are checked by the model in
+    # services.team_create, so the API and the forms give the same messages.
+    slug = serializers.CharField(trim_whitespace=False)
+    name = serializers.CharField()
+    description = serializers.CharField(required=False, allow_blank=True, default="")
+
+
+class UserSummarySerializer(serializers.ModelSerializer):
+    class Meta:
+        model = User
+        fields = ["id", "username"]
+        read_only_fields = fields
+
+
+class MembershipSerializer(serializers.ModelSerializer):
+    user = UserSummarySerializer(read_only=True)
+    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+
+    class Meta:
+        model = Membership
+        fields = ["user", "team", "role", "created_at"]
+        read_only_fields = fields
+
+
+class MembershipSetSerializer(serializers.Serializer):
+    username = serializers.CharField()
+    role = serializers.ChoiceField(choices=Membership.Role.choices)
+
+    def validate_username(self, value: str) -> User:
+        user = User.objects.filter(username=value).first()
+        if user is None:
+            raise serializers.ValidationError(f"No user named {value!r}.")
+        return user
+
+
+class MembershipRoleSerializer(serializers.Serializer):
+    role = serializers.ChoiceField(choices=Membership.Role.choices)
+
+
+class TeamBriefSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Team
+        fields = ["id", "slug", "name"]
+        read_only_fields = fields
+
+
+class MyMembershipSerializer(serializers.ModelSerializer):
+    team = TeamBriefSerializer(read_only=True)
+
+    class Meta:
+        model = Membership
+        fields = ["team", "role"]
+        read_only_fields = fields
+
+
+class MeSerializer(serializers.ModelSerializer):
+    is_admin = serializers.SerializerMethodField()
+    memberships = MyMembershipSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = User
+        fields = ["id", "username", "email", "first_name", "last_name", "is_admin", "memberships"]
+        read_only_fields = fields
+
+    def get_is_admin(self, user: User) -> bool:
+        return is_portal_admin(user)
+
+
+# --- clusters ----------------------------------------------------------------------------------
+
+
+class GpuKindCapacitySerializer(serializers.Serializer):
+    resource_name = serializers.CharField(help_text="e.g. nvidia.com/gpu")
+    gpu_model = serializers.CharField()
+    capacity = serializers.IntegerField(help_text="GPUs the portal may plan with.")
+    plannable = serializers.IntegerField(help_text="Capacity times the overcommit ratio.")
+    granted = serializers.IntegerField(help_text="GPUs active grants hold from today on.")
+    free = serializers.IntegerField(help_text="Plannable minus granted.")
+
+
+class ClusterSerializer(serializers.ModelSerializer):
+    gpus = serializers.SerializerMethodField(help_text="Capacity per GPU kind.")
+
+    class Meta:
+        model = Cluster
+        fields = ["id", "name", "display_name", "overcommit_ratio", "gpus", "created_at"]
+        read_only_fields = fields
+
+    @extend_schema_field(GpuKindCapacitySerializer(many=True))
+    def get_gpus(self, cluster: Cluster) -> list[dict]:
+        # The view passes capacity_summaries() in the context and prefetches gpu_capacities.
+        summaries = self.context["capacity"]
+        rows = []
+        for gpu in cluster.gpu_capacities.all():
+            summary = summaries.get((cluster.pk, gpu.resource_name))
+            plannable = summary.plannable if summary else 0
+            granted = summary.granted if summary else 0
+            rows.append(
+                {
+                    "resource_name": gpu.resource_name,
+                    "gpu_model": gpu.gpu_model,
+                    "capacity": gpu.capacity,
+                    "plannable": plannable,
+                    "granted": granted,
+                    "free": plannable - granted,
+                }
+            )
+        return rows
+
+
+class ClusterOvercommitSerializer(serializers.Serializer):
+    overcommit_ratio = serializers.DecimalField(
+        max_digits=5,
+        decimal_places=2,
+        help_text="Guaranteed GPUs granted may reach capacity times this ratio.",
+    )
+
+
+# --- quota requests and grants -----------------------------------------------------------------
+
+QUOTA_FIELDS = [
+    "id",
+    "team",
+    "cluster",
+    "gpu_resource",
+    "gpus",
+    "cpu_cores",
+    "memory_gib",
+    "starts_on",
+    "ends_on",
+    "state",
+]
+
+
+class QuotaRequestSerializer(serializers.ModelSerializer):
+    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    requested_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    decided_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+    class Meta:
+        model = QuotaRequest
+        fields = [
+            *QUOTA_FIELDS,
+            "justification",
+            "requested_by",
+            "created_at",
+            "decided_by",
+            "decided_at",
+            "decision_note",
+        ]
+        read_only_fields = fields
+
+
+class QuotaRequestCreateSerializer(serializers.Serializer):
+    """Types and shapes only; services.quota_request_create checks the rest."""
+
+    team = serializers.CharField(help_text="Team slug.")
+    cluster = serializers.CharField(help_text="Cluster name.")
+    gpu_resource = serializers.CharField(default="nvidia.com/gpu")
+    gpus = serializers.IntegerField(min_value=1)
+    cpu_cores = serializers.DecimalField(
+        max_digits=8, decimal_places=2, min_value=0, required=False, allow_null=True
+    )
+    memory_gib = serializers.IntegerField(min_value=0, required=False, allow_null=True)
+    starts_on = serializers.DateField(
+        required=False, allow_null=True, help_text="Defaults to today."
+    )
+    ends_on = serializers.DateField(required=False, allow_null=True, help_text="Null: open-ended.")
+    # Blank is a business rule ("say what the GPUs are for"): the service words it.
+    justification = serializers.CharField(allow_blank=True, trim_whitespace=False)
+
+    def validate_team(self, slug: str) -> Team:
+        # Invisible teams read as unknown: the answer never says whether they exist.
+        team = teams_visible_to(self.context["request"].user).filter(slug=slug).first()
+        if team is None:
+            raise serializers.ValidationError(f"No team with slug {slug!r}.")
+        return team
+
+    def validate_cluster(self, name: str) -> Cluster:
+        cluster = Cluster.objects.filter(name=name).first()
+        if cluster is None:
+            raise serializers.ValidationError(f"No cluster named {name!r}.")
+        return cluster
+
+
+class QuotaRequestApproveSerializer(serializers.Serializer):
+    gpus = serializers.IntegerField(
+        min_value=1, required=False, help_text="Approve fewer GPUs than requested."
+    )
+    ends_on = serializers.DateField(required=False, help_text="Approve a shorter period.")
+    note = serializers.CharField(required=False, allow_blank=True, default="")
+
+
+class DecisionNoteSerializer(serializers.Serializer):
+    note = serializers.CharField(required=False, allow_blank=True, default="")
+
+
+class QuotaGrantSerializer(serializers.ModelSerializer):
+    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    granted_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    request = serializers.PrimaryKeyRelatedField(read_only=True)
+
+    class Meta:
+        model = QuotaGrant
+        fields = [
+            *QUOTA_FIELDS,
+            "request",
+            "granted_by",
+            "created_at",
+            "updated_at",
+            "ended_at",
+        ]
+        read_only_fields = fields
+
+
+class QuotaGrantShrinkSerializer(serializers.Serializer):
+    gpus = serializers.IntegerField(min_value=1, required=False)
+    ends_on = serializers.DateField(required=False)
+    note = serializers.CharField(required=False, allow_blank=True, default="")
+
+
+# --- review queue ------------------------------------------------------------------------------
+
+
+class ReviewCapacitySerializer(serializers.Serializer):
+    capacity = serializers.IntegerField(help_text="GPUs of this kind the cluster has to plan with.")
+    plannable = serializers.IntegerField(help_text="Capacity times the overcommit ratio.")
+    granted = serializers.IntegerField(help_text="GPUs active grants hold from today on.")
+    free = serializers.IntegerField(help_text="Plannable minus granted, now.")
+    free_after = serializers.IntegerField(
+        help_text="What would be free if this request were approved in full (negative: over)."
+    )
+
+
+DECISION_FIELDS = {"state", "decided_by", "decided_at", "decision_note"}
+
+
+class ReviewQueueItemSerializer(QuotaRequestSerializer):
+    """A pending request beside its cluster's figures for the requested GPU kind."""
+
+    capacity = serializers.SerializerMethodField()
+
+    class Meta(QuotaRequestSerializer.Meta):
+        # Every item is pending: no state and no decision yet.
+        fields = [
+            *(f for f in QuotaRequestSerializer.Meta.fields if f not in DECISION_FIELDS),
+            "capacity",
+        ]
+        read_only_fields = fields
+
+    @extend_schema_field(ReviewCapacitySerializer)
+    def get_capacity(self, quota_request: QuotaRequest) -> dict[str, int]:
+        summary = self.context["capacity"].get(
+            (quota_request.cluster_id, quota_request.gpu_resource)
+        )
+        if summary is None:
+            return {"capacity": 0, "plannable": 0, "granted": 0, "free": 0,
+                    "free_after": -quota_request.gpus}  # fmt: skip
+        return {
+            "capacity": summary.capacity,
+            "plannable": summary.plannable,
+            "granted": summary.granted,
+            "free": summary.free,
+            "free_after": summary.free_after(quota_request.gpus),
+        }
+
+
+# --- audit -------------------------------------------------------------------------------------
+
+
+class AuditEventSerializer(serializers.ModelSerializer):
+    actor = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+
+    class Meta:
+        model = AuditEvent
+        fields = [
+            "id",
+            "created_at",
+            "actor",
+            "team",
+            "action",
+            "target_type",
+            "target_id",
+            "before",
+            "after",
+            "note",
+        ]
+        read_only_fields = fields

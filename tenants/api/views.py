@@ -1,0 +1,462 @@
+"""REST views: find the object among those the user may see, check types, call a service.
+
+Visibility comes from ``tenants.selectors`` (another team's object is a 404, so the answer never
+says it exists); what a user may do is decided by ``tenants.services`` (a 403 with its reason),
+with admin-only actions refused up front by ``AdminOnlyActions`` so that a non-admin hears "no"
+before any complaint about the body. Domain errors become JSON in ``portal.api``.
+"""
+
+from functools import cached_property
+
+from django.contrib.auth.models import User
+from django.db.models import Prefetch
+from django.shortcuts import get_object_or_404
+from django_filters.rest_framework import DjangoFilterBackend
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_view,
+    inline_serializer,
+)
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.permissions import BasePermission, IsAuthenticated
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from clusters.models import Cluster
+from tenants import selectors, services
+from tenants.api import serializers as s
+from tenants.api.filters import (
+    AuditEventFilter,
+    QuotaGrantFilter,
+    QuotaRequestFilter,
+    StableOrderingFilter,
+)
+from tenants.models import Membership
+from tenants.permissions import is_portal_admin
+
+
+class PortalPagination(PageNumberPagination):
+    """PAGE_SIZE rows a page (settings), or ``?page_size=`` up to a bound."""
+
+    page_size_query_param = "page_size"
+    max_page_size = 1000
+
+
+class AdminOnlyActions(BasePermission):
+    """The view's ``admin_actions`` (action -> what only admins may do) need a portal admin.
+
+    On one object the check runs once the object was found among those the user may see, so an
+    object of another team stays a 404 and a visible one a 403. The services check again.
+    """
+
+    message = "Only portal admins can do this."
+
+    def _allowed(self, request, view) -> bool:
+        what = getattr(view, "admin_actions", {}).get(view.action)
+        if what is None or is_portal_admin(request.user):
+            return True
+        self.message = f"Only portal admins can {what}."
+        return False
+
+    def has_permission(self, request, view) -> bool:
+        return bool(view.detail) or self._allowed(request, view)
+
+    def has_object_permission(self, request, view, obj) -> bool:
+        return self._allowed(request, view)
+
+
+class PortalViewSet(viewsets.GenericViewSet):
+    permission_classes = [IsAuthenticated, AdminOnlyActions]
+    pagination_class = PortalPagination
+    filter_backends = [DjangoFilterBackend, StableOrderingFilter]
+    admin_actions: dict[str, str] = {}
+
+    def get_serializer_class(self):
+        # Action-specific input serializers; everything else answers with serializer_class.
+        return getattr(self, "action_serializers", {}).get(self.action, self.serializer_class)
+
+    def validated(self, serializer_class) -> dict:
+        serializer = serializer_class(data=self.request.data, context=self.get_serializer_context())
+        serializer.is_valid(raise_exception=True)
+        return serializer.validated_data
+
+    def respond(self, instance, serializer_class=None, status_code=status.HTTP_200_OK):
+        serializer_class = serializer_class or self.serializer_class
+        data = serializer_class(instance, context=self.get_serializer_context()).data
+        return Response(data, status=status_code)
+
+
+TRANSITION_ERROR = inline_serializer(
+    name="TransitionError",
+    fields={
+        "detail": serializers.CharField(),
+        "state": serializers.ListField(child=serializers.CharField()),
+    },
+)
+DETAIL_ERROR = inline_serializer(name="DetailError", fields={"detail": serializers.CharField()})
+NOT_FOUND = OpenApiResponse(DETAIL_ERROR, description="Not found, or not visible to you.")
+FORBIDDEN = OpenApiResponse(DETAIL_ERROR, description="Visible to you, but not yours to change.")
+CONFLICT = OpenApiResponse(TRANSITION_ERROR, description="The object's state does not allow it.")
+BAD_INPUT = OpenApiResponse(
+    OpenApiTypes.OBJECT, description="Field name -> list of messages (non_field_errors for none)."
+)
+
+
+# --- the current user --------------------------------------------------------------------------
+
+
+class MeView(APIView):
+    """The signed-in user, whether they are a portal admin, and their teams with their roles."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(responses=s.MeSerializer)
+    def get(self, request):
+        memberships = Membership.objects.select_related("team").order_by("team__slug")
+        user = User.objects.prefetch_related(Prefetch("memberships", queryset=memberships)).get(
+            pk=request.user.pk
+        )
+        return Response(s.MeSerializer(user).data)
+
+
+# --- teams and members -------------------------------------------------------------------------
+
+
+@extend_schema_view(
+    list=extend_schema(summary="Teams you belong to (admins: all teams)"),
+    retrieve=extend_schema(responses={200: s.TeamSerializer, 404: NOT_FOUND}),
+    create=extend_schema(
+        summary="Create a team (admins)",
+        request=s.TeamCreateSerializer,
+        responses={201: s.TeamSerializer, 400: BAD_INPUT, 403: FORBIDDEN},
+    ),
+)
+class TeamViewSet(
+    mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin, PortalViewSet
+):
+    serializer_class = s.TeamSerializer
+    action_serializers = {"create": s.TeamCreateSerializer}
+    lookup_field = "slug"
+    ordering_fields = ["slug", "name", "created_at"]
+    admin_actions = {"create": "create teams"}
+
+    def get_queryset(self):
+        return selectors.teams_visible_to(self.request.user)
+
+    def get_serializer_context(self):
+        context = super().get_serializer_context()
+        context["roles"] = self.my_roles
+        return context
+
+    @cached_property
+    def my_roles(self) -> dict[int, str]:
+        """The user's role per team id, read once per request rather than once per row."""
+        user = self.request.user
+        if not user.is_authenticated:
+            return {}
+        return dict(Membership.objects.filter(user=user).order_by().values_list("team_id", "role"))
+
+    def create(self, request, *args, **kwargs):
+        data = self.validated(s.TeamCreateSerializer)
+        team = services.team_create(actor=request.user, **data)
+        return self.respond(team, status_code=status.HTTP_201_CREATED)
+
+
+TEAM_SLUG = OpenApiParameter("team_slug", str, OpenApiParameter.PATH, description="Team slug.")
+USERNAME = OpenApiParameter("username", str, OpenApiParameter.PATH, description="Username.")
+
+
+@extend_schema_view(
+    list=extend_schema(summary="Members of a team you belong to", parameters=[TEAM_SLUG]),
+    retrieve=extend_schema(parameters=[TEAM_SLUG, USERNAME]),
+    create=extend_schema(
+        summary="Add a member or change their role (admins)",
+        parameters=[TEAM_SLUG],
+        request=s.MembershipSetSerializer,
+        responses={200: s.MembershipSerializer, 400: BAD_INPUT, 403: FORBIDDEN, 404: NOT_FOUND},
+    ),
+    partial_update=extend_schema(
+        summary="Change a member's role (admins)",
+        parameters=[TEAM_SLUG, USERNAME],
+        request=s.MembershipRoleSerializer,
+        responses={200: s.MembershipSerializer, 400: BAD_INPUT, 403: FORBIDDEN, 404: NOT_FOUND},
+    ),
+    destroy=extend_schema(
+        summary="Remove a member (admins)",
+        parameters=[TEAM_SLUG, USERNAME],
+        responses={204: None, 403: FORBIDDEN, 404: NOT_FOUND},
+    ),
+)
+class TeamMembershipViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalViewSet):
+    serializer_class = s.MembershipSerializer
+    action_serializers = {
+        "create": s.MembershipSetSerializer,
+        "partial_update": s.MembershipRoleSerializer,
+    }
+    lookup_field = "user__username"
+    lookup_url_kwarg = "username"
+    lookup_value_regex = r"[\w.@+-]+"
+    ordering_fields = ["created_at", "role"]
+    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
+    admin_actions = {
+        "create": "change team memberships",
+        "partial_update": "change team memberships",
+        "destroy": "change team memberships",
+    }
+
+    @cached_property
+    def team(self):
+        return get_object_or_404(
+            selectors.teams_visible_to(self.request.user), slug=self.kwargs["team_slug"]
+        )
+
+    def check_permissions(self, request):
+        # Answer 401, then 404 for a team the user cannot see, and only then 403.
+        if request.user.is_authenticated and not getattr(self, "swagger_fake_view", False):
+            _ = self.team
+        super().check_permissions(request)
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return Membership.objects.none()
+        return Membership.objects.filter(team=self.team).select_related("user", "team")
+
+    def create(self, request, *args, **kwargs):
+        data = self.validated(s.MembershipSetSerializer)
+        membership = services.membership_set(
+            actor=request.user, team=self.team, user=data["username"], role=data["role"]
+        )
+        return self.respond(membership)
+
+    def partial_update(self, request, *args, **kwargs):
+        membership = self.get_object()
+        data = self.validated(s.MembershipRoleSerializer)
+        membership = services.membership_set(
+            actor=request.user, team=self.team, user=membership.user, role=data["role"]
+        )
+        return self.respond(membership)
+
+    def destroy(self, request, *args, **kwargs):
+        membership = self.get_object()
+        services.membership_remove(actor=request.user, team=self.team, user=membership.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+# --- clusters ----------------------------------------------------------------------------------
+
+
+@extend_schema_view(
+    list=extend_schema(summary="Clusters with capacity per GPU kind"),
+    retrieve=extend_schema(responses={200: s.ClusterSerializer, 404: NOT_FOUND}),
+    partial_update=extend_schema(
+        summary="Change a cluster's overcommit ratio (admins)",
+        request=s.ClusterOvercommitSerializer,
+        responses={200: s.ClusterSerializer, 400: BAD_INPUT, 403: FORBIDDEN, 404: NOT_FOUND},
+    ),
+)
+class ClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalViewSet):
+    serializer_class = s.ClusterSerializer
+    action_serializers = {"partial_update": s.ClusterOvercommitSerializer}
+    lookup_field = "name"
+    ordering_fields = ["name", "created_at"]
+    http_method_names = ["get", "patch", "head", "options"]
+    admin_actions = {"partial_update": "change a cluster's overcommit ratio"}
+
+    def get_queryset(self):
+        # Every signed-in user may see the clusters and their capacity: it is what they plan with.
+        return Cluster.objects.prefetch_related("gpu_capacities")
+
+    def get_serializer_context(self):
+        context = super().get_serializer_context()
+        context["capacity"] = selectors.capacity_summaries()
+        return context
+
+    def partial_update(self, request, *args, **kwargs):
+        cluster = self.get_object()
+        data = self.validated(s.ClusterOvercommitSerializer)
+        cluster = services.cluster_set_overcommit(
+            actor=request.user, cluster=cluster, ratio=data["overcommit_ratio"]
+        )
+        return self.respond(cluster)
+
+
+# --- quota requests ----------------------------------------------------------------------------
+
+
+@extend_schema_view(
+    list=extend_schema(summary="Quota requests of your teams (admins: all)"),
+    retrieve=extend_schema(responses={200: s.QuotaRequestSerializer, 404: NOT_FOUND}),
+    create=extend_schema(
+        summary="Ask for GPU quota for a team you lead",
+        request=s.QuotaRequestCreateSerializer,
+        responses={201: s.QuotaRequestSerializer, 400: BAD_INPUT, 403: FORBIDDEN},
+    ),
+)
+class QuotaRequestViewSet(
+    mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin, PortalViewSet
+):
+    serializer_class = s.QuotaRequestSerializer
+    action_serializers = {
+        "create": s.QuotaRequestCreateSerializer,
+        "approve": s.QuotaRequestApproveSerializer,
+        "reject": s.DecisionNoteSerializer,
+        "review_queue": s.ReviewQueueItemSerializer,
+    }
+    filterset_class = QuotaRequestFilter
+    ordering_fields = ["created_at"]
+    lookup_value_regex = r"\d+"
+    admin_actions = {
+        "approve": "approve or reject quota requests",
+        "reject": "approve or reject quota requests",
+        "review_queue": "see the review queue",
+    }
+
+    def get_queryset(self):
+        if self.action == "review_queue":
+            return selectors.review_queue()
+        return selectors.quota_requests_visible_to(self.request.user)
+
+    def get_serializer_context(self):
+        context = super().get_serializer_context()
+        if self.action == "review_queue":
+            context["capacity"] = selectors.capacity_summaries()
+        return context
+
+    def create(self, request, *args, **kwargs):
+        data = self.validated(s.QuotaRequestCreateSerializer)
+        quota_request = services.quota_request_create(requested_by=request.user, **data)
+        return self.respond(quota_request, status_code=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        summary="Approve, optionally for fewer GPUs or a shorter period (admins)",
+        request=s.QuotaRequestApproveSerializer,
+        responses={
+            201: OpenApiResponse(s.QuotaGrantSerializer, description="The grant it created."),
+            400: BAD_INPUT,
+            403: FORBIDDEN,
+            404: NOT_FOUND,
+            409: CONFLICT,
+        },
+    )
+    @action(detail=True, methods=["post"])
+    def approve(self, request, pk=None):
+        quota_request = self.get_object()
+        data = self.validated(s.QuotaRequestApproveSerializer)
+        grant = services.quota_request_approve(
+            reviewer=request.user, quota_request=quota_request, **data
+        )
+        return self.respond(grant, s.QuotaGrantSerializer, status.HTTP_201_CREATED)
+
+    @extend_schema(
+        summary="Reject with a note (admins)",
+        request=s.DecisionNoteSerializer,
+        responses={
+            200: s.QuotaRequestSerializer,
+            400: BAD_INPUT,
+            403: FORBIDDEN,
+            404: NOT_FOUND,
+            409: CONFLICT,
+        },
+    )
+    @action(detail=True, methods=["post"])
+    def reject(self, request, pk=None):
+        quota_request = self.get_object()
+        data = self.validated(s.DecisionNoteSerializer)
+        quota_request = services.quota_request_reject(
+            reviewer=request.user, quota_request=quota_request, note=data["note"]
+        )
+        return self.respond(quota_request)
+
+    @extend_schema(
+        summary="Withdraw a pending request (its requester or a team lead)",
+        request=None,
+        responses={200: s.QuotaRequestSerializer, 403: FORBIDDEN, 404: NOT_FOUND, 409: CONFLICT},
+    )
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, pk=None):
+        quota_request = services.quota_request_cancel(
+            actor=request.user, quota_request=self.get_object()
+        )
+        return self.respond(quota_request)
+
+    @extend_schema(
+        summary="Pending requests, oldest first, with their cluster's capacity (admins)",
+        responses={200: s.ReviewQueueItemSerializer(many=True), 403: FORBIDDEN},
+    )
+    @action(detail=False, methods=["get"], url_path="review-queue")
+    def review_queue(self, request):
+        return self.list(request)
+
+
+# --- quota grants ------------------------------------------------------------------------------
+
+
+@extend_schema_view(
+    list=extend_schema(summary="Quota grants of your teams (admins: all)"),
+    retrieve=extend_schema(responses={200: s.QuotaGrantSerializer, 404: NOT_FOUND}),
+)
+class QuotaGrantViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalViewSet):
+    serializer_class = s.QuotaGrantSerializer
+    action_serializers = {
+        "revoke": s.DecisionNoteSerializer,
+        "shrink": s.QuotaGrantShrinkSerializer,
+    }
+    filterset_class = QuotaGrantFilter
+    ordering_fields = ["created_at", "starts_on", "ends_on"]
+    lookup_value_regex = r"\d+"
+    admin_actions = {"revoke": "revoke grants", "shrink": "shrink grants"}
+
+    def get_queryset(self):
+        return selectors.quota_grants_visible_to(self.request.user)
+
+    @extend_schema(
+        summary="End an active grant now (admins)",
+        request=s.DecisionNoteSerializer,
+        responses={200: s.QuotaGrantSerializer, 403: FORBIDDEN, 404: NOT_FOUND, 409: CONFLICT},
+    )
+    @action(detail=True, methods=["post"])
+    def revoke(self, request, pk=None):
+        grant = self.get_object()
+        data = self.validated(s.DecisionNoteSerializer)
+        grant = services.quota_grant_revoke(actor=request.user, grant=grant, note=data["note"])
+        return self.respond(grant)
+
+    @extend_schema(
+        summary="Reduce an active grant's GPUs or end it sooner (admins)",
+        request=s.QuotaGrantShrinkSerializer,
+        responses={
+            200: s.QuotaGrantSerializer,
+            400: BAD_INPUT,
+            403: FORBIDDEN,
+            404: NOT_FOUND,
+            409: CONFLICT,
+        },
+    )
+    @action(detail=True, methods=["post"])
+    def shrink(self, request, pk=None):
+        grant = self.get_object()
+        data = self.validated(s.QuotaGrantShrinkSerializer)
+        grant = services.quota_grant_shrink(actor=request.user, grant=grant, **data)
+        return self.respond(grant)
+
+
+# --- audit -------------------------------------------------------------------------------------
+
+
+@extend_schema_view(
+    list=extend_schema(summary="State changes of your teams, newest first (admins: all)"),
+    retrieve=extend_schema(responses={200: s.AuditEventSerializer, 404: NOT_FOUND}),
+)
+class AuditEventViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalViewSet):
+    serializer_class = s.AuditEventSerializer
+    filterset_class = AuditEventFilter
+    filter_backends = [DjangoFilterBackend]  # newest first, always
+    lookup_value_regex = r"\d+"
+
+    def get_queryset(self):
+        return selectors.audit_events_visible_to(self.request.user)

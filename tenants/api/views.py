@@ -22,7 +22,6 @@ from drf_spectacular.utils import (
 )
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.pagination import PageNumberPagination
 from rest_framework.permissions import BasePermission, IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -38,13 +37,6 @@ from tenants.api.filters import (
 )
 from tenants.models import Membership
 from tenants.permissions import is_portal_admin
-
-
-class PortalPagination(PageNumberPagination):
-    """PAGE_SIZE rows a page (settings), or ``?page_size=`` up to a bound."""
-
-    page_size_query_param = "page_size"
-    max_page_size = 1000
 
 
 class AdminOnlyActions(BasePermission):
@@ -72,7 +64,6 @@ class AdminOnlyActions(BasePermission):
 
 class PortalViewSet(viewsets.GenericViewSet):
     permission_classes = [IsAuthenticated, AdminOnlyActions]
-    pagination_class = PortalPagination
     filter_backends = [DjangoFilterBackend, StableOrderingFilter]
     admin_actions: dict[str, str] = {}
 

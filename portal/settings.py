@@ -154,6 +154,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {
+        "QuotaRequestStateEnum": "tenants.models.QuotaRequest.State",
+        "QuotaGrantStateEnum": "tenants.models.QuotaGrant.State",
+        "MembershipRoleEnum": "tenants.models.Membership.Role",
+    },
 }
 
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")

@@ -10,6 +10,11 @@ from portal.validators import (
     extended_resource_name_validator,
 )
 
+# Upper bounds of what one request may ask for: anything above them is a typo (and would not fit
+# the columns, so it must be refused with a message, never reach the database).
+MAX_CPU_CORES = 100_000
+MAX_MEMORY_GIB = 1_000_000
+
 
 class Team(models.Model):
     """A group of people who share GPU quota; its slug becomes their namespace on each cluster."""
@@ -81,10 +86,10 @@ class QuotaAmounts(models.Model):
         decimal_places=2,
         null=True,
         blank=True,
-        validators=[MinValueValidator(0), MaxValueValidator(100000)],
+        validators=[MinValueValidator(0), MaxValueValidator(MAX_CPU_CORES)],
     )
     memory_gib = models.PositiveIntegerField(
-        null=True, blank=True, validators=[MaxValueValidator(1_000_000)]
+        null=True, blank=True, validators=[MaxValueValidator(MAX_MEMORY_GIB)]
     )
     starts_on = models.DateField()
     ends_on = models.DateField(null=True, blank=True, help_text="Empty means open-ended.")

@@ -14,14 +14,23 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import F, Model
 from django.utils import timezone
 from kombu.exceptions import OperationalError
 
 from clusters.models import Cluster, GpuCapacity
 from tenants.errors import InvalidTransition
-from tenants.models import AuditEvent, Membership, QuotaGrant, QuotaRequest, Team, TeamCluster
+from tenants.models import (
+    MAX_CPU_CORES,
+    MAX_MEMORY_GIB,
+    AuditEvent,
+    Membership,
+    QuotaGrant,
+    QuotaRequest,
+    Team,
+    TeamCluster,
+)
 from tenants.permissions import can_request_quota, is_portal_admin, team_role
 from tenants.selectors import granted_gpus, plannable_gpus
 
@@ -182,10 +191,10 @@ def check_quota_amounts(
         )
     if ends_on is not None and ends_on < starts_on:
         errors["ends_on"] = f"Must not be before the start date ({starts_on.isoformat()})."
-    if cpu_cores is not None and cpu_cores < 0:
-        errors["cpu_cores"] = "Must not be negative."
-    if memory_gib is not None and memory_gib < 0:
-        errors["memory_gib"] = "Must not be negative."
+    if cpu_cores is not None and not 0 <= cpu_cores <= MAX_CPU_CORES:
+        errors["cpu_cores"] = f"Must be between 0 and {MAX_CPU_CORES:,} cores."
+    if memory_gib is not None and not 0 <= memory_gib <= MAX_MEMORY_GIB:
+        errors["memory_gib"] = f"Must be between 0 and {MAX_MEMORY_GIB:,} GiB."
     if errors:
         raise ValidationError(errors)
 
@@ -241,10 +250,14 @@ def team_create(*, actor: User, slug: str, name: str, description: str = "") -> 
         raise PermissionDenied("Only portal admins can create teams.")
     team = Team(slug=slug, name=name, description=description)
     team.full_clean()
-    with transaction.atomic():
-        team.save()
-        audit(actor=actor, action="team.created", target=team, team=team, before=None,
-              after=snapshot(team))  # fmt: skip
+    try:
+        with transaction.atomic():
+            team.save()
+            audit(actor=actor, action="team.created", target=team, team=team, before=None,
+                  after=snapshot(team))  # fmt: skip
+    except IntegrityError as error:
+        # full_clean's uniqueness check can lose a race with another admin creating the same slug.
+        raise ValidationError({"slug": f"A team with slug {slug!r} already exists."}) from error
     return team
 
 
@@ -410,6 +423,10 @@ def quota_request_approve(
                 errors["ends_on"] = (
                     f"Can only shorten the requested period (it ends {locked.ends_on.isoformat()})."
                 )
+        if granted_until is not None and granted_until < timezone.localdate():
+            errors.setdefault(
+                "ends_on", f"The period ended on {granted_until.isoformat()}; nothing to grant."
+            )
         if errors:
             raise ValidationError(errors)
         check_capacity(cluster=cluster, gpu_resource=locked.gpu_resource, gpus=granted,

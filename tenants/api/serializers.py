@@ -196,19 +196,10 @@ class QuotaRequestCreateSerializer(serializers.Serializer):
     cluster = serializers.CharField(help_text="Cluster name.")
     gpu_resource = serializers.CharField(default="nvidia.com/gpu")
     gpus = serializers.IntegerField(min_value=1)
-    # The model's bounds (QuotaAmounts validators): the services do not check the upper ones,
-    # and PostgreSQL would refuse memory_gib beyond a 32-bit integer with a 500.
     cpu_cores = serializers.DecimalField(
-        max_digits=8,
-        decimal_places=2,
-        min_value=0,
-        max_value=100_000,
-        required=False,
-        allow_null=True,
+        max_digits=8, decimal_places=2, min_value=0, required=False, allow_null=True
     )
-    memory_gib = serializers.IntegerField(
-        min_value=0, max_value=1_000_000, required=False, allow_null=True
-    )
+    memory_gib = serializers.IntegerField(min_value=0, required=False, allow_null=True)
     starts_on = serializers.DateField(
         required=False, allow_null=True, help_text="Defaults to today."
     )

@@ -371,3 +371,21 @@ def test_review_queue_is_for_admins_only(api, request, pending_request, user_fix
 
     assert response.status_code == 403
     assert response.data["detail"] == "Only portal admins can see the review queue."
+
+
+def test_approving_a_request_whose_period_is_over_is_400_on_ends_on(api, admin, team, cluster):
+    # Given a request that waited in the queue past its last day
+    stale = factories.QuotaRequestFactory(team=team, cluster=cluster)
+    yesterday = datetime.date.today() - datetime.timedelta(days=1)
+    QuotaRequest.objects.filter(pk=stale.pk).update(
+        starts_on=yesterday - datetime.timedelta(days=7), ends_on=yesterday
+    )
+
+    # When an admin approves it
+    response = api.as_user(admin).post(url(stale, "approve"), {})
+
+    # Then nothing is granted and the admin is told the period is over
+    assert response.status_code == 400
+    assert "nothing to grant" in response.data["ends_on"][0]
+    assert not QuotaGrant.objects.filter(request=stale).exists()
+    assert state_of(stale) == QuotaRequest.State.PENDING

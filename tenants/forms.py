@@ -1,0 +1,146 @@
+"""Forms for the portal's pages. They parse and shape input; the rules live in ``services``.
+
+A service's ``ValidationError`` names fields by the same keys these forms use, so
+``add_service_errors`` puts each message next to the field it is about.
+"""
+
+from decimal import Decimal
+
+from django import forms
+from django.core.exceptions import ValidationError
+from django.utils import timezone
+
+from clusters.models import Cluster, GpuCapacity
+from tenants.models import Team
+
+# Same bounds as the model fields: values beyond them cannot be stored at all.
+MAX_CPU_CORES = Decimal(100000)
+MAX_MEMORY_GIB = 1_000_000
+
+
+class DateInput(forms.DateInput):
+    input_type = "date"
+
+    def __init__(self, attrs=None):
+        super().__init__(attrs=attrs, format="%Y-%m-%d")
+
+
+def add_service_errors(form: forms.Form, error: ValidationError) -> None:
+    """Show a service's ValidationError on the form: keyed messages beside their field, the
+    rest (``non_field_errors``, keys the form has no field for) at the top of the form."""
+    if not hasattr(error, "error_dict"):
+        form.add_error(None, error)
+        return
+    for field, messages in error.message_dict.items():
+        target = field if field in form.fields else None
+        if target is None and field not in ("non_field_errors", "__all__"):
+            messages = [f"{field.replace('_', ' ').capitalize()}: {m}" for m in messages]
+        for message in messages:
+            form.add_error(target, message)
+
+
+def gpu_kind_choices(cluster: Cluster | None = None) -> list[tuple[str, str]]:
+    """GPU kinds to choose from: those the cluster offers, or those any cluster offers."""
+    capacities = GpuCapacity.objects.order_by("resource_name", "cluster__name")
+    if cluster is not None:
+        capacities = capacities.filter(cluster=cluster)
+    labels: dict[str, list[str]] = {}
+    for resource_name, gpu_model in capacities.values_list("resource_name", "gpu_model"):
+        models = labels.setdefault(resource_name, [])
+        if gpu_model and gpu_model not in models:
+            models.append(gpu_model)
+    return [
+        (name, f"{name} ({', '.join(models)})" if models else name)
+        for name, models in labels.items()
+    ]
+
+
+class QuotaRequestForm(forms.Form):
+    cluster = forms.ModelChoiceField(
+        queryset=Cluster.objects.filter(gpu_capacities__isnull=False).distinct(),
+        empty_label=None,
+    )
+    gpu_resource = forms.ChoiceField(label="GPU kind")
+    gpus = forms.IntegerField(label="GPUs", widget=forms.NumberInput(attrs={"min": 1}))
+    cpu_cores = forms.DecimalField(
+        label="CPU cores",
+        required=False,
+        max_digits=8,
+        decimal_places=2,
+        max_value=MAX_CPU_CORES,
+    )
+    memory_gib = forms.IntegerField(label="Memory (GiB)", required=False, max_value=MAX_MEMORY_GIB)
+    starts_on = forms.DateField(label="Start date", widget=DateInput())
+    ends_on = forms.DateField(
+        label="End date",
+        required=False,
+        widget=DateInput(),
+        help_text="Leave empty for open-ended quota.",
+    )
+    justification = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 4}), help_text="What will the GPUs be used for?"
+    )
+
+    def __init__(self, *args, cluster: Cluster | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        if not self.is_bound:
+            self.initial.setdefault("starts_on", timezone.localdate())
+            if cluster is None:
+                cluster = self.fields["cluster"].queryset.first()
+            if cluster is not None:
+                self.initial.setdefault("cluster", cluster.pk)
+        # An unbound form offers the chosen cluster's kinds; a submitted one accepts any kind a
+        # cluster offers, so a kind the chosen cluster lacks gets the service's precise message.
+        self.fields["gpu_resource"].choices = gpu_kind_choices(None if self.is_bound else cluster)
+        self.fields["cluster"].widget.attrs["aria-controls"] = "id_gpu_resource"
+
+
+class ApproveForm(forms.Form):
+    gpus = forms.IntegerField(
+        label="GPUs to grant",
+        required=False,
+        widget=forms.NumberInput(attrs={"min": 1}),
+        help_text="Leave empty to grant what was asked.",
+    )
+    ends_on = forms.DateField(
+        label="Grant until",
+        required=False,
+        widget=DateInput(),
+        help_text="Leave empty to keep the requested end.",
+    )
+    note = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+
+
+class RejectForm(forms.Form):
+    # The service requires the note and says why; the browser's check spares a round trip.
+    note = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2, "required": True}),
+        help_text="Required: tell the team why.",
+    )
+
+
+class RevokeForm(forms.Form):
+    note = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+
+
+class ShrinkForm(forms.Form):
+    gpus = forms.IntegerField(
+        label="GPUs", required=False, widget=forms.NumberInput(attrs={"min": 1})
+    )
+    ends_on = forms.DateField(label="End date", required=False, widget=DateInput())
+    note = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+
+
+class AuditFilterForm(forms.Form):
+    team = forms.ModelChoiceField(
+        queryset=Team.objects.none(),
+        required=False,
+        empty_label="All my teams",
+        to_field_name="slug",
+    )
+
+    def __init__(self, *args, teams=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        if teams is not None:
+            self.fields["team"].queryset = teams

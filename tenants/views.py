@@ -1,0 +1,496 @@
+"""The portal's pages. Thin: selectors decide what a user may see, services make every change,
+forms parse input and carry the services' errors back to the fields they name."""
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.paginator import Paginator
+from django.db.models import Count, Q, Sum
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from clusters.models import Cluster
+from tenants import selectors, services
+from tenants.errors import InvalidTransition
+from tenants.forms import (
+    ApproveForm,
+    AuditFilterForm,
+    QuotaRequestForm,
+    RejectForm,
+    RevokeForm,
+    ShrinkForm,
+    add_service_errors,
+)
+from tenants.models import AuditEvent, Membership, QuotaGrant, QuotaRequest, Team
+from tenants.permissions import can_request_quota, is_portal_admin, team_role
+
+AUDIT_PAGE_SIZE = 25
+PAST_REQUESTS_SHOWN = 50
+
+
+# --- home --------------------------------------------------------------------------------------
+
+
+@login_required
+def home(request: HttpRequest) -> HttpResponse:
+    teams = list(selectors.teams_visible_to(request.user).order_by("name", "slug"))
+    roles = dict(Membership.objects.filter(user=request.user).values_list("team_id", "role"))
+    grants_by_team: dict[int, list[dict]] = {}
+    for row in (
+        QuotaGrant.objects.filter(team__in=[t.pk for t in teams], state=QuotaGrant.State.ACTIVE)
+        .values("team_id", "cluster__name", "gpu_resource")
+        .annotate(gpus=Sum("gpus"), grants=Count("id"))
+        .order_by("cluster__name", "gpu_resource")
+    ):
+        grants_by_team.setdefault(row["team_id"], []).append(row)
+    pending_by_team = dict(
+        QuotaRequest.objects.filter(
+            team__in=[t.pk for t in teams], state=QuotaRequest.State.PENDING
+        )
+        .values("team_id")
+        .annotate(n=Count("id"))
+        .values_list("team_id", "n")
+    )
+    rows = [
+        {
+            "team": team,
+            "role": Membership.Role(roles[team.pk]).label if team.pk in roles else None,
+            "grants": grants_by_team.get(team.pk, []),
+            "pending": pending_by_team.get(team.pk, 0),
+        }
+        for team in teams
+    ]
+    context: dict[str, Any] = {"rows": rows}
+    if is_portal_admin(request.user):
+        context["review_count"] = selectors.review_queue().count()
+    return render(request, "tenants/home.html", context)
+
+
+# --- teams and quota requests ------------------------------------------------------------------
+
+
+def _visible_team(request: HttpRequest, slug: str):
+    """The team, or 404 when the user may not see it (never a 403 that confirms it exists)."""
+    return get_object_or_404(selectors.teams_visible_to(request.user), slug=slug)
+
+
+@login_required
+def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
+    team = _visible_team(request, slug)
+    role = team_role(request.user, team)
+    grants = list(
+        selectors.quota_grants_visible_to(request.user)
+        .filter(team=team)
+        .order_by("cluster__name", "gpu_resource", "-created_at")
+    )
+    requests_ = selectors.quota_requests_visible_to(request.user).filter(team=team)
+    pending = list(requests_.filter(state=QuotaRequest.State.PENDING).order_by("created_at", "id"))
+    for quota_request in pending:
+        quota_request.can_cancel = (
+            quota_request.requested_by_id == request.user.pk or role == Membership.Role.LEAD
+        )
+    past = list(
+        requests_.exclude(state=QuotaRequest.State.PENDING)
+        .select_related("grant")
+        .order_by("-decided_at", "-created_at", "-id")[:PAST_REQUESTS_SHOWN]
+    )
+    return render(
+        request,
+        "tenants/team_detail.html",
+        {
+            "team": team,
+            "role": Membership.Role(role).label if role else None,
+            "active_grants": [g for g in grants if g.state == QuotaGrant.State.ACTIVE],
+            "ended_grants": [g for g in grants if g.state != QuotaGrant.State.ACTIVE],
+            "pending_requests": pending,
+            "past_requests": past,
+            "can_request": can_request_quota(request.user, team),
+        },
+    )
+
+
+@login_required
+def quota_request_new(request: HttpRequest, slug: str) -> HttpResponse:
+    team = _visible_team(request, slug)
+    if not can_request_quota(request.user, team):
+        raise PermissionDenied(f"Only leads of {team.slug} can request quota for it.")
+
+    if request.method == "GET" and request.htmx and "cluster" in request.GET:
+        # The cluster select changed: send back the GPU kind select for that cluster.
+        cluster = Cluster.objects.filter(pk=request.GET["cluster"]).first()
+        form = QuotaRequestForm(cluster=cluster)
+        return render(request, "tenants/_gpu_kind_field.html", {"field": form["gpu_resource"]})
+
+    if request.method == "POST":
+        form = QuotaRequestForm(request.POST)
+        if form.is_valid():
+            data = form.cleaned_data
+            try:
+                quota_request = services.quota_request_create(
+                    requested_by=request.user,
+                    team=team,
+                    cluster=data["cluster"],
+                    gpu_resource=data["gpu_resource"],
+                    gpus=data["gpus"],
+                    cpu_cores=data["cpu_cores"],
+                    memory_gib=data["memory_gib"],
+                    starts_on=data["starts_on"],
+                    ends_on=data["ends_on"],
+                    justification=data["justification"],
+                )
+            except ValidationError as error:
+                add_service_errors(form, error)
+            else:
+                messages.success(
+                    request,
+                    f"Requested {quota_request.gpus} × {quota_request.gpu_resource} on "
+                    f"{quota_request.cluster}. An admin will review it.",
+                )
+                return redirect("team-detail", slug=team.slug)
+    else:
+        form = QuotaRequestForm()
+    form.fields["cluster"].widget.attrs.update(
+        {
+            "hx-get": reverse("quota-request-new", args=[team.slug]),
+            "hx-target": "#field-gpu_resource",
+            "hx-swap": "outerHTML",
+        }
+    )
+    return render(request, "tenants/quota_request_form.html", {"team": team, "form": form})
+
+
+@require_POST
+@login_required
+def quota_request_cancel(request: HttpRequest, pk: int) -> HttpResponse:
+    quota_request = get_object_or_404(selectors.quota_requests_visible_to(request.user), pk=pk)
+    try:
+        services.quota_request_cancel(actor=request.user, quota_request=quota_request)
+    except InvalidTransition as error:
+        messages.error(request, str(error))
+    else:
+        messages.success(request, f"Cancelled quota request #{quota_request.pk}.")
+    return redirect("team-detail", slug=quota_request.team.slug)
+
+
+# --- the review queue --------------------------------------------------------------------------
+
+
+@dataclass
+class ReviewRow:
+    request: QuotaRequest
+    summary: selectors.CapacitySummary | None
+    approve_form: ApproveForm
+    reject_form: RejectForm
+    own: bool
+
+    @property
+    def free_after(self) -> int | None:
+        return None if self.summary is None else self.summary.free_after(self.request.gpus)
+
+
+def _require_admin(request: HttpRequest) -> None:
+    if not is_portal_admin(request.user):
+        raise PermissionDenied("Only portal admins can review quota requests.")
+
+
+def _render_review(
+    request: HttpRequest,
+    *,
+    bound_id: int | None = None,
+    approve_form: ApproveForm | None = None,
+    reject_form: RejectForm | None = None,
+) -> HttpResponse:
+    """The queue, oldest first, each request beside its cluster's capacity for that GPU kind;
+    a form that failed is shown again, bound, with its errors."""
+    summaries = selectors.capacity_summaries()
+    rows = []
+    for quota_request in selectors.review_queue():
+        mine = quota_request.pk == bound_id
+        rows.append(
+            ReviewRow(
+                request=quota_request,
+                summary=summaries.get((quota_request.cluster_id, quota_request.gpu_resource)),
+                approve_form=(approve_form if mine and approve_form else None)
+                or ApproveForm(prefix=f"approve-{quota_request.pk}"),
+                reject_form=(reject_form if mine and reject_form else None)
+                or RejectForm(prefix=f"reject-{quota_request.pk}"),
+                own=quota_request.requested_by_id == request.user.pk,
+            )
+        )
+    return render(request, "tenants/review_queue.html", {"rows": rows, "bound_id": bound_id})
+
+
+@login_required
+def review_queue(request: HttpRequest) -> HttpResponse:
+    _require_admin(request)
+    return _render_review(request)
+
+
+def _visible_request(request: HttpRequest, pk: int) -> QuotaRequest:
+    return get_object_or_404(selectors.quota_requests_visible_to(request.user), pk=pk)
+
+
+@require_POST
+@login_required
+def quota_request_approve(request: HttpRequest, pk: int) -> HttpResponse:
+    quota_request = _visible_request(request, pk)
+    form = ApproveForm(request.POST, prefix=f"approve-{pk}")
+    if form.is_valid():
+        try:
+            grant = services.quota_request_approve(
+                reviewer=request.user,
+                quota_request=quota_request,
+                gpus=form.cleaned_data["gpus"],
+                ends_on=form.cleaned_data["ends_on"],
+                note=form.cleaned_data["note"],
+            )
+        except ValidationError as error:
+            add_service_errors(form, error)
+        except InvalidTransition as error:
+            messages.error(request, str(error))
+            return redirect("review-queue")
+        else:
+            messages.success(
+                request,
+                f"Approved request #{quota_request.pk}: {quota_request.team} has "
+                f"{grant.gpus} × {grant.gpu_resource} on {grant.cluster}.",
+            )
+            return redirect("review-queue")
+    _require_admin(request)
+    return _render_review(request, bound_id=pk, approve_form=form)
+
+
+@require_POST
+@login_required
+def quota_request_reject(request: HttpRequest, pk: int) -> HttpResponse:
+    quota_request = _visible_request(request, pk)
+    form = RejectForm(request.POST, prefix=f"reject-{pk}")
+    if form.is_valid():
+        try:
+            services.quota_request_reject(
+                reviewer=request.user, quota_request=quota_request, note=form.cleaned_data["note"]
+            )
+        except ValidationError as error:
+            add_service_errors(form, error)
+        except InvalidTransition as error:
+            messages.error(request, str(error))
+            return redirect("review-queue")
+        else:
+            messages.success(request, f"Rejected request #{quota_request.pk}.")
+            return redirect("review-queue")
+    _require_admin(request)
+    return _render_review(request, bound_id=pk, reject_form=form)
+
+
+# --- grants ------------------------------------------------------------------------------------
+
+
+def _render_grant(
+    request: HttpRequest,
+    grant: QuotaGrant,
+    *,
+    revoke_form: RevokeForm | None = None,
+    shrink_form: ShrinkForm | None = None,
+) -> HttpResponse:
+    history = list(
+        selectors.audit_events_visible_to(request.user)
+        .filter(
+            Q(target_type="QuotaGrant", target_id=grant.pk)
+            | Q(target_type="QuotaRequest", target_id=grant.request_id)
+        )
+        .order_by("created_at", "id")
+    )
+    _describe_events(history)
+    return render(
+        request,
+        "tenants/grant_detail.html",
+        {
+            "grant": grant,
+            "history": history,
+            "can_act": is_portal_admin(request.user) and grant.state == QuotaGrant.State.ACTIVE,
+            "revoke_form": revoke_form or RevokeForm(prefix="revoke"),
+            "shrink_form": shrink_form or ShrinkForm(prefix="shrink"),
+        },
+    )
+
+
+def _visible_grant(request: HttpRequest, pk: int) -> QuotaGrant:
+    return get_object_or_404(selectors.quota_grants_visible_to(request.user), pk=pk)
+
+
+@login_required
+def grant_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    return _render_grant(request, _visible_grant(request, pk))
+
+
+@require_POST
+@login_required
+def grant_revoke(request: HttpRequest, pk: int) -> HttpResponse:
+    grant = _visible_grant(request, pk)
+    form = RevokeForm(request.POST, prefix="revoke")
+    if form.is_valid():
+        try:
+            services.quota_grant_revoke(
+                actor=request.user, grant=grant, note=form.cleaned_data["note"]
+            )
+        except InvalidTransition as error:
+            messages.error(request, str(error))
+        except ValidationError as error:
+            add_service_errors(form, error)
+            return _render_grant(request, grant, revoke_form=form)
+        else:
+            messages.success(request, f"Revoked grant #{grant.pk}.")
+        return redirect("grant-detail", pk=grant.pk)
+    return _render_grant(request, grant, revoke_form=form)
+
+
+@require_POST
+@login_required
+def grant_shrink(request: HttpRequest, pk: int) -> HttpResponse:
+    grant = _visible_grant(request, pk)
+    form = ShrinkForm(request.POST, prefix="shrink")
+    if form.is_valid():
+        try:
+            shrunk = services.quota_grant_shrink(
+                actor=request.user,
+                grant=grant,
+                gpus=form.cleaned_data["gpus"],
+                ends_on=form.cleaned_data["ends_on"],
+                note=form.cleaned_data["note"],
+            )
+        except InvalidTransition as error:
+            messages.error(request, str(error))
+        except ValidationError as error:
+            add_service_errors(form, error)
+            return _render_grant(request, grant, shrink_form=form)
+        else:
+            until = shrunk.ends_on.isoformat() if shrunk.ends_on else "open-ended"
+            messages.success(
+                request, f"Grant #{grant.pk} is now {shrunk.gpus} × {shrunk.gpu_resource}, {until}."
+            )
+        return redirect("grant-detail", pk=grant.pk)
+    return _render_grant(request, grant, shrink_form=form)
+
+
+# --- audit -------------------------------------------------------------------------------------
+
+FIELD_LABELS = {
+    "team_id": "team",
+    "cluster_id": "cluster",
+    "user_id": "user",
+    "gpu_resource": "GPU kind",
+    "gpus": "GPUs",
+    "cpu_cores": "CPU cores",
+    "memory_gib": "memory (GiB)",
+    "starts_on": "start",
+    "ends_on": "end",
+    "decision_note": "decision note",
+    "archived_at": "archived",
+    "overcommit_ratio": "overcommit ratio",
+    "resource_name": "GPU kind",
+    "gpu_model": "GPU model",
+    "admin_cap": "admin cap",
+}
+
+
+@dataclass(frozen=True)
+class Change:
+    field: str
+    before: str | None
+    after: str | None
+
+
+def _describe_events(events: list[AuditEvent]) -> None:
+    """Give each event ``changes``: readable field names and values, ids resolved to names;
+    for an update only the fields that changed, for a create or delete every field."""
+    ids: dict[str, set] = {"team_id": set(), "cluster_id": set(), "user_id": set()}
+    for event in events:
+        for snapshot in (event.before or {}, event.after or {}):
+            for key, seen in ids.items():
+                if snapshot.get(key) is not None:
+                    seen.add(snapshot[key])
+    names: dict[str, dict[Any, str]] = {
+        "team_id": {e.team_id: e.team.slug for e in events if e.team_id is not None},
+        "cluster_id": {},
+        "user_id": {},
+    }
+    if ids["team_id"] - names["team_id"].keys():
+        names["team_id"].update(
+            Team.objects.filter(pk__in=ids["team_id"]).values_list("pk", "slug")
+        )
+    if ids["cluster_id"]:
+        names["cluster_id"] = dict(
+            Cluster.objects.filter(pk__in=ids["cluster_id"]).values_list("pk", "name")
+        )
+    if ids["user_id"]:
+        names["user_id"] = dict(
+            User.objects.filter(pk__in=ids["user_id"]).values_list("pk", "username")
+        )
+
+    def show(key: str, value: Any) -> str | None:
+        if value is None or value == "":
+            return None
+        if key in names:
+            return names[key].get(value) or f"#{value}"
+        return str(value)
+
+    for event in events:
+        before, after = event.before or {}, event.after or {}
+        changes = []
+        is_update = event.before is not None and event.after is not None
+        for key in dict.fromkeys([*before, *after]):
+            if is_update and before.get(key) == after.get(key):
+                continue
+            if not is_update and before.get(key) in (None, "") and after.get(key) in (None, ""):
+                continue  # a created or deleted row: its empty fields say nothing
+            changes.append(
+                Change(
+                    field=FIELD_LABELS.get(key, key.replace("_", " ")),
+                    before=show(key, before.get(key)),
+                    after=show(key, after.get(key)),
+                )
+            )
+        event.changes = changes
+
+
+def _target_url(event: AuditEvent) -> str | None:
+    if event.target_type == "QuotaGrant":
+        return reverse("grant-detail", args=[event.target_id])
+    if event.target_type == "QuotaRequest" and event.team is not None:
+        return reverse("team-detail", args=[event.team.slug]) + f"#request-{event.target_id}"
+    if event.target_type == "Team" and event.team is not None:
+        return reverse("team-detail", args=[event.team.slug])
+    return None
+
+
+@login_required
+def audit_list(request: HttpRequest) -> HttpResponse:
+    teams = selectors.teams_visible_to(request.user).order_by("name", "slug")
+    filter_form = AuditFilterForm(request.GET or None, teams=teams)
+    events = selectors.audit_events_visible_to(request.user).order_by("-created_at", "-id")
+    team = None
+    if filter_form.is_valid():
+        team = filter_form.cleaned_data["team"]
+        if team is not None:
+            events = events.filter(team=team)
+    page = Paginator(events, AUDIT_PAGE_SIZE).get_page(request.GET.get("page"))
+    page_events = list(page.object_list)
+    _describe_events(page_events)
+    for event in page_events:
+        event.target_url = _target_url(event)
+    return render(
+        request,
+        "tenants/audit_list.html",
+        {
+            "filter_form": filter_form,
+            "page": page,
+            "events": page_events,
+            "team_query": f"team={team.slug}&" if team else "",
+        },
+    )

@@ -1,6 +1,6 @@
 from decimal import Decimal
 
-from django.core.validators import MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
@@ -13,6 +13,22 @@ from portal.validators import (
 
 def default_gpu_node_selector() -> dict:
     return {"hardware-type": "gpu"}
+
+
+class MetricsLabelLayout(models.TextChoices):
+    """Where DCGM series carry the pod: its own labels, or ``exported_*`` when Prometheus
+    scrapes the exporter without ``honor_labels``."""
+
+    NAMESPACE = "namespace", "namespace / pod / container"
+    EXPORTED = "exported", "exported_namespace / exported_pod / exported_container"
+
+
+class GpuUtilizationMetric(models.TextChoices):
+    GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_GPU_UTIL (percent)"
+    GR_ENGINE_ACTIVE = (
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE (0-1 ratio, works for MIG)",
+    )
 
 
 class Cluster(models.Model):
@@ -30,6 +46,42 @@ class Cluster(models.Model):
     prometheus_url = models.URLField(blank=True)
     gpu_node_selector = models.JSONField(default=default_gpu_node_selector)
     gpu_taint_key = models.CharField(max_length=253, default="nvidia.com/gpu")
+    gpu_model_label = models.CharField(
+        max_length=253,
+        default="nvidia.com/gpu.product",
+        help_text="Node label that names the GPU model (set by NVIDIA's GPU feature discovery).",
+    )
+    user_prefix = models.CharField(
+        max_length=100,
+        default="portal:",
+        blank=True,
+        help_text="Prefix on portal usernames for the members' identities in this cluster's RBAC.",
+    )
+    allowed_registries = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Image registries GPU jobs may pull from, e.g. ['registry.example.com/']. "
+        "Empty allows any.",
+    )
+    metrics_label_layout = models.CharField(
+        max_length=10,
+        choices=MetricsLabelLayout.choices,
+        default=MetricsLabelLayout.NAMESPACE,
+        help_text="How Prometheus labels DCGM series with the pod that holds the GPU.",
+    )
+    gpu_utilization_metric = models.CharField(
+        max_length=64,
+        choices=GpuUtilizationMetric.choices,
+        default=GpuUtilizationMetric.GPU_UTIL,
+    )
+    idle_utilization_percent = models.PositiveSmallIntegerField(
+        default=10,
+        validators=[MaxValueValidator(100)],
+        help_text="A job whose GPUs average below this over the idle window is idle.",
+    )
+    idle_window_minutes = models.PositiveIntegerField(
+        default=5, validators=[MinValueValidator(1), MaxValueValidator(10080)]
+    )
     overcommit_ratio = models.DecimalField(
         max_digits=5,
         decimal_places=2,

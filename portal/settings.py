@@ -54,6 +54,8 @@ INSTALLED_APPS = [
     "django_celery_beat",
     "clusters",
     "tenants",
+    "monitoring",
+    "gpujobs",
 ]
 
 MIDDLEWARE = [

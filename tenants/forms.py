@@ -4,18 +4,12 @@ A service's ``ValidationError`` names fields by the same keys these forms use, s
 ``add_service_errors`` puts each message next to the field it is about.
 """
 
-from decimal import Decimal
-
 from django import forms
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from clusters.models import Cluster, GpuCapacity
 from tenants.models import Team
-
-# Same bounds as the model fields: values beyond them cannot be stored at all.
-MAX_CPU_CORES = Decimal(100000)
-MAX_MEMORY_GIB = 1_000_000
 
 
 class DateInput(forms.DateInput):
@@ -65,11 +59,11 @@ class QuotaRequestForm(forms.Form):
     cpu_cores = forms.DecimalField(
         label="CPU cores",
         required=False,
+        # The column's shape; the range is the service's rule.
         max_digits=8,
         decimal_places=2,
-        max_value=MAX_CPU_CORES,
     )
-    memory_gib = forms.IntegerField(label="Memory (GiB)", required=False, max_value=MAX_MEMORY_GIB)
+    memory_gib = forms.IntegerField(label="Memory (GiB)", required=False)
     starts_on = forms.DateField(label="Start date", widget=DateInput())
     ends_on = forms.DateField(
         label="End date",

@@ -123,7 +123,8 @@ def quota_request_new(request: HttpRequest, slug: str) -> HttpResponse:
 
     if request.method == "GET" and request.htmx and "cluster" in request.GET:
         # The cluster select changed: send back the GPU kind select for that cluster.
-        cluster = Cluster.objects.filter(pk=request.GET["cluster"]).first()
+        cluster_id = request.GET["cluster"]
+        cluster = Cluster.objects.filter(pk=cluster_id).first() if cluster_id.isdigit() else None
         form = QuotaRequestForm(cluster=cluster)
         return render(request, "tenants/_gpu_kind_field.html", {"field": form["gpu_resource"]})
 

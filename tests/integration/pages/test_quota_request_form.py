@@ -57,6 +57,16 @@ def test_changing_the_cluster_fetches_that_clusters_gpu_kinds(
     assert 'value="nvidia.com/gpu"' not in html
 
 
+@pytest.mark.parametrize("cluster_id", ["abc", "999999", ""])
+def test_kinds_fragment_for_an_unknown_cluster_is_not_an_error(
+    client_as, lead, cluster, cluster_id
+):
+    response = client_as(lead).get(URL, {"cluster": cluster_id}, headers={"HX-Request": "true"})
+
+    assert response.status_code == 200
+    assert 'id="field-gpu_resource"' in response.content.decode()
+
+
 def test_cluster_select_asks_htmx_for_the_kinds(client_as, lead, cluster):
     html = get_ok(client_as(lead), URL).content.decode()
 
@@ -102,10 +112,11 @@ def test_open_ended_request_without_cpu_or_memory(client_as, lead, team, valid):
         ("gpus", "5000", "At most 1024 GPUs can be requested at once"),
         ("gpus", "two", "Enter a whole number."),
         ("gpus", "", "This field is required."),
-        ("cpu_cores", "-1", "Must not be negative."),
+        ("cpu_cores", "-1", "Must be between 0 and 100,000 cores."),
+        ("cpu_cores", "200000", "Must be between 0 and 100,000 cores."),
         ("cpu_cores", "1.234", "Ensure that there are no more than 2 decimal places."),
-        ("memory_gib", "-8", "Must not be negative."),
-        ("memory_gib", "99999999999", "Ensure this value is less than or equal to 1000000."),
+        ("memory_gib", "-8", "Must be between 0 and 1,000,000 GiB."),
+        ("memory_gib", "99999999999", "Must be between 0 and 1,000,000 GiB."),
         ("gpu_resource", "amd.com/gpu", "Select a valid choice."),
         ("starts_on", "not-a-date", "Enter a valid date."),
         ("justification", "   ", "This field is required."),
@@ -198,3 +209,13 @@ def test_admin_may_file_a_request_for_a_team(client_as, admin, team, valid):
 
     assert response.status_code == 302
     assert QuotaRequest.objects.get(team=team).requested_by == admin
+
+
+def test_form_says_so_when_no_cluster_offers_gpus(client_as, lead, team):
+    html = get_ok(client_as(lead), URL).content.decode()
+
+    assert "No cluster offers GPUs yet" in html
+
+
+def test_form_does_not_warn_when_a_cluster_offers_gpus(client_as, lead, cluster):
+    assert "No cluster offers GPUs yet" not in get_ok(client_as(lead), URL).content.decode()

@@ -1,0 +1,206 @@
+"""The DCGM simulator's arithmetic: which pod holds which GPU, and what each GPU reads.
+
+Pure functions only (no Kubernetes, no HTTP), so the rules are unit-tested directly:
+
+* GPUs on a node are handed out to the Running pods bound to it in a fixed order: pods sorted by
+  (creation time, namespace, name), containers in spec order, each container taking as many GPUs
+  (lowest free index first) as its nvidia.com/gpu limit. A pod created later never displaces an
+  earlier one.
+* A GPU nobody holds reads 0% utilisation. A held GPU reads the utilisation its pod asks for with
+  the annotation devcluster.gpuportal.io/gpu-util ("73", or "90,10" for per-GPU values in the
+  order the pod's GPUs were handed out, the last value repeating), else DEFAULT_HELD_UTILISATION.
+* Every other reading is derived from utilisation, so a test can predict all of them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from devcluster.gpu_models import GpuModel
+
+UTILISATION_ANNOTATION = "devcluster.gpuportal.io/gpu-util"
+DEFAULT_HELD_UTILISATION = 100.0
+IDLE_TEMPERATURE_CELSIUS = 30
+TEMPERATURE_RISE_AT_FULL_LOAD = 50
+# Share of the framebuffer a held GPU uses when idle, and the share added at full utilisation.
+HELD_MEMORY_BASE_SHARE = 0.10
+HELD_MEMORY_LOAD_SHARE = 0.80
+_UUID_NAMESPACE = uuid.UUID("6f1d1f3c-3b0e-4f55-9a43-6a7c2d0b9e11")
+
+METRIC_HELP = {
+    "DCGM_FI_DEV_GPU_UTIL": "GPU utilization (in %).",
+    "DCGM_FI_DEV_FB_USED": "Framebuffer memory used (in MiB).",
+    "DCGM_FI_DEV_FB_FREE": "Framebuffer memory free (in MiB).",
+    "DCGM_FI_DEV_GPU_TEMP": "GPU temperature (in C).",
+    "DCGM_FI_DEV_POWER_USAGE": "Power draw (in W).",
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": "Ratio of time the graphics engine is active.",
+}
+
+
+@dataclass(frozen=True)
+class ContainerRequest:
+    """A container of a pod and how many GPUs its nvidia.com/gpu limit asks for."""
+
+    name: str
+    gpus: int
+
+
+@dataclass(frozen=True)
+class PodOnNode:
+    """A Running pod bound to a node, reduced to what GPU assignment needs."""
+
+    namespace: str
+    name: str
+    created: str  # RFC 3339 creation timestamp; sorts chronologically as a string
+    containers: tuple[ContainerRequest, ...]
+    utilisation: tuple[float, ...] | None = None  # parsed gpu-util annotation
+
+
+@dataclass(frozen=True)
+class GpuHolder:
+    """The container holding one GPU, and the utilisation it runs that GPU at."""
+
+    namespace: str
+    pod: str
+    container: str
+    utilisation: float
+
+
+@dataclass(frozen=True)
+class GpuReading:
+    """One simulated GPU's identity labels and the values of every published metric."""
+
+    labels: dict[str, str]
+    values: dict[str, float]
+
+
+def gpu_uuid(node: str, index: int) -> str:
+    """A UUID that is stable for a (node, GPU index) pair across restarts."""
+    return f"GPU-{uuid.uuid5(_UUID_NAMESPACE, f'{node}/{index}')}"
+
+
+def parse_utilisation(annotation: str | None) -> tuple[float, ...] | None:
+    """Parse the gpu-util annotation: one percentage or a comma-separated list, clamped to
+    0..100. Returns None when absent or unparsable (the pod then runs at the default)."""
+    if annotation is None or not annotation.strip():
+        return None
+    try:
+        values = tuple(float(part) for part in annotation.split(","))
+    except ValueError:
+        return None
+    return tuple(min(100.0, max(0.0, value)) for value in values)
+
+
+def _utilisation_for(pod: PodOnNode, position: int) -> float:
+    if not pod.utilisation:
+        return DEFAULT_HELD_UTILISATION
+    return pod.utilisation[min(position, len(pod.utilisation) - 1)]
+
+
+def assign_gpus(gpu_count: int, pods: Iterable[PodOnNode]) -> dict[int, GpuHolder]:
+    """Hand out a node's GPU indices to its pods; returns index -> holder for held GPUs."""
+    holders: dict[int, GpuHolder] = {}
+    next_index = 0
+    for pod in sorted(pods, key=lambda p: (p.created, p.namespace, p.name)):
+        position = 0
+        for container in pod.containers:
+            for _ in range(container.gpus):
+                if next_index >= gpu_count:
+                    return holders
+                holders[next_index] = GpuHolder(
+                    namespace=pod.namespace,
+                    pod=pod.name,
+                    container=container.name,
+                    utilisation=_utilisation_for(pod, position),
+                )
+                next_index += 1
+                position += 1
+    return holders
+
+
+def readings_for_utilisation(model: GpuModel, utilisation: float, held: bool) -> dict[str, float]:
+    """Every metric value of one GPU, derived from its utilisation (0..100)."""
+    load = utilisation / 100.0
+    memory_used = (
+        round(model.memory_mib * (HELD_MEMORY_BASE_SHARE + HELD_MEMORY_LOAD_SHARE * load))
+        if held
+        else 0
+    )
+    power = model.idle_power_watts + (model.max_power_watts - model.idle_power_watts) * load
+    return {
+        "DCGM_FI_DEV_GPU_UTIL": float(round(utilisation)),
+        "DCGM_FI_DEV_FB_USED": float(memory_used),
+        "DCGM_FI_DEV_FB_FREE": float(model.memory_mib - memory_used),
+        "DCGM_FI_DEV_GPU_TEMP": float(
+            IDLE_TEMPERATURE_CELSIUS + round(TEMPERATURE_RISE_AT_FULL_LOAD * load)
+        ),
+        "DCGM_FI_DEV_POWER_USAGE": round(power, 3),
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE": round(load, 4),
+    }
+
+
+def gpu_labels(node: str, index: int, model: GpuModel, holder: GpuHolder | None) -> dict[str, str]:
+    """The labels dcgm-exporter puts on a GPU's series (pod labels only when it is held)."""
+    labels = {
+        "gpu": str(index),
+        "UUID": gpu_uuid(node, index),
+        "pci_bus_id": f"00000000:{0x07 + 0x10 * index:02X}:00.0",
+        "device": f"nvidia{index}",
+        "modelName": model.model_name,
+        "Hostname": node,
+    }
+    if holder is not None:
+        labels.update(container=holder.container, namespace=holder.namespace, pod=holder.pod)
+    return labels
+
+
+def node_readings(
+    node: str, model: GpuModel, gpu_count: int, pods: Iterable[PodOnNode]
+) -> list[GpuReading]:
+    """Readings for every GPU of one node, given the Running pods bound to it."""
+    holders = assign_gpus(gpu_count, pods)
+    readings = []
+    for index in range(gpu_count):
+        holder = holders.get(index)
+        utilisation = holder.utilisation if holder else 0.0
+        readings.append(
+            GpuReading(
+                labels=gpu_labels(node, index, model, holder),
+                values=readings_for_utilisation(model, utilisation, held=holder is not None),
+            )
+        )
+    return readings
+
+
+def escape_label_value(value: str) -> str:
+    """Escape a label value for the Prometheus text and OpenMetrics formats."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def format_labels(labels: dict[str, str]) -> str:
+    return (
+        "{"
+        + ",".join(f'{key}="{escape_label_value(value)}"' for key, value in labels.items())
+        + "}"
+    )
+
+
+def format_value(value: float) -> str:
+    """Integers without a decimal point, other numbers as Python's shortest repr."""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def render_exposition(readings: Iterable[GpuReading]) -> str:
+    """Render readings in the Prometheus text exposition format, one family per metric."""
+    readings = list(readings)
+    lines = []
+    for metric, help_text in METRIC_HELP.items():
+        lines.append(f"# HELP {metric} {help_text}")
+        lines.append(f"# TYPE {metric} gauge")
+        for reading in readings:
+            lines.append(
+                f"{metric}{format_labels(reading.labels)} {format_value(reading.values[metric])}"
+            )
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,134 @@
+"""A stand-in for NVIDIA's dcgm-exporter on the simulated GPU nodes.
+
+Serves /metrics in the Prometheus text format with the DCGM exporter's metric names and labels for
+every GPU of every node that has nvidia.com/gpu allocatable. Each scrape reads the nodes and the
+Running pods from the apiserver (cached for a second), so GPU attribution follows the cluster
+without a watch to keep in sync. The arithmetic is in devcluster.dcgm_metrics.
+
+Run as: python -m devcluster.dcgm_simulator --kubeconfig PATH --port PORT
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import threading
+import time
+from collections import defaultdict
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from kubernetes import client, config
+
+from devcluster import dcgm_metrics
+from devcluster.gpu_models import model_for
+from devcluster.nodes import GPU_RESOURCE
+
+CACHE_SECONDS = 1.0
+
+
+def _gpu_quantity(resources: client.V1ResourceRequirements | None) -> int:
+    if resources is None:
+        return 0
+    quantity = (resources.limits or {}).get(GPU_RESOURCE) or (resources.requests or {}).get(
+        GPU_RESOURCE
+    )
+    return int(quantity) if quantity else 0
+
+
+def pod_on_node(pod: client.V1Pod) -> dcgm_metrics.PodOnNode:
+    """Reduce a Kubernetes pod to what GPU assignment needs."""
+    annotations = pod.metadata.annotations or {}
+    return dcgm_metrics.PodOnNode(
+        namespace=pod.metadata.namespace,
+        name=pod.metadata.name,
+        created=pod.metadata.creation_timestamp.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        containers=tuple(
+            dcgm_metrics.ContainerRequest(
+                name=container.name, gpus=_gpu_quantity(container.resources)
+            )
+            for container in pod.spec.containers
+        ),
+        utilisation=dcgm_metrics.parse_utilisation(
+            annotations.get(dcgm_metrics.UTILISATION_ANNOTATION)
+        ),
+    )
+
+
+class Collector:
+    """Reads the cluster and renders the exposition, caching the result briefly."""
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self._core = client.CoreV1Api(api)
+        self._lock = threading.Lock()
+        self._rendered = ""
+        self._rendered_at = 0.0
+
+    def collect(self) -> str:
+        with self._lock:
+            if time.monotonic() - self._rendered_at > CACHE_SECONDS:
+                self._rendered = dcgm_metrics.render_exposition(self._readings())
+                self._rendered_at = time.monotonic()
+            return self._rendered
+
+    def _readings(self) -> list[dcgm_metrics.GpuReading]:
+        pods_by_node: dict[str, list[dcgm_metrics.PodOnNode]] = defaultdict(list)
+        for pod in self._core.list_pod_for_all_namespaces(
+            field_selector="status.phase=Running"
+        ).items:
+            if pod.spec.node_name:
+                pods_by_node[pod.spec.node_name].append(pod_on_node(pod))
+        readings = []
+        for node in sorted(self._core.list_node().items, key=lambda n: n.metadata.name):
+            gpu_count = int((node.status.allocatable or {}).get(GPU_RESOURCE, 0) or 0)
+            if not gpu_count:
+                continue
+            labels = node.metadata.labels or {}
+            model = model_for(labels.get("nvidia.com/gpu.product", ""))
+            if "nvidia.com/gpu.memory" in labels:
+                model = dataclasses.replace(model, memory_mib=int(labels["nvidia.com/gpu.memory"]))
+            readings += dcgm_metrics.node_readings(
+                node.metadata.name, model, gpu_count, pods_by_node.get(node.metadata.name, [])
+            )
+        return readings
+
+
+def make_handler(collector: Collector) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # the name http.server dispatches to
+            if self.path.split("?")[0] not in ("/metrics", "/healthz"):
+                self.send_error(404)
+                return
+            try:
+                body = collector.collect()
+            except Exception as error:  # report any failure to the scraper
+                self.send_error(503, f"cannot read the cluster: {error}")
+                return
+            if self.path.startswith("/healthz"):
+                body = "ok\n"
+            payload = body.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, format: str, *args: object) -> None:  #
+            """Scrapes every few seconds would flood the log; stay quiet."""
+
+    return Handler
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kubeconfig", required=True)
+    parser.add_argument("--port", type=int, default=29400)
+    parser.add_argument("--address", default="127.0.0.1")
+    args = parser.parse_args(argv)
+    collector = Collector(config.new_client_from_config(config_file=args.kubeconfig))
+    server = ThreadingHTTPServer((args.address, args.port), make_handler(collector))
+    server.daemon_threads = True
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

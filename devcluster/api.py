@@ -1,0 +1,120 @@
+"""The Python face of the devcluster, as used by the pytest fixture and by scripts.
+
+handle = devcluster.api.up()          # or DevCluster(current()) for one already running
+handle.api_client()                   # kubernetes ApiClient as the admin
+handle.mint("alice", ["team-a"])      # kubeconfig path for a user
+handle.add_gpu_node(gpus=8)           # another simulated GPU node
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.parse
+import urllib.request
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from kubernetes import client
+
+from devcluster import backfill as backfill_module
+from devcluster import cluster, credentials, nodes
+from devcluster.gpu_models import DEFAULT_GPU_MODEL
+from devcluster.settings import Settings, current
+
+
+@dataclass
+class DevCluster:
+    """A handle on a running devcluster."""
+
+    settings: Settings
+    started_here: bool = False
+
+    @property
+    def kubeconfig(self) -> Path:
+        """Admin kubeconfig (user devcluster-admin in group system:masters)."""
+        return self.settings.admin_kubeconfig
+
+    @property
+    def prometheus_url(self) -> str:
+        return self.settings.prometheus_url
+
+    def api_client(self) -> client.ApiClient:
+        """A new kubernetes ApiClient authenticated as the admin."""
+        return cluster.admin_api_client(self.settings)
+
+    def mint(self, user: str, groups: list[str] | tuple[str, ...] = ()) -> Path:
+        """Kubeconfig path for a client certificate with CN=user and O=each group."""
+        return credentials.mint(user, groups, settings=self.settings)
+
+    def add_gpu_node(
+        self,
+        name: str | None = None,
+        gpus: int = nodes.DEFAULT_GPUS_PER_NODE,
+        gpu_model: str = DEFAULT_GPU_MODEL,
+        labels: dict[str, str] | None = None,
+        wait: bool = True,
+    ) -> str:
+        """Add a simulated GPU node (Ready for scheduling when wait is true); returns its name."""
+        name = name or f"gpu-node-extra-{uuid.uuid4().hex[:6]}"
+        spec = nodes.NodeSpec(
+            name=name, gpus=gpus, gpu_model=gpu_model, extra_labels=dict(labels or {})
+        )
+        api = self.api_client()
+        nodes.create_node(api, spec)
+        if wait:
+            nodes.wait_for_ready(api, [name])
+        return name
+
+    def add_cpu_node(
+        self, name: str | None = None, labels: dict[str, str] | None = None, wait: bool = True
+    ) -> str:
+        """Add a simulated CPU-only node; returns its name."""
+        name = name or f"cpu-node-extra-{uuid.uuid4().hex[:6]}"
+        api = self.api_client()
+        nodes.create_node(api, nodes.NodeSpec(name=name, extra_labels=dict(labels or {})))
+        if wait:
+            nodes.wait_for_ready(api, [name])
+        return name
+
+    def remove_node(self, name: str, wait: bool = True) -> None:
+        """Delete a simulated node (pods bound to it are garbage-collected by the cluster)."""
+        api = self.api_client()
+        nodes.delete_node(api, name)
+        if wait:
+            nodes.wait_for_deleted(api, name)
+
+    def prometheus_query(self, promql: str, at: float | None = None) -> list[dict]:
+        """Run an instant PromQL query and return the result vector."""
+        params = {"query": promql}
+        if at is not None:
+            params["time"] = str(at)
+        url = f"{self.prometheus_url}/api/v1/query?{urllib.parse.urlencode(params)}"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            body = json.loads(response.read())
+        if body.get("status") != "success":
+            raise RuntimeError(f"Prometheus query failed: {body}")
+        return body["data"]["result"]
+
+    def backfill(
+        self, spec: backfill_module.BackfillSpec, restart_prometheus: bool = True
+    ) -> backfill_module.BackfillResult:
+        """Load deterministic DCGM history into Prometheus (see devcluster.backfill)."""
+        return backfill_module.backfill(spec, restart_prometheus=restart_prometheus)
+
+
+def up(node_options: cluster.NodeOptions | None = None) -> DevCluster:
+    """Start the devcluster (or reuse a healthy one) and return a handle on it."""
+    settings, started_here = cluster.up(node_options)
+    return DevCluster(settings=settings, started_here=started_here)
+
+
+def running() -> DevCluster | None:
+    """A handle on the devcluster in DEVCLUSTER_STATE if it is running and healthy."""
+    settings = current()
+    return DevCluster(settings=settings) if cluster.is_healthy(settings) else None
+
+
+def down(purge: bool = False) -> list[str]:
+    """Stop the devcluster; returns the components that were running."""
+    return cluster.down(purge=purge)

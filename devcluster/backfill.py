@@ -1,0 +1,194 @@
+"""Backfill days of DCGM history into the devcluster's Prometheus.
+
+Samples are generated deterministically (see BackfillSpec.utilisation), written as OpenMetrics,
+turned into TSDB blocks with `promtool tsdb create-blocks-from openmetrics` and moved into the
+Prometheus data directory. Prometheus 2.42 accepts blocks that overlap its head or each other
+without any flag (overlapping blocks are on by default since 2.39) but only notices new blocks on
+its next periodic reload, up to a minute later, so by default Prometheus is restarted (a few
+seconds) to make the history queryable at once.
+
+Series look like the live simulator's (job="dcgm-exporter", the same labels), on synthetic nodes
+named <node_prefix>-<n> that do not exist in the cluster.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from devcluster import cluster, dcgm_metrics
+from devcluster.gpu_models import DEFAULT_GPU_MODEL, model_for
+from devcluster.log import progress
+from devcluster.settings import current
+
+IDLE_POD_EVERY = 4  # every 4th backfilled pod (pod index 3, 7, ...) sits idle at 0%
+
+
+@dataclass(frozen=True)
+class BackfilledGpu:
+    """One GPU of the backfill and who held it for the whole window."""
+
+    index: int  # 0..gpus-1 across the backfill
+    node: str
+    gpu: int  # index on its node
+    namespace: str
+    pod: str
+    pod_index: int  # index of its pod within the namespace
+
+
+@dataclass(frozen=True)
+class BackfillSpec:
+    """What to backfill. GPUs are split into contiguous blocks, one per namespace, and each
+    namespace's GPUs into pods of gpus_per_pod; every GPU is held for the whole window."""
+
+    days: float = 7.0
+    gpus: int = 256
+    namespaces: tuple[str, ...] = ("research",)
+    step_seconds: int = 60
+    end: int = field(default_factory=lambda: int(time.time()))  # unix seconds, window end
+    gpus_per_node: int = 8
+    gpus_per_pod: int = 8
+    gpu_model: str = DEFAULT_GPU_MODEL
+    node_prefix: str = "backfill-node"
+    metrics: tuple[str, ...] = ("DCGM_FI_DEV_GPU_UTIL",)
+
+    def __post_init__(self) -> None:
+        if self.gpus < 1 or self.step_seconds < 1 or self.days <= 0 or not self.namespaces:
+            raise ValueError("backfill needs gpus >= 1, step >= 1s, days > 0 and a namespace")
+        unknown = set(self.metrics) - set(dcgm_metrics.METRIC_HELP)
+        if unknown:
+            raise ValueError(
+                f"unknown metrics {sorted(unknown)}; choose from {sorted(dcgm_metrics.METRIC_HELP)}"
+            )
+
+    @property
+    def end_timestamp(self) -> int:
+        """The last sample's time: `end` rounded down to a whole step."""
+        return self.end // self.step_seconds * self.step_seconds
+
+    @property
+    def samples_per_series(self) -> int:
+        return int(self.days * 86400 // self.step_seconds)
+
+    @property
+    def start_timestamp(self) -> int:
+        return self.end_timestamp - (self.samples_per_series - 1) * self.step_seconds
+
+    def timestamps(self) -> range:
+        return range(self.start_timestamp, self.end_timestamp + 1, self.step_seconds)
+
+    def gpu_list(self) -> list[BackfilledGpu]:
+        gpus = []
+        namespace_count = len(self.namespaces)
+        for index in range(self.gpus):
+            namespace_number = index * namespace_count // self.gpus
+            namespace_first_gpu = math.ceil(namespace_number * self.gpus / namespace_count)
+            pod_index = (index - namespace_first_gpu) // self.gpus_per_pod
+            gpus.append(
+                BackfilledGpu(
+                    index=index,
+                    node=f"{self.node_prefix}-{index // self.gpus_per_node}",
+                    gpu=index % self.gpus_per_node,
+                    namespace=self.namespaces[namespace_number],
+                    pod=f"train-{pod_index}",
+                    pod_index=pod_index,
+                )
+            )
+        return gpus
+
+    @staticmethod
+    def utilisation(gpu: BackfilledGpu, timestamp: int) -> int:
+        """Utilisation in % of a GPU at a sample time: idle pods read 0, the others cycle
+        through 0..100 with the GPU index and the hour."""
+        if gpu.pod_index % IDLE_POD_EVERY == IDLE_POD_EVERY - 1:
+            return 0
+        return (gpu.index * 37 + (timestamp // 3600) * 11) % 101
+
+    def gpu_hours(self, namespace: str | None = None) -> float:
+        """Allocated GPU-hours in the window (each sample counts for one step)."""
+        gpus = [g for g in self.gpu_list() if namespace in (None, g.namespace)]
+        return len(gpus) * self.samples_per_series * self.step_seconds / 3600
+
+
+def openmetrics_lines(spec: BackfillSpec) -> Iterator[str]:
+    """The backfill as OpenMetrics text, one metric family after another."""
+    model = model_for(spec.gpu_model)
+    gpus = spec.gpu_list()
+    label_strings = []
+    for gpu in gpus:
+        labels = {"job": "dcgm-exporter", "instance": f"{gpu.node}:9400"}
+        holder = dcgm_metrics.GpuHolder(gpu.namespace, gpu.pod, "main", 0.0)
+        labels.update(dcgm_metrics.gpu_labels(gpu.node, gpu.gpu, model, holder))
+        label_strings.append(dcgm_metrics.format_labels(labels))
+    timestamps = spec.timestamps()
+    for metric in spec.metrics:
+        yield f"# HELP {metric} {dcgm_metrics.METRIC_HELP[metric]}\n"
+        yield f"# TYPE {metric} gauge\n"
+        for gpu, labels in zip(gpus, label_strings, strict=True):
+            prefix = f"{metric}{labels} "
+            for timestamp in timestamps:
+                utilisation = spec.utilisation(gpu, timestamp)
+                value = dcgm_metrics.readings_for_utilisation(model, utilisation, True)[metric]
+                yield f"{prefix}{dcgm_metrics.format_value(value)} {timestamp}\n"
+    yield "# EOF\n"
+
+
+@dataclass(frozen=True)
+class BackfillResult:
+    spec: BackfillSpec
+    blocks: list[Path]
+    samples: int
+
+
+def backfill(spec: BackfillSpec, restart_prometheus: bool = True) -> BackfillResult:
+    """Generate, convert and load the backfill into the running devcluster's Prometheus."""
+    settings = current()
+    if cluster.component_pid(settings, cluster.COMPONENTS_BY_NAME["prometheus"]) is None:
+        raise RuntimeError("Prometheus is not running; start the devcluster first (up)")
+    promtool = shutil.which("promtool")
+    if not promtool:
+        raise RuntimeError("promtool not found: apt-get install prometheus")
+    work_root = settings.state_dir / "backfill"
+    work_root.mkdir(parents=True, exist_ok=True)
+    samples = spec.gpus * spec.samples_per_series * len(spec.metrics)
+    with tempfile.TemporaryDirectory(dir=work_root) as work:
+        source = Path(work) / "backfill.om"
+        progress(
+            f"writing {samples} samples ({spec.gpus} GPUs x {spec.days} days every "
+            f"{spec.step_seconds}s) to {source}"
+        )
+        with open(source, "w") as out:
+            out.writelines(openmetrics_lines(spec))
+        staging = Path(work) / "blocks"
+        window_hours = max(2, math.ceil(spec.days * 24))
+        progress("converting to TSDB blocks with promtool")
+        subprocess.run(
+            [
+                promtool,
+                "tsdb",
+                "create-blocks-from",
+                "openmetrics",
+                "--quiet",
+                f"--max-block-duration={window_hours}h",
+                str(source),
+                str(staging),
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        blocks = []
+        for block in sorted(staging.iterdir()):
+            destination = settings.prometheus_data_dir / block.name
+            shutil.move(str(block), destination)
+            blocks.append(destination)
+    progress(f"moved {len(blocks)} block(s) into {settings.prometheus_data_dir}")
+    if restart_prometheus:
+        cluster.restart(settings, "prometheus")
+    return BackfillResult(spec=spec, blocks=blocks, samples=samples)

@@ -1,0 +1,202 @@
+"""`python -m devcluster {build,up,down,status,env,mint,backfill,update-gomod}`.
+
+Only `up` and `env` print to stdout, and only `export` lines, so `eval "$(python -m devcluster
+up)"` works; progress and diagnostics go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import datetime
+from pathlib import Path
+
+from devcluster import backfill, builder, cluster, credentials
+from devcluster.gpu_models import KNOWN_MODELS
+from devcluster.settings import current
+
+
+def _node_options(args: argparse.Namespace) -> cluster.NodeOptions:
+    defaults = cluster.NodeOptions.from_env()
+    return cluster.NodeOptions(
+        gpu_nodes=defaults.gpu_nodes if args.gpu_nodes is None else args.gpu_nodes,
+        cpu_nodes=defaults.cpu_nodes if args.cpu_nodes is None else args.cpu_nodes,
+        gpu_model=args.gpu_model or defaults.gpu_model,
+        gpus_per_node=defaults.gpus_per_node if args.gpus_per_node is None else args.gpus_per_node,
+    )
+
+
+def _explicit_node_options(args: argparse.Namespace) -> bool:
+    return any(
+        value is not None
+        for value in (args.gpu_nodes, args.cpu_nodes, args.gpu_model, args.gpus_per_node)
+    )
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    print(builder.build(force=args.force), file=sys.stderr)
+    return 0
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    settings, _ = cluster.up(
+        _node_options(args), reconcile_nodes_when_reused=_explicit_node_options(args)
+    )
+    print("\n".join(cluster.env_lines(settings)))
+    return 0
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    stopped = cluster.down(purge=args.purge)
+    print(f"stopped: {', '.join(stopped) or 'nothing was running'}", file=sys.stderr)
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    settings = current()
+    states = cluster.component_states(settings)
+    print(f"state dir: {settings.state_dir}")
+    print(f"binaries:  {builder.bin_dir()} ({'built' if builder.is_built() else 'not built'})")
+    for name, (pid, healthy) in states.items():
+        health = "healthy" if healthy else "UNHEALTHY"
+        state = "not running" if pid is None else f"pid {pid}, {health}"
+        print(f"  {name:<24} {state}")
+    all_healthy = all(healthy for _, healthy in states.values())
+    if all_healthy:
+        print(f"apiserver:  {settings.apiserver_url}")
+        print(f"prometheus: {settings.prometheus_url}")
+        print(f"dcgm:       {settings.dcgm_url}/metrics")
+        core = cluster.client.CoreV1Api(cluster.admin_api_client(settings))
+        for node in core.list_node().items:
+            gpus = (node.status.allocatable or {}).get("nvidia.com/gpu", "0")
+            print(f"  node {node.metadata.name:<24} nvidia.com/gpu={gpus}")
+    return 0 if all_healthy else 1
+
+
+def cmd_env(args: argparse.Namespace) -> int:
+    settings = current()
+    if not cluster.is_healthy(settings):
+        print("devcluster is not running (start it with: python -m devcluster up)", file=sys.stderr)
+        return 1
+    print("\n".join(cluster.env_lines(settings)))
+    return 0
+
+
+def cmd_mint(args: argparse.Namespace) -> int:
+    print(credentials.mint(args.user, args.group or [], output=args.output))
+    return 0
+
+
+def _parse_time(value: str) -> int:
+    if value.isdigit():
+        return int(value)
+    return int(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp())
+
+
+def cmd_backfill(args: argparse.Namespace) -> int:
+    options = {}
+    if args.end is not None:
+        options["end"] = _parse_time(args.end)
+    spec = backfill.BackfillSpec(
+        days=args.days,
+        gpus=args.gpus,
+        namespaces=tuple(args.namespace or ["research"]),
+        step_seconds=args.step,
+        gpus_per_pod=args.gpus_per_pod,
+        gpu_model=args.gpu_model,
+        metrics=tuple(args.metric or ["DCGM_FI_DEV_GPU_UTIL"]),
+        **options,
+    )
+    result = backfill.backfill(spec, restart_prometheus=not args.no_restart)
+    print(
+        f"backfilled {result.samples} samples from {spec.start_timestamp} to "
+        f"{spec.end_timestamp} into {len(result.blocks)} block(s)",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def cmd_update_gomod(args: argparse.Namespace) -> int:
+    builder.update_gomods()
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m devcluster",
+        description="A local Kubernetes control plane with simulated GPU nodes, Prometheus and "
+        "a DCGM simulator. See devcluster/README.md.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    build = commands.add_parser("build", help="build the pinned binaries into the cache")
+    build.add_argument("--force", action="store_true", help="rebuild even if cached")
+    build.set_defaults(handler=cmd_build)
+
+    up = commands.add_parser("up", help="start (or reuse) the cluster; prints export lines")
+    up.add_argument("--gpu-nodes", type=int, help="GPU nodes (default 4, env DEVCLUSTER_GPU_NODES)")
+    up.add_argument("--cpu-nodes", type=int, help="CPU-only nodes (default 2)")
+    up.add_argument(
+        "--gpu-model",
+        metavar="PRODUCT",
+        help="nvidia.com/gpu.product of the GPU nodes (default "
+        f"NVIDIA-A100-SXM4-80GB; known: {', '.join(KNOWN_MODELS)})",
+    )
+    up.add_argument("--gpus-per-node", type=int, help="allocatable nvidia.com/gpu (default 8)")
+    up.set_defaults(handler=cmd_up)
+
+    down = commands.add_parser("down", help="stop everything")
+    down.add_argument(
+        "--purge",
+        action="store_true",
+        help="also delete the state directory (etcd data, CA, Prometheus data)",
+    )
+    down.set_defaults(handler=cmd_down)
+
+    commands.add_parser("status", help="show components and nodes").set_defaults(handler=cmd_status)
+    commands.add_parser("env", help="print the export lines again").set_defaults(handler=cmd_env)
+
+    mint = commands.add_parser("mint", help="mint a client-certificate kubeconfig for a user")
+    mint.add_argument("user")
+    mint.add_argument("--group", action="append", help="a group (O=); repeatable")
+    mint.add_argument("--output", type=Path, help="where to write the kubeconfig")
+    mint.set_defaults(handler=cmd_mint)
+
+    fill = commands.add_parser("backfill", help="load deterministic DCGM history into Prometheus")
+    fill.add_argument("--days", type=float, default=7.0)
+    fill.add_argument("--gpus", type=int, default=256)
+    fill.add_argument(
+        "--namespace",
+        action="append",
+        help="namespace(s) holding the GPUs; repeatable (default research)",
+    )
+    fill.add_argument("--step", type=int, default=60, help="seconds between samples")
+    fill.add_argument("--end", help="end of the window: unix seconds or ISO 8601 (default now)")
+    fill.add_argument("--gpus-per-pod", type=int, default=8)
+    fill.add_argument("--gpu-model", default=backfill.DEFAULT_GPU_MODEL)
+    fill.add_argument(
+        "--metric",
+        action="append",
+        help="metric to backfill; repeatable (default DCGM_FI_DEV_GPU_UTIL)",
+    )
+    fill.add_argument(
+        "--no-restart",
+        action="store_true",
+        help="do not restart Prometheus; it loads the blocks within a minute",
+    )
+    fill.set_defaults(handler=cmd_backfill)
+
+    gomod = commands.add_parser(
+        "update-gomod", help="maintainers: regenerate the kube go.mod replaces and tidy"
+    )
+    gomod.set_defaults(handler=cmd_update_gomod)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except (RuntimeError, TimeoutError) as error:
+        print(f"devcluster: {error}", file=sys.stderr)
+        return 1

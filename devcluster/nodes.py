@@ -1,0 +1,204 @@
+"""Simulated nodes: Node objects that kwok keeps Ready and whose pods it runs.
+
+A node is simulated by kwok when it carries the annotation kwok.x-k8s.io/node=fake. Every node the
+devcluster creates is also labelled devcluster.gpuportal.io/managed=true so that it can be found
+and reconciled without touching anything else.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from devcluster.gpu_models import DEFAULT_GPU_MODEL, model_for
+from devcluster.versions import KUBERNETES_VERSION
+
+MANAGED_LABEL = "devcluster.gpuportal.io/managed"
+KWOK_ANNOTATION = "kwok.x-k8s.io/node"
+GPU_RESOURCE = "nvidia.com/gpu"
+GPU_TAINT = {"key": GPU_RESOURCE, "value": "present", "effect": "NoSchedule"}
+DEFAULT_GPUS_PER_NODE = 8
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """What one simulated node looks like."""
+
+    name: str
+    gpus: int = 0
+    gpu_model: str = DEFAULT_GPU_MODEL
+    cpu: str = "96"
+    memory: str = "1Ti"
+    pods: str = "110"
+    extra_labels: dict[str, str] = field(default_factory=dict)
+
+    def to_manifest(self) -> dict:
+        """The Node object, status included (the apiserver accepts node status on create)."""
+        labels = {
+            "kubernetes.io/hostname": self.name,
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64",
+            "type": "kwok",
+            MANAGED_LABEL: "true",
+            "hardware-type": "gpu" if self.gpus else "cpu",
+        }
+        resources = {"cpu": self.cpu, "memory": self.memory, "pods": self.pods}
+        taints = []
+        if self.gpus:
+            model = model_for(self.gpu_model)
+            labels.update(
+                {
+                    "nvidia.com/gpu.present": "true",
+                    "nvidia.com/gpu.product": model.product_label,
+                    "nvidia.com/gpu.count": str(self.gpus),
+                    "nvidia.com/gpu.memory": str(model.memory_mib),
+                }
+            )
+            resources[GPU_RESOURCE] = str(self.gpus)
+            taints.append(dict(GPU_TAINT))
+        labels.update(self.extra_labels)
+        return {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": self.name,
+                "labels": labels,
+                "annotations": {KWOK_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"},
+            },
+            "spec": {"taints": taints},
+            "status": {
+                "capacity": dict(resources),
+                "allocatable": dict(resources),
+                "nodeInfo": {
+                    "architecture": "amd64",
+                    "operatingSystem": "linux",
+                    "kubeletVersion": KUBERNETES_VERSION,
+                },
+            },
+        }
+
+
+def default_node_specs(
+    gpu_nodes: int,
+    cpu_nodes: int,
+    gpu_model: str = DEFAULT_GPU_MODEL,
+    gpus_per_node: int = DEFAULT_GPUS_PER_NODE,
+) -> list[NodeSpec]:
+    """The standard node set: gpu-node-0.. with 8 GPUs each, then cpu-node-0.."""
+    specs = [
+        NodeSpec(name=f"gpu-node-{index}", gpus=gpus_per_node, gpu_model=gpu_model)
+        for index in range(gpu_nodes)
+    ]
+    specs += [NodeSpec(name=f"cpu-node-{index}") for index in range(cpu_nodes)]
+    return specs
+
+
+def is_ready(node: client.V1Node) -> bool:
+    """Ready condition True and the not-ready taint, added at registration, already removed."""
+    conditions = node.status.conditions or []
+    ready = any(c.type == "Ready" and c.status == "True" for c in conditions)
+    taints = node.spec.taints or []
+    not_ready_taint = any(t.key.startswith("node.kubernetes.io/not-ready") for t in taints)
+    return ready and not not_ready_taint
+
+
+def create_node(api: client.ApiClient, spec: NodeSpec) -> None:
+    """Create one simulated node."""
+    client.CoreV1Api(api).create_node(spec.to_manifest())
+
+
+def delete_node(api: client.ApiClient, name: str) -> None:
+    """Delete a node; deleting one that is already gone is not an error."""
+    try:
+        client.CoreV1Api(api).delete_node(name)
+    except ApiException as error:
+        if error.status != 404:
+            raise
+
+
+def managed_node_names(api: client.ApiClient) -> list[str]:
+    nodes = client.CoreV1Api(api).list_node(label_selector=f"{MANAGED_LABEL}=true")
+    return sorted(node.metadata.name for node in nodes.items)
+
+
+def wait_for_ready(api: client.ApiClient, names: list[str], timeout: float = 60.0) -> None:
+    """Wait until every named node is Ready for scheduling."""
+    core = client.CoreV1Api(api)
+    deadline = time.monotonic() + timeout
+    pending = set(names)
+    while pending:
+        for name in sorted(pending):
+            try:
+                if is_ready(core.read_node(name)):
+                    pending.discard(name)
+            except ApiException as error:
+                if error.status != 404:
+                    raise
+        if not pending:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"nodes not Ready after {timeout:.0f}s: {sorted(pending)}")
+        time.sleep(0.2)
+
+
+def wait_for_deleted(api: client.ApiClient, name: str, timeout: float = 30.0) -> None:
+    core = client.CoreV1Api(api)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            core.read_node(name)
+        except ApiException as error:
+            if error.status == 404:
+                return
+            raise
+        time.sleep(0.2)
+    raise TimeoutError(f"node {name} still present after {timeout:.0f}s")
+
+
+def reconcile(api: client.ApiClient, specs: list[NodeSpec]) -> None:
+    """Make the managed nodes exactly `specs`: create missing ones, recreate changed ones and
+    delete managed nodes that are not wanted."""
+    core = client.CoreV1Api(api)
+    wanted = {spec.name: spec for spec in specs}
+    for name in managed_node_names(api):
+        if name not in wanted:
+            delete_node(api, name)
+    for spec in specs:
+        manifest = spec.to_manifest()
+        try:
+            existing = core.read_node(spec.name)
+        except ApiException as error:
+            if error.status != 404:
+                raise
+            create_node(api, spec)
+            continue
+        current_allocatable = existing.status.allocatable or {}
+        same_shape = (existing.metadata.labels or {}) == manifest["metadata"][
+            "labels"
+        ] and current_allocatable.get(GPU_RESOURCE) == manifest["status"]["allocatable"].get(
+            GPU_RESOURCE
+        )
+        if not same_shape:
+            delete_node(api, spec.name)
+            wait_for_deleted(api, spec.name)
+            create_node(api, spec)
+    wait_for_ready(api, [spec.name for spec in specs])
+
+
+def recreate(api: client.ApiClient, specs: list[NodeSpec]) -> None:
+    """Replace every managed node with a fresh one from `specs`.
+
+    Used when the cluster starts from an existing etcd: the old Node objects carry the heartbeats
+    of the previous run, and the node lifecycle controller would first mark them NotReady.
+    """
+    old = managed_node_names(api)
+    for name in old:
+        delete_node(api, name)
+    for name in old:
+        wait_for_deleted(api, name)
+    for spec in specs:
+        create_node(api, spec)
+    wait_for_ready(api, [spec.name for spec in specs])

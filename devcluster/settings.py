@@ -1,0 +1,127 @@
+"""Where the devcluster keeps its state and which private ports it listens on.
+
+Every value has an environment override so that two developers (or a developer and CI) on one
+machine can run separate clusters. The defaults sit in 2xxxx, away from the standard Kubernetes,
+etcd, Prometheus and DCGM exporter ports and below the Linux ephemeral port range.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+DEFAULT_STATE_DIR = Path("/tmp/gpuportal-devcluster")
+
+# field name -> (environment variable, default)
+_PORT_DEFAULTS = {
+    "etcd_port": ("DEVCLUSTER_ETCD_PORT", 23790),
+    "etcd_peer_port": ("DEVCLUSTER_ETCD_PEER_PORT", 23800),
+    "apiserver_port": ("DEVCLUSTER_APISERVER_PORT", 26443),
+    "controller_manager_port": ("DEVCLUSTER_CONTROLLER_MANAGER_PORT", 26257),
+    "scheduler_port": ("DEVCLUSTER_SCHEDULER_PORT", 26259),
+    "kwok_port": ("DEVCLUSTER_KWOK_PORT", 26080),
+    "prometheus_port": ("DEVCLUSTER_PROMETHEUS_PORT", 29090),
+    "dcgm_port": ("DEVCLUSTER_DCGM_PORT", 29400),
+}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Ports and directories of one devcluster."""
+
+    state_dir: Path
+    etcd_port: int
+    etcd_peer_port: int
+    apiserver_port: int
+    controller_manager_port: int
+    scheduler_port: int
+    kwok_port: int
+    prometheus_port: int
+    dcgm_port: int
+    scrape_interval_seconds: int = 5
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        """Read the settings from DEVCLUSTER_* environment variables, falling back to defaults."""
+        ports = {
+            name: int(os.environ.get(var, default))
+            for name, (var, default) in _PORT_DEFAULTS.items()
+        }
+        return cls(
+            state_dir=Path(os.environ.get("DEVCLUSTER_STATE", DEFAULT_STATE_DIR)),
+            scrape_interval_seconds=int(os.environ.get("DEVCLUSTER_SCRAPE_INTERVAL", 5)),
+            **ports,
+        )
+
+    @property
+    def apiserver_url(self) -> str:
+        return f"https://127.0.0.1:{self.apiserver_port}"
+
+    @property
+    def prometheus_url(self) -> str:
+        return f"http://127.0.0.1:{self.prometheus_port}"
+
+    @property
+    def dcgm_url(self) -> str:
+        return f"http://127.0.0.1:{self.dcgm_port}"
+
+    @property
+    def etcd_url(self) -> str:
+        return f"http://127.0.0.1:{self.etcd_port}"
+
+    @property
+    def admin_kubeconfig(self) -> Path:
+        return self.state_dir / "admin.kubeconfig"
+
+    @property
+    def pki_dir(self) -> Path:
+        return self.state_dir / "pki"
+
+    @property
+    def kubeconfig_dir(self) -> Path:
+        return self.state_dir / "kubeconfigs"
+
+    @property
+    def users_dir(self) -> Path:
+        return self.state_dir / "users"
+
+    @property
+    def run_dir(self) -> Path:
+        return self.state_dir / "run"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.state_dir / "logs"
+
+    @property
+    def prometheus_data_dir(self) -> Path:
+        return self.state_dir / "prometheus" / "data"
+
+    @property
+    def recorded_settings_file(self) -> Path:
+        return self.state_dir / "settings.json"
+
+    def ports(self) -> dict[str, int]:
+        """Every port by field name."""
+        return {name: getattr(self, name) for name in _PORT_DEFAULTS}
+
+    def record(self) -> None:
+        """Write the settings a running cluster uses, so `env` and `status` find them later."""
+        data = {field.name: str(getattr(self, field.name)) for field in fields(self)}
+        self.recorded_settings_file.write_text(json.dumps(data, indent=2) + "\n")
+
+
+def current() -> Settings:
+    """Settings of the cluster in DEVCLUSTER_STATE: the recorded ones if it was started before."""
+    from_env = Settings.from_env()
+    recorded = from_env.recorded_settings_file
+    if not recorded.exists():
+        return from_env
+    data = json.loads(recorded.read_text())
+    values = asdict(from_env)
+    for field in fields(Settings):
+        if field.name in data and field.name != "state_dir":
+            values[field.name] = int(data[field.name])
+    return Settings(**values)

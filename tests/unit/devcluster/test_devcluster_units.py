@@ -1,0 +1,47 @@
+"""Small pure pieces of the devcluster: node manifests, certificate subjects, file names."""
+
+from devcluster import credentials, nodes, pki
+
+
+def test_a_gpu_node_is_labelled_tainted_and_offers_eight_gpus():
+    manifest = nodes.NodeSpec(name="gpu-node-0", gpus=8).to_manifest()
+
+    labels = manifest["metadata"]["labels"]
+    assert labels["hardware-type"] == "gpu"
+    assert labels["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-80GB"
+    assert labels["type"] == "kwok"
+    assert manifest["metadata"]["annotations"]["kwok.x-k8s.io/node"] == "fake"
+    assert manifest["status"]["allocatable"]["nvidia.com/gpu"] == "8"
+    assert manifest["spec"]["taints"] == [
+        {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+    ]
+
+
+def test_a_cpu_node_has_no_gpu_resource_and_no_taint():
+    manifest = nodes.NodeSpec(name="cpu-node-0").to_manifest()
+
+    assert manifest["metadata"]["labels"]["hardware-type"] == "cpu"
+    assert "nvidia.com/gpu" not in manifest["status"]["allocatable"]
+    assert manifest["spec"]["taints"] == []
+
+
+def test_the_default_node_set_is_gpu_nodes_then_cpu_nodes():
+    specs = nodes.default_node_specs(gpu_nodes=2, cpu_nodes=1, gpu_model="Tesla-T4")
+
+    assert [s.name for s in specs] == ["gpu-node-0", "gpu-node-1", "cpu-node-0"]
+    assert specs[0].gpu_model == "Tesla-T4"
+
+
+def test_a_certificate_subject_has_one_organization_per_group_and_escapes_separators():
+    assert pki.subject("alice", ["team-a", "system:authenticated"]) == (
+        "/O=team-a/O=system:authenticated/CN=alice"
+    )
+    assert pki.subject("a/b", ["x+y"]) == "/O=x\\+y/CN=a\\/b"
+
+
+def test_minted_kubeconfig_names_are_readable_and_differ_by_groups():
+    plain = credentials.kubeconfig_filename("alice@example.com", [])
+    grouped = credentials.kubeconfig_filename("alice@example.com", ["team-a"])
+
+    assert plain.startswith("alice_example.com-")
+    assert plain != grouped

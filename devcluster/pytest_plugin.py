@@ -1,0 +1,77 @@
+"""pytest plugin providing the session-scoped `devcluster` fixture.
+
+Enable with `-p devcluster.pytest_plugin` or `pytest_plugins = ["devcluster.pytest_plugin"]`.
+
+The fixture reuses a devcluster that is already running and healthy, otherwise starts one (building
+the binaries first if the cache is empty). A cluster the fixture started is stopped at the end of
+the session by the last test session still using it; a cluster someone started by hand is never
+stopped. Set DEVCLUSTER_KEEP=1 to leave a fixture-started cluster running for the next session.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from devcluster import api
+from devcluster.cluster import STARTED_BY_PYTEST_FLAG
+from devcluster.log import progress
+from devcluster.settings import Settings
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "devcluster: runs against the local Kubernetes devcluster (devcluster/)"
+    )
+    config.addinivalue_line("markers", "integration: needs real services")
+
+
+def _sessions_dir(settings: Settings) -> Path:
+    return settings.state_dir / "pytest-sessions"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _other_live_sessions(settings: Settings) -> list[int]:
+    live = []
+    for lease in _sessions_dir(settings).glob("*"):
+        if not lease.name.isdigit() or int(lease.name) == os.getpid():
+            continue
+        if _pid_alive(int(lease.name)):
+            live.append(int(lease.name))
+        else:
+            lease.unlink(missing_ok=True)
+    return live
+
+
+@pytest.fixture(scope="session")
+def devcluster() -> Iterator[api.DevCluster]:
+    """A running devcluster: `.kubeconfig`, `.prometheus_url`, `.api_client()`, `.mint()`,
+    `.add_gpu_node()`, `.remove_node()`, `.prometheus_query()`, `.backfill()`."""
+    handle = api.up()
+    settings = handle.settings
+    flag = settings.state_dir / STARTED_BY_PYTEST_FLAG
+    if handle.started_here:
+        flag.touch()
+    lease = _sessions_dir(settings) / str(os.getpid())
+    lease.parent.mkdir(parents=True, exist_ok=True)
+    lease.touch()
+    try:
+        yield handle
+    finally:
+        lease.unlink(missing_ok=True)
+        keep = os.environ.get("DEVCLUSTER_KEEP", "") not in ("", "0")
+        if flag.exists() and not keep and not _other_live_sessions(settings):
+            progress("stopping the devcluster this test run started")
+            api.down()

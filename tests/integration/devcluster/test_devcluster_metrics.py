@@ -1,0 +1,88 @@
+"""Prometheus scrapes the DCGM simulator, which attributes each GPU to the pod holding it."""
+
+import pytest
+
+from devcluster.backfill import BackfillSpec
+
+from .conftest import eventually, gpu_pod
+
+pytestmark = [pytest.mark.integration, pytest.mark.devcluster]
+
+UTILISATION = "devcluster.gpuportal.io/gpu-util"
+
+
+def run_pod(core, namespace, manifest):
+    core.create_namespaced_pod(namespace, manifest)
+    name = manifest["metadata"]["name"]
+    eventually(
+        lambda: core.read_namespaced_pod(name, namespace).status.phase == "Running",
+        what=f"pod {name} to run",
+    )
+
+
+def series_for(devcluster, promql, count):
+    return eventually(
+        lambda: len(result := devcluster.prometheus_query(promql)) == count and result,
+        timeout=45,
+        interval=1,
+        what=f"{count} series for {promql}",
+    )
+
+
+def test_prometheus_returns_gpu_util_series_for_a_running_gpu_pod_with_its_namespace_and_pod(
+    devcluster, core, namespace
+):
+    run_pod(core, namespace, gpu_pod("trainer", gpus=2))
+
+    series = series_for(devcluster, f'DCGM_FI_DEV_GPU_UTIL{{namespace="{namespace}"}}', 2)
+
+    node = core.read_namespaced_pod("trainer", namespace).spec.node_name
+    for sample in series:
+        labels = sample["metric"]
+        assert labels["pod"] == "trainer"
+        assert labels["container"] == "main"
+        assert labels["Hostname"] == node
+        assert labels["modelName"] == "NVIDIA A100-SXM4-80GB"
+        assert labels["UUID"].startswith("GPU-")
+    assert sorted(s["metric"]["gpu"] for s in series) == sorted(
+        {s["metric"]["gpu"] for s in series}
+    )
+
+
+def test_the_annotated_utilisation_is_what_prometheus_returns(devcluster, core, namespace):
+    run_pod(core, namespace, gpu_pod("busy", gpus=1, annotations={UTILISATION: "73"}))
+    run_pod(core, namespace, gpu_pod("idle", gpus=1, annotations={UTILISATION: "0"}))
+
+    series = series_for(devcluster, f'DCGM_FI_DEV_GPU_UTIL{{namespace="{namespace}"}}', 2)
+
+    values = {s["metric"]["pod"]: float(s["value"][1]) for s in series}
+    assert values == {"busy": 73.0, "idle": 0.0}
+    (engine,) = devcluster.prometheus_query(
+        f'DCGM_FI_PROF_GR_ENGINE_ACTIVE{{namespace="{namespace}",pod="busy"}}'
+    )
+    assert float(engine["value"][1]) == pytest.approx(0.73)
+
+
+def test_backfilled_history_is_queryable_with_the_expected_gpu_hours(devcluster, namespace):
+    spec = BackfillSpec(days=1, gpus=4, gpus_per_pod=1, namespaces=(namespace,))
+
+    devcluster.backfill(spec)
+
+    selector = f'DCGM_FI_DEV_GPU_UTIL{{namespace="{namespace}"}}'
+    at = spec.end_timestamp
+    (samples,) = devcluster.prometheus_query(f"sum(count_over_time({selector}[1d]))", at=at)
+    gpu_hours = float(samples["value"][1]) * spec.step_seconds / 3600
+    assert gpu_hours == spec.gpu_hours(namespace) == 96
+
+    (total,) = devcluster.prometheus_query(f"sum(sum_over_time({selector}[1d]))", at=at)
+    expected = sum(
+        spec.utilisation(gpu, timestamp)
+        for gpu in spec.gpu_list()
+        for timestamp in spec.timestamps()
+    )
+    assert float(total["value"][1]) == expected
+
+    (idle_pod,) = devcluster.prometheus_query(
+        f'max_over_time({selector[:-1]},pod="train-3"}}[1d])', at=at
+    )
+    assert float(idle_pod["value"][1]) == 0  # every fourth backfilled pod is an idle job

@@ -533,38 +533,36 @@ def up(
         _stop_all(running)
         (settings.state_dir / STARTED_BY_PYTEST_FLAG).unlink(missing_ok=True)
         _ensure_ports_free(settings)
-        node_options = node_options or NodeOptions.from_env()
-        for directory in (settings.run_dir, settings.log_dir, settings.kubeconfig_dir):
-            directory.mkdir(parents=True, exist_ok=True)
-        _prepare_credentials(settings)
-        _write_prometheus_config(settings)
-        settings.record()
-
-        _start_and_wait(settings, [COMPONENTS_BY_NAME["etcd"]])
-        _start_and_wait(settings, [COMPONENTS_BY_NAME["kube-apiserver"]])
-        api = admin_api_client(settings)
-        _bootstrap_rbac(api)
-        _start_and_wait(
-            settings,
-            [
-                COMPONENTS_BY_NAME[name]
-                for name in (
-                    "kube-controller-manager",
-                    "kube-scheduler",
-                    "kwok",
-                    "dcgm-simulator",
-                    "prometheus",
-                )
-            ],
-        )
-        progress(
-            f"creating nodes: {node_options.gpu_nodes} GPU ({node_options.gpu_model}), "
-            f"{node_options.cpu_nodes} CPU-only"
-        )
-        nodes.recreate(api, node_options.specs())
-        _wait_for_default_service_account(api)
+        try:
+            _start_cluster(settings, node_options or NodeOptions.from_env())
+        except BaseException:
+            progress(f"startup failed; stopping what was started (logs in {settings.log_dir})")
+            _stop_all(settings)
+            raise
         progress(f"devcluster up in {time.monotonic() - started:.1f}s")
         return settings, True
+
+
+def _start_cluster(settings: Settings, node_options: NodeOptions) -> None:
+    """Start every component in dependency order and create the simulated nodes."""
+    for directory in (settings.run_dir, settings.log_dir, settings.kubeconfig_dir):
+        directory.mkdir(parents=True, exist_ok=True)
+    _prepare_credentials(settings)
+    _write_prometheus_config(settings)
+    settings.record()
+    _start_and_wait(settings, [COMPONENTS_BY_NAME["etcd"]])
+    _start_and_wait(settings, [COMPONENTS_BY_NAME["kube-apiserver"]])
+    api = admin_api_client(settings)
+    _bootstrap_rbac(api)
+    after_apiserver = ("kube-controller-manager", "kube-scheduler", "kwok", "dcgm-simulator",
+                       "prometheus")  # fmt: skip
+    _start_and_wait(settings, [COMPONENTS_BY_NAME[name] for name in after_apiserver])
+    progress(
+        f"creating nodes: {node_options.gpu_nodes} GPU ({node_options.gpu_model}), "
+        f"{node_options.cpu_nodes} CPU-only"
+    )
+    nodes.recreate(api, node_options.specs())
+    _wait_for_default_service_account(api)
 
 
 def restart(settings: Settings, name: str) -> None:

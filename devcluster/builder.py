@@ -125,22 +125,14 @@ def is_built() -> bool:
 
 def _run_go_build(build: GoModuleBuild, out_dir: Path) -> None:
     """Run one `go build -v`, reporting package counts periodically instead of every line."""
-    command = [
-        "nice",
-        "-n",
-        "10",
-        go_executable(),
-        "build",
-        "-v",
-        "-trimpath",
-        "-ldflags",
-        " ".join(("-s", "-w", *build.ldflags)),
-        "-o",
-        str(out_dir) + "/",
-        *build.packages,
-    ]
+    ldflags = " ".join(("-s", "-w", *build.ldflags))
+    command = ["nice", "-n", "10", go_executable(), "build", "-v", "-trimpath",
+               "-ldflags", ldflags, "-o", f"{out_dir}/", *build.packages]  # fmt: skip
     module_dir = GO_MODULES_DIR / build.name
-    env = {**os.environ, "GOFLAGS": "-mod=readonly", "GOTOOLCHAIN": "local"}
+    go_flags = " ".join(
+        filter(None, [os.environ.get("GOFLAGS"), "-mod=readonly", "-buildvcs=false"])
+    )
+    env = {**os.environ, "GOFLAGS": go_flags, "GOTOOLCHAIN": "local"}
     started = time.monotonic()
     process = subprocess.Popen(
         command,

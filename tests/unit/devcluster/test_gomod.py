@@ -63,3 +63,24 @@ def test_the_committed_kube_gomod_pins_kubernetes_and_replaces_staging_modules_c
         assert module.startswith("k8s.io/")
         assert (target, version) == (module, staging)
     assert f"k8s.io/kubernetes {versions.KUBERNETES_VERSION}" in text
+
+
+def test_cached_binaries_count_only_with_a_stamp_for_the_current_pins(tmp_path, monkeypatch):
+    from devcluster import builder
+
+    monkeypatch.setenv("DEVCLUSTER_CACHE", str(tmp_path))
+    bin_dir = builder.bin_dir()
+    assert bin_dir == tmp_path / versions.KUBERNETES_VERSION / "bin"
+    assert not builder.is_built()
+
+    bin_dir.mkdir(parents=True)
+    for name in builder.ALL_BINARIES:
+        (bin_dir / name).write_text("#!/bin/sh\n")
+        (bin_dir / name).chmod(0o755)
+    assert not builder.is_built()
+
+    (bin_dir / builder.STAMP_NAME).write_text(builder.expected_stamp())
+    assert builder.is_built()
+
+    (bin_dir / builder.STAMP_NAME).write_text("kubernetes=v1.0.0\n")
+    assert not builder.is_built()

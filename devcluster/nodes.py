@@ -175,11 +175,10 @@ def reconcile(api: client.ApiClient, specs: list[NodeSpec]) -> None:
                 raise
             create_node(api, spec)
             continue
-        current_allocatable = existing.status.allocatable or {}
-        same_shape = (existing.metadata.labels or {}) == manifest["metadata"][
-            "labels"
-        ] and current_allocatable.get(GPU_RESOURCE) == manifest["status"]["allocatable"].get(
-            GPU_RESOURCE
+        wanted_labels = manifest["metadata"]["labels"].items()
+        wanted_gpus = manifest["status"]["allocatable"].get(GPU_RESOURCE)
+        same_shape = wanted_labels <= (existing.metadata.labels or {}).items() and (
+            (existing.status.allocatable or {}).get(GPU_RESOURCE) == wanted_gpus
         )
         if not same_shape:
             delete_node(api, spec.name)

@@ -4,7 +4,8 @@ import datetime
 from dataclasses import dataclass
 
 from django.contrib.auth.models import AnonymousUser, User
-from django.db.models import Q, QuerySet, Sum
+from django.db.models import OuterRef, Q, QuerySet, Subquery, Sum, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from clusters.models import Cluster, GpuCapacity
@@ -100,8 +101,10 @@ class CapacitySummary:
     def free(self) -> int:
         return self.plannable - self.granted
 
-    def free_after(self, gpus: int) -> int:
-        return self.free - gpus
+    def free_after(self, *, gpus: int, granted_in_period: int) -> int:
+        """What approving ``gpus`` would leave, counting the grants that overlap the request's
+        own period: the same figure the approval's capacity check uses."""
+        return self.plannable - granted_in_period - gpus
 
 
 def plannable_gpus(capacity: int, overcommit_ratio) -> int:
@@ -132,10 +135,28 @@ def capacity_summaries() -> dict[tuple[int, str], CapacitySummary]:
     return summaries
 
 
+def _granted_in_request_period() -> Coalesce:
+    """Per request row: GPUs of its kind that active grants on its cluster hold during its
+    period, as ``grants_overlapping`` counts them for the capacity check. One subquery, so the
+    queue costs the same number of queries however long it is."""
+    open_end = Value(datetime.date.max)
+    overlapping = QuotaGrant.objects.filter(
+        Q(ends_on__isnull=True) | Q(ends_on__gte=OuterRef("starts_on")),
+        starts_on__lte=Coalesce(OuterRef("ends_on"), open_end),
+        cluster=OuterRef("cluster"),
+        gpu_resource=OuterRef("gpu_resource"),
+        state=QuotaGrant.State.ACTIVE,
+    )
+    total = overlapping.values("cluster").annotate(total=Sum("gpus")).values("total")[:1]
+    return Coalesce(Subquery(total), 0)
+
+
 def review_queue() -> QuerySet[QuotaRequest]:
-    """Pending requests, oldest first: the order admins should decide them in."""
+    """Pending requests, oldest first: the order admins should decide them in. Each carries
+    ``granted_in_period`` for ``CapacitySummary.free_after``."""
     return (
         QuotaRequest.objects.filter(state=QuotaRequest.State.PENDING)
         .select_related("team", "cluster", "requested_by")
+        .annotate(granted_in_period=_granted_in_request_period())
         .order_by("created_at", "id")
     )

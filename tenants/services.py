@@ -163,7 +163,7 @@ def check_transition(instance: QuotaRequest | QuotaGrant, to_state: str) -> None
         )
 
 
-def check_quota_amounts(
+def check_new_quota_request(
     *,
     team: Team,
     cluster: Cluster,
@@ -173,9 +173,15 @@ def check_quota_amounts(
     ends_on: datetime.date | None,
     cpu_cores: Decimal | None,
     memory_gib: int | None,
+    justification: str,
+    today: datetime.date,
 ) -> None:
-    """Reject what no admin could grant: raises ValidationError naming each bad field."""
+    """Reject what no admin could grant: one ValidationError naming every bad field at once."""
     errors: dict[str, str] = {}
+    if starts_on < today:
+        errors["starts_on"] = f"Must not be in the past (today is {today.isoformat()})."
+    if not justification.strip():
+        errors["justification"] = "Say what the GPUs are for."
     max_gpus = settings.PORTAL_MAX_GPUS_PER_REQUEST
     if team.archived_at is not None:
         errors["team"] = f"Team {team.slug} is archived and cannot receive quota."
@@ -333,16 +339,10 @@ def quota_request_create(
         raise PermissionDenied(f"Only leads of {team.slug} can request quota for it.")
     today = timezone.localdate()
     starts_on = starts_on or today
-    check_quota_amounts(team=team, cluster=cluster, gpu_resource=gpu_resource, gpus=gpus,
-                        starts_on=starts_on, ends_on=ends_on, cpu_cores=cpu_cores,
-                        memory_gib=memory_gib)  # fmt: skip
-    errors = {}
-    if starts_on < today:
-        errors["starts_on"] = f"Must not be in the past (today is {today.isoformat()})."
-    if not justification.strip():
-        errors["justification"] = "Say what the GPUs are for."
-    if errors:
-        raise ValidationError(errors)
+    check_new_quota_request(team=team, cluster=cluster, gpu_resource=gpu_resource, gpus=gpus,
+                            starts_on=starts_on, ends_on=ends_on, cpu_cores=cpu_cores,
+                            memory_gib=memory_gib, justification=justification,
+                            today=today)  # fmt: skip
     with transaction.atomic():
         quota_request = QuotaRequest.objects.create(
             team=team, cluster=cluster, gpu_resource=gpu_resource, gpus=gpus,

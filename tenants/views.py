@@ -192,7 +192,11 @@ class ReviewRow:
 
     @property
     def free_after(self) -> int | None:
-        return None if self.summary is None else self.summary.free_after(self.request.gpus)
+        if self.summary is None:
+            return None
+        return self.summary.free_after(
+            gpus=self.request.gpus, granted_in_period=self.request.granted_in_period
+        )
 
 
 def _require_admin(request: HttpRequest) -> None:

@@ -266,8 +266,12 @@ class ReviewCapacitySerializer(serializers.Serializer):
     plannable = serializers.IntegerField(help_text="Capacity times the overcommit ratio.")
     granted = serializers.IntegerField(help_text="GPUs active grants hold from today on.")
     free = serializers.IntegerField(help_text="Plannable minus granted, now.")
+    granted_in_period = serializers.IntegerField(
+        help_text="GPUs active grants hold during this request's period (what approval checks)."
+    )
     free_after = serializers.IntegerField(
-        help_text="What would be free if this request were approved in full (negative: over)."
+        help_text="Plannable minus granted in the request's period minus this request's GPUs "
+        "(negative: approving it in full would be refused)."
     )
 
 
@@ -294,13 +298,16 @@ class ReviewQueueItemSerializer(QuotaRequestSerializer):
         )
         if summary is None:
             return {"capacity": 0, "plannable": 0, "granted": 0, "free": 0,
-                    "free_after": -quota_request.gpus}  # fmt: skip
+                    "granted_in_period": 0, "free_after": -quota_request.gpus}  # fmt: skip
         return {
             "capacity": summary.capacity,
             "plannable": summary.plannable,
             "granted": summary.granted,
             "free": summary.free,
-            "free_after": summary.free_after(quota_request.gpus),
+            "granted_in_period": quota_request.granted_in_period,
+            "free_after": summary.free_after(
+                gpus=quota_request.gpus, granted_in_period=quota_request.granted_in_period
+            ),
         }
 
 

@@ -52,8 +52,9 @@ def test_capacity_summary_reports_what_approving_would_leave():
     summary = CapacitySummary(cluster_id=1, gpu_resource="nvidia.com/gpu", capacity=16,
                               plannable=16, granted=10)  # fmt: skip
     assert summary.free == 6
-    assert summary.free_after(4) == 2
-    assert summary.free_after(8) == -2
+    assert summary.free_after(gpus=4, granted_in_period=10) == 2
+    assert summary.free_after(gpus=8, granted_in_period=10) == -2
+    assert summary.free_after(gpus=8, granted_in_period=4) == 4
 
 
 @pytest.mark.parametrize("state", ["approved", "rejected", "cancelled"])

@@ -349,8 +349,33 @@ def test_review_queue_shows_the_clusters_capacity_beside_each_request(
         "plannable": 16,
         "granted": 4,
         "free": 12,
+        "granted_in_period": 4,
         "free_after": 8,
     }
+
+
+def test_review_queue_counts_only_grants_that_overlap_the_requests_period(
+    api, admin, team, cluster, lead, today
+):
+    # Given 12 of 16 GPUs granted for next month only, and a request for 8 ending before then
+    later = factories.QuotaRequestFactory(
+        team=team, cluster=cluster, gpus=12, starts_on=today + datetime.timedelta(days=40),
+        ends_on=today + datetime.timedelta(days=70),
+    )  # fmt: skip
+    api.as_user(admin).post(url(later, "approve"), {})
+    soon = factories.QuotaRequestFactory(
+        team=team, cluster=cluster, gpus=8, requested_by=lead, starts_on=today,
+        ends_on=today + datetime.timedelta(days=10),
+    )  # fmt: skip
+
+    # When the admin reads the queue
+    (item,) = api.as_user(admin).get(QUEUE).data["results"]
+
+    # Then the figures match the approval's check: nothing overlaps, so 8 are left after it
+    assert item["id"] == soon.pk
+    assert item["capacity"]["granted_in_period"] == 0
+    assert item["capacity"]["free_after"] == 8
+    assert api.as_user(admin).post(url(soon, "approve"), {}).status_code == 201
 
 
 def test_review_queue_shows_a_negative_free_after_for_a_request_that_does_not_fit(

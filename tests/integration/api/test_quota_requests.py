@@ -237,6 +237,21 @@ def test_several_bad_fields_are_reported_together(api, lead, cluster, body, toda
     assert set(response.data) == {"gpu_resource", "ends_on"}
 
 
+def test_a_past_start_and_a_bad_gpu_count_are_reported_together(api, lead, cluster, body, today):
+    response = api.as_user(lead).post(
+        URL,
+        {
+            **body,
+            "gpus": 5000,
+            "starts_on": (today - datetime.timedelta(days=3)).isoformat(),
+            "justification": "   ",
+        },
+    )
+
+    assert response.status_code == 400
+    assert set(response.data) == {"gpus", "starts_on", "justification"}
+
+
 # --- reading -----------------------------------------------------------------------------------
 
 

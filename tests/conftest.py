@@ -10,6 +10,9 @@ from rest_framework.test import APIClient
 from tenants.models import Membership
 from tests import factories
 
+# The session-scoped `devcluster` fixture: a real control plane with simulated GPU nodes.
+pytest_plugins = ["devcluster.pytest_plugin"]
+
 PASSWORD = "correct-horse-battery"
 
 

@@ -9,6 +9,8 @@ handle.add_gpu_node(gpus=8)           # another simulated GPU node
 from __future__ import annotations
 
 import json
+import time
+import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
@@ -21,6 +23,8 @@ from devcluster import backfill as backfill_module
 from devcluster import cluster, credentials, nodes
 from devcluster.gpu_models import DEFAULT_GPU_MODEL
 from devcluster.settings import Settings, current
+
+PROMETHEUS_RESTART_GRACE_SECONDS = 30.0
 
 
 @dataclass
@@ -85,13 +89,27 @@ class DevCluster:
             nodes.wait_for_deleted(api, name)
 
     def prometheus_query(self, promql: str, at: float | None = None) -> list[dict]:
-        """Run an instant PromQL query and return the result vector."""
+        """Run an instant PromQL query and return the result vector.
+
+        Connection errors are retried for a while: `backfill` restarts Prometheus, and another
+        test session sharing the cluster may be doing that right now.
+        """
         params = {"query": promql}
         if at is not None:
             params["time"] = str(at)
         url = f"{self.prometheus_url}/api/v1/query?{urllib.parse.urlencode(params)}"
-        with urllib.request.urlopen(url, timeout=10) as response:
-            body = json.loads(response.read())
+        deadline = time.monotonic() + PROMETHEUS_RESTART_GRACE_SECONDS
+        while True:
+            try:
+                with urllib.request.urlopen(url, timeout=10) as response:
+                    body = json.loads(response.read())
+                break
+            except urllib.error.URLError as error:
+                starting = isinstance(error, urllib.error.HTTPError) and error.code == 503
+                down = isinstance(error.reason, ConnectionError)
+                if not (starting or down) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
         if body.get("status") != "success":
             raise RuntimeError(f"Prometheus query failed: {body}")
         return body["data"]["result"]

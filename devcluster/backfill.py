@@ -25,7 +25,7 @@ from pathlib import Path
 from devcluster import cluster, dcgm_metrics
 from devcluster.gpu_models import DEFAULT_GPU_MODEL, model_for
 from devcluster.log import progress
-from devcluster.settings import current
+from devcluster.settings import Settings, current
 
 IDLE_POD_EVERY = 4  # every 4th backfilled pod (pod index 3, 7, ...) sits idle at 0%
 
@@ -146,10 +146,14 @@ class BackfillResult:
     samples: int
 
 
+def _prometheus_running(settings: Settings) -> bool:
+    return cluster.component_pid(settings, cluster.COMPONENTS_BY_NAME["prometheus"]) is not None
+
+
 def backfill(spec: BackfillSpec, restart_prometheus: bool = True) -> BackfillResult:
     """Generate, convert and load the backfill into the running devcluster's Prometheus."""
     settings = current()
-    if cluster.component_pid(settings, cluster.COMPONENTS_BY_NAME["prometheus"]) is None:
+    if not _prometheus_running(settings):
         raise RuntimeError("Prometheus is not running; start the devcluster first (up)")
     promtool = shutil.which("promtool")
     if not promtool:
@@ -169,26 +173,21 @@ def backfill(spec: BackfillSpec, restart_prometheus: bool = True) -> BackfillRes
         window_hours = max(2, math.ceil(spec.days * 24))
         progress("converting to TSDB blocks with promtool")
         subprocess.run(
-            [
-                promtool,
-                "tsdb",
-                "create-blocks-from",
-                "openmetrics",
-                "--quiet",
-                f"--max-block-duration={window_hours}h",
-                str(source),
-                str(staging),
-            ],
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        blocks = []
-        for block in sorted(staging.iterdir()):
-            destination = settings.prometheus_data_dir / block.name
-            shutil.move(str(block), destination)
-            blocks.append(destination)
-    progress(f"moved {len(blocks)} block(s) into {settings.prometheus_data_dir}")
-    if restart_prometheus:
-        cluster.restart(settings, "prometheus")
+            [promtool, "tsdb", "create-blocks-from", "openmetrics", "--quiet",
+             f"--max-block-duration={window_hours}h", str(source), str(staging)],
+            check=True, capture_output=True, text=True,
+        )  # fmt: skip
+        # Under the state lock: another process may be restarting Prometheus or stopping the
+        # cluster at this moment.
+        with cluster.state_lock(settings):
+            if not _prometheus_running(settings):
+                raise RuntimeError("Prometheus stopped while the backfill was being prepared")
+            blocks = []
+            for block in sorted(staging.iterdir()):
+                destination = settings.prometheus_data_dir / block.name
+                shutil.move(str(block), destination)
+                blocks.append(destination)
+            progress(f"moved {len(blocks)} block(s) into {settings.prometheus_data_dir}")
+            if restart_prometheus:
+                cluster.restart_locked(settings, "prometheus")
     return BackfillResult(spec=spec, blocks=blocks, samples=samples)

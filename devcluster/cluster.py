@@ -567,10 +567,15 @@ def _start_cluster(settings: Settings, node_options: NodeOptions) -> None:
 
 def restart(settings: Settings, name: str) -> None:
     """Restart one component of a running cluster and wait until it is healthy again."""
-    component = COMPONENTS_BY_NAME[name]
     with state_lock(settings):
-        processes.stop(settings.run_dir, component.name, component.marker)
-        _start_and_wait(settings, [component])
+        restart_locked(settings, name)
+
+
+def restart_locked(settings: Settings, name: str) -> None:
+    """restart() for a caller that already holds state_lock."""
+    component = COMPONENTS_BY_NAME[name]
+    processes.stop(settings.run_dir, component.name, component.marker)
+    _start_and_wait(settings, [component])
 
 
 def _stop_all(settings: Settings) -> list[str]:
@@ -585,20 +590,23 @@ def down(purge: bool = False) -> list[str]:
     """Stop every component and verify none is left; optionally delete the state directory."""
     settings = current()
     with state_lock(settings):
-        stopped = _stop_all(settings)
-        (settings.state_dir / STARTED_BY_PYTEST_FLAG).unlink(missing_ok=True)
-        for name in stopped:
-            progress(f"stopped {name}")
-        survivors = [
-            component.name
-            for component in COMPONENTS
-            if component_pid(settings, component) is not None
-        ]
-        if survivors:
-            raise RuntimeError(f"still running after down: {survivors}")
-        if purge and settings.state_dir.exists():
-            shutil.rmtree(settings.state_dir)
-            progress(f"removed {settings.state_dir}")
+        return down_locked(settings, purge)
+
+
+def down_locked(settings: Settings, purge: bool = False) -> list[str]:
+    """down() for a caller that already holds state_lock."""
+    stopped = _stop_all(settings)
+    (settings.state_dir / STARTED_BY_PYTEST_FLAG).unlink(missing_ok=True)
+    for name in stopped:
+        progress(f"stopped {name}")
+    survivors = [
+        component.name for component in COMPONENTS if component_pid(settings, component) is not None
+    ]
+    if survivors:
+        raise RuntimeError(f"still running after down: {survivors}")
+    if purge and settings.state_dir.exists():
+        shutil.rmtree(settings.state_dir)
+        progress(f"removed {settings.state_dir}")
     return stopped
 
 

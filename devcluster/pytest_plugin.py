@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from devcluster import api
+from devcluster import api, cluster
 from devcluster.cluster import STARTED_BY_PYTEST_FLAG
 from devcluster.log import progress
 from devcluster.settings import Settings
@@ -59,19 +59,23 @@ def _other_live_sessions(settings: Settings) -> list[int]:
 def devcluster() -> Iterator[api.DevCluster]:
     """A running devcluster: `.kubeconfig`, `.prometheus_url`, `.api_client()`, `.mint()`,
     `.add_gpu_node()`, `.remove_node()`, `.prometheus_query()`, `.backfill()`."""
-    handle = api.up()
-    settings = handle.settings
-    flag = settings.state_dir / STARTED_BY_PYTEST_FLAG
-    if handle.started_here:
-        flag.touch()
+    settings = Settings.from_env()
+    # Announce this session before starting, so that a session finishing meanwhile does not
+    # stop the cluster under it.
     lease = _sessions_dir(settings) / str(os.getpid())
     lease.parent.mkdir(parents=True, exist_ok=True)
     lease.touch()
     try:
+        handle = api.up()
+        flag = handle.settings.state_dir / STARTED_BY_PYTEST_FLAG
+        if handle.started_here:
+            flag.touch()
         yield handle
     finally:
         lease.unlink(missing_ok=True)
         keep = os.environ.get("DEVCLUSTER_KEEP", "") not in ("", "0")
-        if flag.exists() and not keep and not _other_live_sessions(settings):
-            progress("stopping the devcluster this test run started")
-            api.down()
+        with cluster.state_lock(settings):
+            started_by_a_test_session = (settings.state_dir / STARTED_BY_PYTEST_FLAG).exists()
+            if started_by_a_test_session and not keep and not _other_live_sessions(settings):
+                progress("stopping the devcluster a test session started")
+                cluster.down_locked(cluster.current())

@@ -1,5 +1,5 @@
 # The README's commands. `make demo` runs the portal; `make test` runs the whole suite.
-.PHONY: demo test bench lint format services-up services-down devcluster-up devcluster-down
+.PHONY: demo test bench lint format services-up services-down devcluster-build devcluster-up devcluster-down
 
 demo:
 	scripts/demo.sh
@@ -23,3 +23,13 @@ services-up:
 
 services-down:
 	@scripts/services.sh down
+
+# Progress goes to stderr and only `export ...` lines to stdout: eval "$(make -s devcluster-up)"
+devcluster-build:
+	.venv/bin/python -m devcluster build
+
+devcluster-up:
+	@.venv/bin/python -m devcluster up
+
+devcluster-down:
+	@.venv/bin/python -m devcluster down

@@ -6,6 +6,9 @@ cd "$(dirname "$0")/.."
 
 scripts/bootstrap.sh
 eval "$(scripts/services.sh up postgres redis)"
+# The local cluster's binaries (Kubernetes, etcd, kwok), built once into ~/.cache; the tests'
+# `devcluster` fixture starts the cluster itself.
+.venv/bin/python -m devcluster build
 
 echo "== lint and checks" >&2
 .venv/bin/ruff check .

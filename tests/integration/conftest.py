@@ -19,6 +19,13 @@ from portal.celery import app as celery_app
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
+# A queue of this test session's own: several sessions (developers, CI) may share one Redis, and
+# a worker reading another session's database must never take this session's tasks. Workers
+# started from here inherit the variable, and with it the queue.
+SESSION_QUEUE = f"pytest-{os.getpid()}"
+os.environ["CELERY_TASK_DEFAULT_QUEUE"] = SESSION_QUEUE
+celery_app.conf.task_default_queue = SESSION_QUEUE
+
 
 def pytest_collection_modifyitems(items):
     for item in items:

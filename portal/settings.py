@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import dj_database_url
+import plotly
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -83,6 +84,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "portal.context_processors.portal",
+                "monitoring.context_processors.notifications",
             ],
         },
     },
@@ -121,7 +123,12 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
-STATICFILES_DIRS = [BASE_DIR / "static"]
+STATICFILES_DIRS = [
+    BASE_DIR / "static",
+    # plotly.js as the plotly package ships it (static/plotly/plotly.min.js): served by the
+    # portal itself, never from a CDN, and always the version the figures are built for.
+    ("plotly", Path(plotly.__file__).resolve().parent / "package_data"),
+]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
@@ -180,7 +187,34 @@ CELERY_BEAT_SCHEDULE = {
         "task": "tenants.tasks.expire_quota_grants",
         "schedule": float(env("PORTAL_EXPIRE_GRANTS_EVERY_SECONDS", "300")),
     },
+    "check-idle-gpus": {
+        "task": "monitoring.tasks.check_idle_gpus",
+        "schedule": float(env("PORTAL_IDLE_CHECK_EVERY_SECONDS", "60")),
+    },
 }
+
+# Monitoring: one Prometheus call may take MONITORING_PROMETHEUS_TIMEOUT seconds; answers are
+# reused for MONITORING_CACHE_SECONDS (in the cache below); charts refresh themselves every
+# MONITORING_REFRESH_SECONDS; usage reports sample GPUs every MONITORING_USAGE_RESOLUTION_SECONDS.
+MONITORING_PROMETHEUS_TIMEOUT = float(env("MONITORING_PROMETHEUS_TIMEOUT", "10"))
+MONITORING_CACHE_SECONDS = float(env("MONITORING_CACHE_SECONDS", "15"))
+MONITORING_REFRESH_SECONDS = int(env("MONITORING_REFRESH_SECONDS", "30"))
+MONITORING_USAGE_RESOLUTION_SECONDS = int(env("MONITORING_USAGE_RESOLUTION_SECONDS", "60"))
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "portal"}
+}
+
+# E-mail (idle-GPU notifications) goes out only when a mail server is configured.
+EMAIL_BACKEND = env("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+EMAIL_HOST = env("EMAIL_HOST", "")
+EMAIL_PORT = int(env("EMAIL_PORT", "25"))
+EMAIL_HOST_USER = env("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_TIMEOUT = 10
+DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", f"{PORTAL_NAME}@localhost")
+# Where e-mails link to.
+PORTAL_BASE_URL = env("PORTAL_BASE_URL", "http://127.0.0.1:8000")
 
 # Upper bound on one request's GPUs: anything above it is a typo, not a plan.
 PORTAL_MAX_GPUS_PER_REQUEST = int(env("PORTAL_MAX_GPUS_PER_REQUEST", "1024"))

@@ -1,0 +1,86 @@
+"""What the monitoring API sends. Read-only: every figure is computed by ``services``."""
+
+from rest_framework import serializers
+
+from monitoring.models import Notification
+
+
+class WindowSerializer(serializers.Serializer):
+    label = serializers.CharField(help_text="1h, 6h, 24h, 7d or custom.")
+    start = serializers.DateTimeField()
+    end = serializers.DateTimeField()
+
+
+class PodUsageSerializer(serializers.Serializer):
+    namespace = serializers.CharField()
+    pod = serializers.CharField()
+    gpus = serializers.IntegerField(help_text="GPUs the pod holds now.")
+    average_utilisation = serializers.FloatField(
+        allow_null=True,
+        help_text="Average utilisation of its GPUs over the cluster's idle window, in %; null "
+        "while the pod is younger than the window.",
+    )
+    idle = serializers.BooleanField(help_text="Average under the cluster's idle threshold.")
+
+
+class PodSeriesSerializer(serializers.Serializer):
+    pod = serializers.CharField()
+    points = serializers.ListField(
+        child=serializers.ListField(child=serializers.FloatField(allow_null=True)),
+        help_text="[unix seconds, utilisation in % or null] pairs, one per step.",
+    )
+
+
+class TeamUtilisationSerializer(serializers.Serializer):
+    team = serializers.CharField(source="team.slug")
+    cluster = serializers.CharField(source="cluster.name")
+    window = WindowSerializer()
+    step_seconds = serializers.IntegerField(source="step")
+    gpus_granted = serializers.IntegerField()
+    series = PodSeriesSerializer(many=True, help_text="Average utilisation per pod.")
+    pods = PodUsageSerializer(many=True, help_text="Pods holding GPUs now.")
+
+
+class TeamPodsSerializer(serializers.Serializer):
+    team = serializers.CharField()
+    cluster = serializers.CharField()
+    idle_threshold_percent = serializers.IntegerField()
+    idle_window_minutes = serializers.IntegerField()
+    pods = PodUsageSerializer(many=True)
+
+
+class UsageRowSerializer(serializers.Serializer):
+    team = serializers.CharField(source="team_slug")
+    team_name = serializers.CharField()
+    cluster = serializers.CharField()
+    period_start = serializers.DateTimeField(source="period.start")
+    period_end = serializers.DateTimeField(source="period.end")
+    granted_gpu_hours = serializers.FloatField()
+    held_gpu_hours = serializers.FloatField(allow_null=True)
+    used_gpu_hours = serializers.FloatField(
+        allow_null=True, help_text="Held GPU-hours weighted by utilisation."
+    )
+    utilisation_percent = serializers.FloatField(allow_null=True)
+
+
+class UsageReportSerializer(serializers.Serializer):
+    start = serializers.DateTimeField()
+    end = serializers.DateTimeField()
+    bucket = serializers.CharField()
+    rows = UsageRowSerializer(many=True)
+
+
+class NotificationSerializer(serializers.ModelSerializer):
+    team = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
+
+    class Meta:
+        model = Notification
+        fields = ["id", "kind", "team", "subject", "body", "link", "created_at", "read_at"]
+        read_only_fields = fields
+
+
+class MetricsUnavailableSerializer(serializers.Serializer):
+    detail = serializers.CharField()
+    reason = serializers.ChoiceField(
+        choices=["not_configured", "unreachable", "timeout", "query_error", "error"]
+    )

@@ -1,0 +1,154 @@
+"""Monitoring over REST. Teams are found among those the user may see (another team's slug is
+a 404); the namespace queried is that team's slug. Prometheus trouble is a 503 with a reason."""
+
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import generics, status
+from rest_framework.exceptions import ValidationError
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from monitoring import selectors, services
+from monitoring.api import serializers as s
+from monitoring.forms import UsageReportForm, WindowForm
+from monitoring.prometheus import PrometheusError, PrometheusNotConfigured
+from tenants.selectors import teams_visible_to
+
+RETRY_AFTER_SECONDS = 30
+
+UNAVAILABLE = OpenApiResponse(
+    s.MetricsUnavailableSerializer, description="Prometheus is unreachable, slow or refused."
+)
+NOT_FOUND = OpenApiResponse(description="No such team, or not one of yours.")
+BAD_INPUT = OpenApiResponse(OpenApiTypes.OBJECT, description="Field name -> messages.")
+CLUSTER = OpenApiParameter(
+    "cluster", str, description="Cluster name (default: where the team has grants)."
+)
+WINDOW = OpenApiParameter("window", str, enum=["1h", "6h", "24h", "7d", "custom"])
+START = OpenApiParameter("start", str, description="ISO 8601 (window=custom).")
+END = OpenApiParameter("end", str, description="ISO 8601 (window=custom; default now).")
+
+
+class MetricsAPIView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    def handle_exception(self, exc):
+        if isinstance(exc, PrometheusError):
+            response = Response(
+                {"detail": services.unavailable_message(exc), "reason": exc.reason},
+                status=status.HTTP_503_SERVICE_UNAVAILABLE,
+            )
+            response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+            return response
+        return super().handle_exception(exc)
+
+    def team_and_cluster(self, slug: str):
+        team = get_object_or_404(teams_visible_to(self.request.user), slug=slug)
+        clusters = selectors.team_clusters(team)
+        wanted = self.request.query_params.get("cluster")
+        cluster = next((c for c in clusters if c.name == wanted), None)
+        if wanted and cluster is None:
+            raise ValidationError({"cluster": [f"No cluster {wanted!r} with metrics."]})
+        cluster = cluster or (clusters[0] if clusters else None)
+        if cluster is None:
+            raise PrometheusNotConfigured("No cluster has a Prometheus URL set.")
+        return team, cluster
+
+
+class TeamUtilisationView(MetricsAPIView):
+    @extend_schema(
+        summary="A team's GPU utilisation per pod over a window, and its pods holding GPUs",
+        parameters=[CLUSTER, WINDOW, START, END],
+        responses={200: s.TeamUtilisationSerializer, 400: BAD_INPUT, 404: NOT_FOUND,
+                   503: UNAVAILABLE},
+    )  # fmt: skip
+    def get(self, request, slug: str):
+        team, cluster = self.team_and_cluster(slug)
+        form = WindowForm(request.query_params or None)
+        if form.is_bound and not form.is_valid():
+            raise ValidationError(form.errors.get_json_data())
+        series = services.team_series(team=team, cluster=cluster, window=form.window_value)
+        return Response(s.TeamUtilisationSerializer(series).data)
+
+
+class TeamPodsView(MetricsAPIView):
+    @extend_schema(
+        summary="A team's pods holding GPUs now, with the idle verdict",
+        parameters=[CLUSTER],
+        responses={200: s.TeamPodsSerializer, 400: BAD_INPUT, 404: NOT_FOUND, 503: UNAVAILABLE},
+    )
+    def get(self, request, slug: str):
+        team, cluster = self.team_and_cluster(slug)
+        pods = services.team_pod_usage(team=team, cluster=cluster)
+        data = {
+            "team": team.slug,
+            "cluster": cluster.name,
+            "idle_threshold_percent": cluster.idle_utilization_percent,
+            "idle_window_minutes": cluster.idle_window_minutes,
+            "pods": pods,
+        }
+        return Response(s.TeamPodsSerializer(data).data)
+
+
+class CsvRenderer(BaseRenderer):
+    media_type = "text/csv"
+    format = "csv"
+    charset = "utf-8"
+
+    def render(self, data, accepted_media_type=None, renderer_context=None):
+        if isinstance(data, str):
+            return data.encode()
+        # Errors stay readable: the first message of each field, one per line.
+        return "\n".join(f"{key}: {value}" for key, value in (data or {}).items()).encode()
+
+
+class UsageReportView(MetricsAPIView):
+    renderer_classes = [JSONRenderer, CsvRenderer]
+
+    @extend_schema(
+        summary="GPU-hours granted, held and used per team, cluster and period",
+        description="Teams are those you may see. `start` and `end` are dates (both included) "
+        "or ISO 8601 date-times (end excluded); default: this month so far. `?format=csv` "
+        "answers in CSV.",
+        parameters=[
+            OpenApiParameter("start", str),
+            OpenApiParameter("end", str),
+            OpenApiParameter("bucket", str, enum=["day", "week", "month", "total"]),
+        ],
+        responses={200: s.UsageReportSerializer, 400: BAD_INPUT, 503: UNAVAILABLE},
+    )
+    def get(self, request):
+        params = request.query_params.copy()
+        params.pop("format", None)
+        form = UsageReportForm(params)
+        if not form.is_valid():
+            raise ValidationError(form.errors.get_json_data())
+        data = form.cleaned_data
+        report = services.usage_report(
+            user=request.user,
+            start=data["start"],
+            end=data["end"],
+            bucket=data["bucket"],
+            strict=True,
+        )
+        if request.accepted_renderer.format == "csv":
+            response = Response(report.csv(), content_type="text/csv; charset=utf-8")
+            response["Content-Disposition"] = 'attachment; filename="gpu-usage.csv"'
+            return response
+        return Response(s.UsageReportSerializer(report).data)
+
+
+class NotificationListView(generics.ListAPIView):
+    """Your notifications, newest first."""
+
+    serializer_class = s.NotificationSerializer
+    permission_classes = [IsAuthenticated]
+    filter_backends = []
+
+    def get_queryset(self):
+        return selectors.notifications_for(self.request.user).order_by("-created_at", "-id")

@@ -1,0 +1,266 @@
+"""Plotly figures from query results: pure functions, no I/O.
+
+Each builder returns a figure as a plain dict (``{"data": [...], "layout": {...}}``), made and
+checked by ``plotly.graph_objects.Figure`` so that a misspelt attribute fails here rather than
+silently in the browser. Pages hand the dict to the locally served plotly.js.
+
+Times go out as milliseconds since the epoch on a date axis (UTC); values Prometheus could not
+compute (NaN, infinities) become gaps.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+import plotly.graph_objects as go
+
+from monitoring.prometheus import Series
+
+# The portal's palette (static/css/portal.css), then Plotly's own for the rest.
+COLOURS = [
+    "#1f4e79", "#d9822b", "#1d7a46", "#b3261e", "#6a4c93", "#0f7c8c", "#8a5a00", "#c2185b",
+    "#5d6678", "#2e86de", "#7cb342", "#f4511e",
+]  # fmt: skip
+FONT = {"family": 'system-ui, -apple-system, "Segoe UI", Roboto, Arial, sans-serif', "size": 12}
+HEIGHT = 320
+
+
+@dataclass(frozen=True)
+class Axis:
+    title: str
+    unit: str = ""
+    range: tuple[float, float] | None = None
+
+
+def _clean(value: float) -> float | None:
+    return None if value is None or math.isnan(value) or math.isinf(value) else value
+
+
+def _millis(timestamps: Iterable[float]) -> list[int]:
+    return [int(t * 1000) for t in timestamps]
+
+
+def _base_layout(title: str, *, height: int = HEIGHT) -> dict:
+    # An empty template: Plotly's default one would add 7 kB of styling to every figure.
+    return {
+        "template": {},
+        "title": {"text": title, "x": 0, "xanchor": "left", "font": {"size": 14}},
+        "font": FONT,
+        "colorway": COLOURS,
+        "height": height,
+        "margin": {"l": 56, "r": 16, "t": 40, "b": 40},
+        "paper_bgcolor": "#ffffff",
+        "plot_bgcolor": "#ffffff",
+        "hovermode": "x unified",
+        "legend": {"orientation": "h", "y": -0.18},
+    }
+
+
+def _y_axis(axis: Axis) -> dict:
+    y_axis = {
+        "title": {"text": f"{axis.title} ({axis.unit})" if axis.unit else axis.title},
+        "gridcolor": "#e6e9ef",
+        "zeroline": False,
+        "rangemode": "tozero",
+    }
+    if axis.range is not None:
+        y_axis["range"] = list(axis.range)
+    if axis.unit in ("%", "°C"):
+        y_axis["ticksuffix"] = axis.unit
+    return y_axis
+
+
+def _time_axis() -> dict:
+    return {"type": "date", "gridcolor": "#e6e9ef", "showspikes": False}
+
+
+def _figure(data: list[dict], layout: dict) -> dict:
+    return go.Figure(data=data, layout=layout).to_plotly_json()
+
+
+def _sort_key(name: str) -> tuple:
+    """Natural order: train-2 before train-10, gpu-node-1/3 before gpu-node-1/12."""
+    return tuple(
+        (0, int(part), "") if part.isdigit() else (1, 0, part)
+        for part in re.split(r"(\d+)", name)
+        if part
+    )
+
+
+def time_series(
+    series: Sequence[Series],
+    *,
+    title: str,
+    axis: Axis,
+    name: Callable[[dict[str, str]], str],
+    scale: float = 1.0,
+    decimals: int = 1,
+) -> dict:
+    """One line per series, named by ``name(labels)``, values times ``scale``."""
+    named = sorted(((name(s.labels), s) for s in series), key=lambda pair: _sort_key(pair[0]))
+    data = [
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "name": label,
+            "x": _millis(s.timestamps),
+            "y": [
+                None if (v := _clean(value)) is None else round(v * scale, decimals)
+                for value in s.values
+            ],
+            "hovertemplate": f"%{{y}} {axis.unit}<extra>{label}</extra>",
+            "line": {"width": 1.5},
+        }
+        for label, s in named
+    ]
+    layout = _base_layout(title)
+    layout["xaxis"] = _time_axis()
+    layout["yaxis"] = _y_axis(axis)
+    layout["showlegend"] = len(data) > 1
+    return _figure(data, layout)
+
+
+def held_vs_granted(held: Sequence[Series], *, granted: int, title: str) -> dict:
+    """GPUs held over time as a step line, with the GPUs granted as a dashed ceiling."""
+    timestamps = held[0].timestamps if held else []
+    values = [_clean(v) for v in held[0].values] if held else []
+    data = [
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "name": "GPUs held",
+            "x": _millis(timestamps),
+            "y": [None if v is None else int(v) for v in values],
+            "line": {"shape": "hv", "width": 2},
+            "fill": "tozeroy",
+        }
+    ]
+    layout = _base_layout(title)
+    layout["xaxis"] = _time_axis()
+    layout["yaxis"] = _y_axis(Axis("GPUs", "GPUs"))
+    layout["yaxis"]["range"] = [0, max([granted, *(v or 0 for v in values), 1]) * 1.15]
+    layout["shapes"] = [
+        {
+            "type": "line",
+            "xref": "paper",
+            "x0": 0,
+            "x1": 1,
+            "y0": granted,
+            "y1": granted,
+            "line": {"dash": "dash", "color": COLOURS[3], "width": 2},
+        }
+    ]
+    layout["annotations"] = [
+        {
+            "xref": "paper",
+            "x": 1,
+            "xanchor": "right",
+            "y": granted,
+            "yanchor": "bottom",
+            "text": f"granted: {granted}",
+            "showarrow": False,
+            "font": {"color": COLOURS[3]},
+        }
+    ]
+    layout["showlegend"] = False
+    return _figure(data, layout)
+
+
+def heatmap(
+    series: Sequence[Series],
+    *,
+    title: str,
+    row: Callable[[dict[str, str]], str],
+    start: float,
+    end: float,
+    step: int,
+    axis: Axis,
+) -> dict:
+    """A row per series (``row(labels)``), a column per step from ``start`` to ``end``; cells
+    without a sample stay empty."""
+    columns = [start + i * step for i in range(int((end - start) // step) + 1)]
+    index = {t: i for i, t in enumerate(columns)}
+    rows = sorted(((row(s.labels), s) for s in series), key=lambda pair: _sort_key(pair[0]))
+    z = []
+    for _, s in rows:
+        cells: list[float | None] = [None] * len(columns)
+        for t, value in zip(s.timestamps, s.values, strict=True):
+            i = index.get(t)
+            if i is not None:
+                v = _clean(value)
+                cells[i] = None if v is None else round(v, 1)
+        z.append(cells)
+    data = [
+        {
+            "type": "heatmap",
+            "x": _millis(columns),
+            "y": [label for label, _ in rows],
+            "z": z,
+            "zmin": axis.range[0] if axis.range else None,
+            "zmax": axis.range[1] if axis.range else None,
+            "colorscale": "Viridis",
+            "colorbar": {"title": {"text": axis.unit or axis.title}},
+            "hovertemplate": f"%{{y}}<br>%{{x}}<br>%{{z}} {axis.unit}<extra></extra>",
+            "xgap": 0,
+            "ygap": 1,
+        }
+    ]
+    layout = _base_layout(title, height=max(HEIGHT, 120 + 14 * len(rows)))
+    layout["xaxis"] = _time_axis()
+    layout["yaxis"] = {"type": "category", "automargin": True, "autorange": "reversed"}
+    layout["hovermode"] = "closest"
+    layout["margin"]["l"] = 120
+    return _figure(data, layout)
+
+
+def allocation_bars(
+    categories: Sequence[str], *, allocatable: Sequence[int], allocated: Sequence[int], title: str
+) -> dict:
+    """Grouped bars per category (a node, a GPU model): GPUs allocatable beside allocated."""
+    data = [
+        {"type": "bar", "name": "allocatable", "x": list(categories), "y": list(allocatable)},
+        {"type": "bar", "name": "allocated", "x": list(categories), "y": list(allocated)},
+    ]
+    layout = _base_layout(title)
+    layout["barmode"] = "group"
+    layout["hovermode"] = "x"
+    layout["xaxis"] = {"type": "category", "automargin": True}
+    layout["yaxis"] = _y_axis(Axis("GPUs", "GPUs"))
+    layout["yaxis"]["dtick"] = max(1, max([*allocatable, 0]) // 8)
+    return _figure(data, layout)
+
+
+def ranking(
+    items: Sequence[tuple[str, float]], *, title: str, axis: Axis, decimals: int = 1
+) -> dict:
+    """Horizontal bars, the largest value on top."""
+    ordered = sorted(items, key=lambda pair: (-pair[1], pair[0]))
+    data = [
+        {
+            "type": "bar",
+            "orientation": "h",
+            "x": [round(value, decimals) for _, value in ordered],
+            "y": [name for name, _ in ordered],
+            "text": [f"{round(value, decimals):g}" for _, value in ordered],
+            "textposition": "auto",
+            "hovertemplate": f"%{{y}}: %{{x}} {axis.unit}<extra></extra>",
+        }
+    ]
+    layout = _base_layout(title, height=max(200, 80 + 28 * len(ordered)))
+    layout["xaxis"] = {**_y_axis(axis), "rangemode": "tozero"}
+    layout["yaxis"] = {"type": "category", "automargin": True, "autorange": "reversed"}
+    layout["hovermode"] = "closest"
+    layout["showlegend"] = False
+    return _figure(data, layout)
+
+
+def last_values(figure: dict) -> dict[str, float | None]:
+    """Each trace's name and its last non-empty y value (what a reader sees at the right edge)."""
+    values = {}
+    for trace in figure["data"]:
+        ys = [y for y in trace.get("y", []) if y is not None]
+        values[trace.get("name", "")] = ys[-1] if ys else None
+    return values

@@ -1,0 +1,145 @@
+"""Forms for monitoring pages and API query strings: they parse input into a window, a report
+period or a policy; the rules live in ``services``."""
+
+from __future__ import annotations
+
+import datetime
+
+from django import forms
+from django.core.exceptions import ValidationError
+from django.utils import timezone
+from django.utils.dateparse import parse_date, parse_datetime
+
+from monitoring import promql, reports
+
+MAX_WINDOW = datetime.timedelta(days=400)  # Prometheus keeps 400 days in the devcluster
+WINDOW_CHOICES = [
+    ("1h", "Last hour"),
+    ("6h", "Last 6 hours"),
+    ("24h", "Last 24 hours"),
+    ("7d", "Last 7 days"),
+    ("custom", "Custom"),
+]
+
+
+class DateTimeLocalInput(forms.DateTimeInput):
+    input_type = "datetime-local"
+
+    def __init__(self, attrs=None):
+        super().__init__(attrs=attrs, format="%Y-%m-%dT%H:%M")
+
+
+class WindowForm(forms.Form):
+    """``?window=6h``, or ``?window=custom&start=...&end=...`` (local times or ISO 8601)."""
+
+    window = forms.ChoiceField(choices=WINDOW_CHOICES, required=False, initial="1h")
+    start = forms.DateTimeField(required=False, widget=DateTimeLocalInput())
+    end = forms.DateTimeField(required=False, widget=DateTimeLocalInput())
+
+    def __init__(self, data=None, *, now: datetime.datetime | None = None, **kwargs):
+        super().__init__(data, **kwargs)
+        self.now = now or timezone.now()
+
+    def clean(self):
+        data = super().clean()
+        name = data.get("window") or "1h"
+        data["window"] = name
+        if name != "custom":
+            return data
+        start, end = data.get("start"), data.get("end") or self.now
+        if start is None:
+            self.add_error("start", "A custom window needs a start.")
+            return data
+        end = min(end, self.now)
+        if end <= start:
+            raise ValidationError("The window must end after it starts, and start in the past.")
+        if end - start > MAX_WINDOW:
+            raise ValidationError(f"A window may span at most {MAX_WINDOW.days} days.")
+        data["end"] = end
+        return data
+
+    @property
+    def window_value(self) -> promql.Window:
+        """The chosen window; the last hour when the input was missing or invalid."""
+        if not self.is_bound or not self.is_valid():
+            return promql.preset_window("1h", self.now)
+        data = self.cleaned_data
+        if data["window"] == "custom":
+            return promql.Window(start=data["start"], end=data["end"], label="custom")
+        return promql.preset_window(data["window"], self.now)
+
+
+def _moment(value: str, *, end: bool) -> datetime.datetime:
+    """A date (the start of that day, or for an end the start of the next) or a date-time."""
+    value = value.strip()
+    tz = timezone.get_current_timezone()
+    day = parse_date(value) if len(value) == 10 else None
+    if day is not None:
+        if end:
+            day += datetime.timedelta(days=1)
+        return datetime.datetime.combine(day, datetime.time(), tzinfo=tz)
+    moment = parse_datetime(value)
+    if moment is None:
+        raise ValidationError("Enter a date (YYYY-MM-DD) or a date and time (ISO 8601).")
+    return moment if timezone.is_aware(moment) else timezone.make_aware(moment, tz)
+
+
+class UsageReportForm(forms.Form):
+    """A report period: ``start`` and ``end`` as dates (both days included) or date-times (the
+    end excluded), split by ``bucket``. Defaults to this month so far."""
+
+    start = forms.CharField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    end = forms.CharField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    bucket = forms.ChoiceField(
+        required=False,
+        choices=[(b, b.capitalize()) for b in reports.BUCKETS],
+        initial="month",
+        label="Per",
+    )
+
+    def __init__(self, data=None, *, now: datetime.datetime | None = None, **kwargs):
+        super().__init__(data, **kwargs)
+        self.now = now or timezone.now()
+
+    def clean_start(self) -> datetime.datetime:
+        value = self.cleaned_data.get("start")
+        if not value:
+            today = timezone.localdate(self.now)
+            return datetime.datetime.combine(
+                today.replace(day=1), datetime.time(), tzinfo=timezone.get_current_timezone()
+            )
+        return _moment(value, end=False)
+
+    def clean_end(self) -> datetime.datetime:
+        value = self.cleaned_data.get("end")
+        return _moment(value, end=True) if value else self.now
+
+    def clean(self):
+        data = super().clean()
+        start, end = data.get("start"), data.get("end")
+        data["bucket"] = data.get("bucket") or "month"
+        if start is None or end is None:
+            return data
+        if end <= start:
+            raise ValidationError("The report must end after it starts.")
+        if start >= self.now:
+            raise ValidationError("The report must start in the past.")
+        try:
+            reports.periods(start, end, data["bucket"])
+        except ValueError as error:
+            raise ValidationError(str(error)) from error
+        return data
+
+
+class IdlePolicyForm(forms.Form):
+    notify_leads = forms.BooleanField(required=False, label="Notify the team's leads")
+    stop_after_minutes = forms.IntegerField(
+        required=False,
+        min_value=10,
+        max_value=60 * 24 * 30,
+        label="Stop portal jobs idle for (minutes)",
+        help_text="Leave empty to never stop idle jobs.",
+    )
+    warn_minutes_before_stop = forms.IntegerField(
+        min_value=1, max_value=60 * 24, initial=15, label="Warn this many minutes before"
+    )

@@ -1,0 +1,342 @@
+"""PromQL for DCGM metrics: pure builders, no I/O.
+
+Every aggregation happens in Prometheus (sum/avg/count by namespace, node, pod), so the portal
+only ever moves a bounded number of series and points. Two things vary per cluster:
+
+* the label layout: DCGM exporter's own ``namespace``/``pod``/``container`` labels, or
+  ``exported_namespace``/``exported_pod``/``exported_container`` when Prometheus scrapes the
+  exporter without ``honor_labels`` and renames them;
+* the utilisation metric: ``DCGM_FI_DEV_GPU_UTIL`` in percent, or
+  ``DCGM_FI_PROF_GR_ENGINE_ACTIVE``, a 0-1 ratio (also valid for MIG slices) scaled to percent.
+
+Label values that come from the portal (a team's slug, a pod name) are escaped here; nothing a
+request sends is ever pasted into a query unescaped.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
+GR_ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+FB_USED = "DCGM_FI_DEV_FB_USED"
+POWER = "DCGM_FI_DEV_POWER_USAGE"
+TEMPERATURE = "DCGM_FI_DEV_GPU_TEMP"
+RATIO_METRICS = frozenset({GR_ENGINE_ACTIVE})
+
+# The DCGM exporter's labels for the GPU itself; these never move with the layout.
+NODE_LABEL = "Hostname"
+GPU_LABEL = "gpu"
+MODEL_LABEL = "modelName"
+
+LAYOUT_NAMESPACE = "namespace"
+LAYOUT_EXPORTED = "exported"
+
+# Chart resolution: no line gets more than MAX_POINTS points, a heatmap row no more than
+# HEATMAP_COLUMNS cells (a heatmap is rows x columns cells, so it gets a coarser step).
+MAX_POINTS = 1000
+HEATMAP_COLUMNS = 240
+# Steps a window may get, smallest first: round numbers a reader recognises on an axis.
+NICE_STEPS_SECONDS = (
+    5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400,
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Labels:
+    """The label names that carry the pod holding a GPU, in one cluster's layout."""
+
+    namespace: str
+    pod: str
+    container: str
+
+    @classmethod
+    def for_layout(cls, layout: str) -> Labels:
+        if layout == LAYOUT_EXPORTED:
+            return cls("exported_namespace", "exported_pod", "exported_container")
+        if layout == LAYOUT_NAMESPACE:
+            return cls("namespace", "pod", "container")
+        raise ValueError(f"unknown metrics label layout {layout!r}")
+
+
+@dataclass(frozen=True)
+class MetricsConfig:
+    """What a cluster's Prometheus calls things: its label layout and utilisation metric."""
+
+    layout: str = LAYOUT_NAMESPACE
+    utilisation_metric: str = GPU_UTIL
+
+    def __post_init__(self) -> None:
+        Labels.for_layout(self.layout)  # refuse an unknown layout early
+        if self.utilisation_metric not in (GPU_UTIL, GR_ENGINE_ACTIVE):
+            raise ValueError(f"unknown utilisation metric {self.utilisation_metric!r}")
+
+    @property
+    def labels(self) -> Labels:
+        return Labels.for_layout(self.layout)
+
+    @property
+    def utilisation_is_ratio(self) -> bool:
+        return self.utilisation_metric in RATIO_METRICS
+
+
+# --- windows and steps -----------------------------------------------------------------------
+
+
+def step_for(seconds: float, max_points: int = MAX_POINTS) -> int:
+    """The smallest nice step that keeps a window of ``seconds`` within ``max_points`` points
+    (a range query returns ``window / step + 1`` of them)."""
+    if seconds <= 0:
+        raise ValueError("a window must last longer than zero seconds")
+    needed = seconds / max(1, max_points - 1)
+    for step in NICE_STEPS_SECONDS:
+        if step >= needed:
+            return step
+    return math.ceil(needed / 86400) * 86400
+
+
+@dataclass(frozen=True)
+class Window:
+    """A time range to chart: [start, end] in UTC, and the range-query step that bounds it."""
+
+    start: datetime.datetime
+    end: datetime.datetime
+    label: str = "custom"
+
+    def __post_init__(self) -> None:
+        if self.start.tzinfo is None or self.end.tzinfo is None:
+            raise ValueError("window bounds must be timezone-aware")
+        if self.end <= self.start:
+            raise ValueError("a window must end after it starts")
+
+    @property
+    def seconds(self) -> float:
+        return (self.end - self.start).total_seconds()
+
+    @property
+    def step(self) -> int:
+        return step_for(self.seconds)
+
+    @property
+    def heatmap_step(self) -> int:
+        return step_for(self.seconds, HEATMAP_COLUMNS)
+
+    def range_selector(self) -> str:
+        """The window as a PromQL range duration, e.g. ``[3600s]``."""
+        return f"[{duration(self.seconds)}]"
+
+    def aligned(self, step: int | None = None) -> tuple[float, float]:
+        """Start and end as unix seconds, the end rounded down to a whole step so that the same
+        window asked twice within one step is the same query (and hits the cache)."""
+        step = step or self.step
+        end = math.floor(self.end.timestamp() / step) * step
+        start = max(end - self.seconds, 0)
+        return float(start), float(end)
+
+
+PRESET_WINDOWS = {
+    "1h": datetime.timedelta(hours=1),
+    "6h": datetime.timedelta(hours=6),
+    "24h": datetime.timedelta(hours=24),
+    "7d": datetime.timedelta(days=7),
+}
+
+
+def preset_window(name: str, now: datetime.datetime) -> Window:
+    return Window(start=now - PRESET_WINDOWS[name], end=now, label=name)
+
+
+def duration(seconds: float) -> str:
+    """A PromQL duration in whole seconds (at least 1s)."""
+    return f"{max(1, round(seconds))}s"
+
+
+# --- selectors -------------------------------------------------------------------------------
+
+
+def quote(value: str) -> str:
+    """A PromQL string literal: double quotes, backslash and newline escaped."""
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{escaped}"'
+
+
+def regex_alternatives(values: Iterable[str]) -> str:
+    """An RE2 pattern matching exactly one of ``values`` (each escaped)."""
+    return "|".join(re.escape(v) for v in sorted(set(values)))
+
+
+def selector(
+    metric: str,
+    config: MetricsConfig,
+    *,
+    namespace: str | None = None,
+    namespaces: Sequence[str] | None = None,
+    pods: Sequence[str] | None = None,
+    held: bool = False,
+) -> str:
+    """``metric{...}`` narrowed to a namespace (or several), some pods, or every GPU a pod holds.
+
+    ``held`` keeps only GPUs attributed to a pod (the namespace label is set); it is implied by
+    any namespace filter.
+    """
+    labels = config.labels
+    matchers = []
+    if namespace is not None:
+        matchers.append(f"{labels.namespace}={quote(namespace)}")
+    elif namespaces is not None:
+        if not namespaces:
+            raise ValueError("an empty namespace list matches nothing; do not query")
+        matchers.append(f"{labels.namespace}=~{quote(regex_alternatives(namespaces))}")
+    elif held:
+        matchers.append(f'{labels.namespace}!=""')
+    if pods is not None:
+        if not pods:
+            raise ValueError("an empty pod list matches nothing; do not query")
+        if len(pods) == 1:
+            matchers.append(f"{labels.pod}={quote(pods[0])}")
+        else:
+            matchers.append(f"{labels.pod}=~{quote(regex_alternatives(pods))}")
+    return f"{metric}{{{','.join(matchers)}}}"
+
+
+def percent(expression: str, config: MetricsConfig) -> str:
+    """Utilisation in percent: a ratio metric's expression times 100, a percent one as is."""
+    return f"({expression}) * 100" if config.utilisation_is_ratio else expression
+
+
+def _by(*labels: str) -> str:
+    return f"by ({', '.join(labels)})"
+
+
+# --- utilisation over time -------------------------------------------------------------------
+
+
+def utilisation(config: MetricsConfig, aggregation: str, by: Sequence[str], **filters) -> str:
+    """``aggregation by (by) (utilisation)`` in percent, over the GPUs ``filters`` select."""
+    inner = selector(config.utilisation_metric, config, **filters)
+    return percent(f"{aggregation} {_by(*by)} ({inner})", config)
+
+
+def utilisation_by_pod(config: MetricsConfig, *, namespace: str) -> str:
+    """Average utilisation of each pod's GPUs in one namespace, in percent."""
+    return utilisation(config, "avg", [config.labels.pod], namespace=namespace, held=True)
+
+
+def utilisation_by_gpu(config: MetricsConfig, *, namespace: str, pods: Sequence[str]) -> str:
+    """Utilisation of each GPU (node and index) that the given pods hold, in percent."""
+    return utilisation(
+        config, "max", [NODE_LABEL, GPU_LABEL], namespace=namespace, pods=pods, held=True
+    )
+
+
+def utilisation_heatmap(config: MetricsConfig) -> str:
+    """Utilisation of every GPU of the cluster, one series per (node, GPU), held or not."""
+    return utilisation(config, "max", [NODE_LABEL, GPU_LABEL])
+
+
+def team_average_utilisation(config: MetricsConfig, *, namespace: str) -> str:
+    """Average utilisation over all GPUs a namespace holds, one series."""
+    inner = selector(config.utilisation_metric, config, namespace=namespace)
+    return percent(f"avg({inner})", config)
+
+
+# --- other DCGM gauges -----------------------------------------------------------------------
+
+# Per pod: memory and power add up over a pod's GPUs; temperature is the hottest GPU.
+GAUGE_AGGREGATION = {FB_USED: "sum", POWER: "sum", TEMPERATURE: "max"}
+
+
+def gauge_by(
+    metric: str, config: MetricsConfig, by: Sequence[str], *, namespace: str, pods=None
+) -> str:
+    aggregation = GAUGE_AGGREGATION[metric]
+    inner = selector(metric, config, namespace=namespace, pods=pods, held=True)
+    return f"{aggregation} {_by(*by)} ({inner})"
+
+
+# --- GPUs held -------------------------------------------------------------------------------
+
+
+def gpus_held(config: MetricsConfig, *, namespace: str) -> str:
+    """How many GPUs a namespace's pods hold (GPUs whose series carry its namespace)."""
+    inner = selector(config.utilisation_metric, config, namespace=namespace)
+    return f"count({inner}) or vector(0)"
+
+
+def gpus_held_by_namespace(config: MetricsConfig) -> str:
+    """GPUs held right now, per namespace."""
+    inner = selector(config.utilisation_metric, config, held=True)
+    return f"count {_by(config.labels.namespace)} ({inner})"
+
+
+def average_utilisation_by_namespace(config: MetricsConfig, window: Window) -> str:
+    """Each namespace's average utilisation over the window (an instant query at its end)."""
+    inner = selector(config.utilisation_metric, config, held=True)
+    over_time = f"avg_over_time({inner}{window.range_selector()})"
+    return percent(f"avg {_by(config.labels.namespace)} ({over_time})", config)
+
+
+# --- idle pods -------------------------------------------------------------------------------
+
+
+def pod_average_utilisation(
+    config: MetricsConfig, *, window_minutes: int, namespace: str | None = None
+) -> str:
+    """Per pod holding GPUs now, the average utilisation of its GPUs over the idle window, in
+    percent; only pods that already held them a whole window ago, so a pod is never judged on
+    its first minutes. Labels: namespace, pod (in the cluster's layout)."""
+    labels = config.labels
+    filters = {"namespace": namespace} if namespace is not None else {"held": True}
+    series = selector(config.utilisation_metric, config, **filters)
+    window = f"{window_minutes}m"
+    pod_key = _by(labels.namespace, labels.pod)
+    on = f"on ({labels.namespace}, {labels.pod})"
+    average = percent(f"avg {pod_key} (avg_over_time({series}[{window}]))", config)
+    return f"({average}) and {on} ({series}) and {on} ({series} offset {window})"
+
+
+def pod_gpu_count(config: MetricsConfig, *, namespace: str | None = None) -> str:
+    """GPUs each pod holds now. Labels: namespace, pod."""
+    labels = config.labels
+    filters = {"namespace": namespace} if namespace is not None else {"held": True}
+    series = selector(config.utilisation_metric, config, **filters)
+    return f"count {_by(labels.namespace, labels.pod)} ({series})"
+
+
+def idle_rule_expression(
+    config: MetricsConfig, *, threshold_percent: float, window_minutes: int, namespace=None
+) -> str:
+    """The LowGPUUsage alert's expression: pods whose GPUs averaged under the threshold over
+    the window (the seed's ``avg_over_time(...[5m]) < 10``, per pod)."""
+    labels = config.labels
+    filters = {"namespace": namespace} if namespace is not None else {"held": True}
+    series = selector(config.utilisation_metric, config, **filters)
+    average = percent(
+        f"avg {_by(labels.namespace, labels.pod)} (avg_over_time({series}[{window_minutes}m]))",
+        config,
+    )
+    return f"{average} < {threshold_percent:g}"
+
+
+# --- usage (GPU-hours) -----------------------------------------------------------------------
+
+
+def gpu_seconds_held(config: MetricsConfig, *, period_seconds: float, resolution: int, **filters):
+    """GPU-seconds held per namespace over the period ending at the query's time: the number
+    of held GPUs sampled every ``resolution`` seconds, summed, times the resolution."""
+    series = selector(config.utilisation_metric, config, **filters)
+    count = f"count {_by(config.labels.namespace)} ({series})"
+    return f"sum_over_time(({count})[{duration(period_seconds)}:{resolution}s]) * {resolution}"
+
+
+def gpu_seconds_used(config: MetricsConfig, *, period_seconds: float, resolution: int, **filters):
+    """Utilisation-weighted GPU-seconds per namespace: a GPU at 50% for an hour counts as half
+    a GPU-hour. Sampled like ``gpu_seconds_held``."""
+    series = selector(config.utilisation_metric, config, **filters)
+    busy = f"sum {_by(config.labels.namespace)} ({series})"
+    scale = resolution if config.utilisation_is_ratio else resolution / 100
+    return f"sum_over_time(({busy})[{duration(period_seconds)}:{resolution}s]) * {scale:g}"

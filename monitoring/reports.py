@@ -1,0 +1,172 @@
+"""Usage report arithmetic: pure functions, no I/O.
+
+A report covers [start, end) split into periods (days, ISO weeks, calendar months, or the whole
+range). Per team, cluster and period it gives GPU-hours
+
+* granted: what the team's grants allowed, GPUs times the hours each grant was in force;
+* held: GPUs the team's pods held (measured in Prometheus);
+* used: held GPU-hours weighted by utilisation (a GPU at 25% for 4 hours is one used GPU-hour).
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime
+import io
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+BUCKETS = ("day", "week", "month", "total")
+MAX_PERIODS = 400
+
+
+@dataclass(frozen=True)
+class Period:
+    start: datetime.datetime
+    end: datetime.datetime
+
+    @property
+    def seconds(self) -> float:
+        return (self.end - self.start).total_seconds()
+
+
+def _next_boundary(moment: datetime.datetime, bucket: str) -> datetime.datetime:
+    """The start of the day, ISO week (Monday) or month after the one ``moment`` is in, in
+    ``moment``'s own time zone."""
+    tz = moment.tzinfo
+    day = moment.date()
+    if bucket == "day":
+        following = day + datetime.timedelta(days=1)
+    elif bucket == "week":
+        following = day + datetime.timedelta(days=7 - day.weekday())
+    elif bucket == "month":
+        following = (day.replace(day=1) + datetime.timedelta(days=32)).replace(day=1)
+    else:
+        raise ValueError(f"unknown bucket {bucket!r}")
+    return datetime.datetime.combine(following, datetime.time(), tzinfo=tz)
+
+
+def periods(start: datetime.datetime, end: datetime.datetime, bucket: str) -> list[Period]:
+    """Split [start, end) at day, week or month boundaries (of start's time zone); ``total``
+    keeps it whole. The first and last periods may be partial."""
+    if end <= start:
+        raise ValueError("the report must end after it starts")
+    if bucket not in BUCKETS:
+        raise ValueError(f"bucket must be one of {', '.join(BUCKETS)}")
+    if bucket == "total":
+        return [Period(start, end)]
+    result = []
+    cursor = start
+    while cursor < end:
+        boundary = min(_next_boundary(cursor, bucket), end)
+        result.append(Period(cursor, boundary))
+        cursor = boundary
+        if len(result) > MAX_PERIODS:
+            raise ValueError(f"more than {MAX_PERIODS} periods: choose a longer bucket")
+    return result
+
+
+@dataclass(frozen=True)
+class GrantSpan:
+    """A grant reduced to what the report needs: its GPUs and when it was in force."""
+
+    team_id: int
+    cluster_id: int
+    gpus: int
+    starts_on: datetime.date
+    ends_on: datetime.date | None
+    ended_at: datetime.datetime | None
+
+
+def grant_interval(
+    grant: GrantSpan, tz: datetime.tzinfo
+) -> tuple[datetime.datetime, datetime.datetime | None]:
+    """When the grant was in force: from its first day's midnight to the midnight after its last
+    day, or when it was revoked or expired if that came first (None: still open)."""
+    start = datetime.datetime.combine(grant.starts_on, datetime.time(), tzinfo=tz)
+    end = None
+    if grant.ends_on is not None:
+        end = datetime.datetime.combine(
+            grant.ends_on + datetime.timedelta(days=1), datetime.time(), tzinfo=tz
+        )
+    if grant.ended_at is not None and (end is None or grant.ended_at < end):
+        end = grant.ended_at
+    return start, end
+
+
+def granted_gpu_hours(
+    grants: Iterable[GrantSpan], period: Period, *, now: datetime.datetime, tz: datetime.tzinfo
+) -> float:
+    """GPU-hours the grants allowed within the period, never counting the future."""
+    period_end = min(period.end, now)
+    total = 0.0
+    for grant in grants:
+        start, end = grant_interval(grant, tz)
+        overlap_start = max(start, period.start)
+        overlap_end = period_end if end is None else min(end, period_end)
+        if overlap_end > overlap_start:
+            total += grant.gpus * (overlap_end - overlap_start).total_seconds() / 3600
+    return total
+
+
+@dataclass(frozen=True)
+class UsageRow:
+    """One team's GPU-hours on one cluster in one period."""
+
+    team_slug: str
+    team_name: str
+    cluster: str
+    period: Period
+    granted_gpu_hours: float
+    held_gpu_hours: float | None  # None: the cluster's Prometheus could not say
+    used_gpu_hours: float | None
+
+    @property
+    def utilisation_percent(self) -> float | None:
+        """Used as a share of held: how busy the GPUs the team held really were."""
+        if not self.held_gpu_hours or self.used_gpu_hours is None:
+            return None
+        return 100 * self.used_gpu_hours / self.held_gpu_hours
+
+    @property
+    def held_of_granted_percent(self) -> float | None:
+        if not self.granted_gpu_hours or self.held_gpu_hours is None:
+            return None
+        return 100 * self.held_gpu_hours / self.granted_gpu_hours
+
+
+CSV_HEADER = [
+    "team", "team_name", "cluster", "period_start", "period_end", "granted_gpu_hours",
+    "held_gpu_hours", "used_gpu_hours", "utilisation_percent",
+]  # fmt: skip
+
+
+def _text(value: str) -> str:
+    """A text cell a spreadsheet will not run as a formula."""
+    return f"'{value}" if value[:1] in ("=", "+", "-", "@") else value
+
+
+def _number(value: float | None, decimals: int = 3) -> str:
+    return "" if value is None else f"{value:.{decimals}f}"
+
+
+def csv_text(rows: Sequence[UsageRow]) -> str:
+    """The report as CSV, one line per row; empty cells where Prometheus could not answer."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_HEADER)
+    for row in rows:
+        writer.writerow(
+            [
+                row.team_slug,
+                _text(row.team_name),
+                row.cluster,
+                row.period.start.isoformat(),
+                row.period.end.isoformat(),
+                _number(row.granted_gpu_hours),
+                _number(row.held_gpu_hours),
+                _number(row.used_gpu_hours),
+                _number(row.utilisation_percent, 1),
+            ]
+        )
+    return out.getvalue()

@@ -1,0 +1,235 @@
+"""Monitoring pages. Thin: ``tenants.selectors`` decides which teams a user sees, the team's
+slug is the only namespace any query filters on, and ``services`` builds every chart.
+
+A page asked by htmx (auto refresh) gets only its live region back."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils.cache import patch_vary_headers
+from django.views.decorators.http import require_POST
+
+from clusters.models import Cluster
+from monitoring import selectors, services
+from monitoring.forms import IdlePolicyForm, UsageReportForm, WindowForm
+from monitoring.models import IdlePolicy
+from tenants.forms import add_service_errors
+from tenants.models import Membership, Team
+from tenants.permissions import is_portal_admin, team_role
+from tenants.selectors import teams_visible_to
+
+POD_NAME_MAX_LENGTH = 253
+
+
+def _visible_team(request: HttpRequest, slug: str) -> Team:
+    """The team, or 404 when the user may not see it (never a 403 that confirms it exists)."""
+    return get_object_or_404(teams_visible_to(request.user), slug=slug)
+
+
+def _chosen(request: HttpRequest, clusters: list[Cluster]) -> Cluster | None:
+    """The cluster asked for by name when it is one of ``clusters``, else the first."""
+    wanted = request.GET.get("cluster")
+    return next((c for c in clusters if c.name == wanted), clusters[0] if clusters else None)
+
+
+def _render_live(request: HttpRequest, page: str, live: str, context: dict) -> HttpResponse:
+    context["refresh_seconds"] = settings.MONITORING_REFRESH_SECONDS
+    response = render(request, live if request.htmx else page, context)
+    patch_vary_headers(response, ("HX-Request",))
+    return response
+
+
+def _can_set_policy(request: HttpRequest, team: Team) -> bool:
+    return is_portal_admin(request.user) or team_role(request.user, team) == Membership.Role.LEAD
+
+
+@login_required
+def team_monitoring(request: HttpRequest, slug: str) -> HttpResponse:
+    team = _visible_team(request, slug)
+    clusters = selectors.team_clusters(team)
+    cluster = _chosen(request, clusters)
+    window_form = WindowForm(request.GET or None)
+    window = window_form.window_value
+    context = {
+        "team": team,
+        "clusters": clusters,
+        "cluster": cluster,
+        "window_form": window_form,
+        "window": window,
+        "can_set_policy": _can_set_policy(request, team),
+    }
+    if cluster is not None:
+        context["dashboard"] = services.team_dashboard(team=team, cluster=cluster, window=window)
+        context["open_idle"] = list(selectors.open_idle_pods(team=team, cluster=cluster))
+    if context["can_set_policy"] and not request.htmx:
+        policy = IdlePolicy.objects.filter(team=team).first() or IdlePolicy(team=team)
+        context["policy"] = policy
+        context["policy_form"] = IdlePolicyForm(
+            initial={
+                "notify_leads": policy.notify_leads,
+                "stop_after_minutes": policy.stop_after_minutes,
+                "warn_minutes_before_stop": policy.warn_minutes_before_stop,
+            }
+        )
+    return _render_live(request, "monitoring/team.html", "monitoring/_team_live.html", context)
+
+
+@login_required
+def pod_monitoring(request: HttpRequest, slug: str, pod: str) -> HttpResponse:
+    team = _visible_team(request, slug)
+    if len(pod) > POD_NAME_MAX_LENGTH:
+        raise Http404("Not a pod name.")
+    clusters = selectors.team_clusters(team)
+    cluster = _chosen(request, clusters)
+    window_form = WindowForm(request.GET or None)
+    window = window_form.window_value
+    context = {
+        "team": team,
+        "pod": pod,
+        "clusters": clusters,
+        "cluster": cluster,
+        "window_form": window_form,
+        "window": window,
+    }
+    if cluster is not None:
+        # The namespace is the team's; the pod name only narrows within it.
+        context["dashboard"] = services.pod_dashboard(
+            cluster=cluster, namespace=team.slug, pod_names=[pod], window=window
+        )
+    return _render_live(request, "monitoring/pod.html", "monitoring/_pod_live.html", context)
+
+
+@require_POST
+@login_required
+def idle_policy_update(request: HttpRequest, slug: str) -> HttpResponse:
+    team = _visible_team(request, slug)
+    if not _can_set_policy(request, team):
+        raise PermissionDenied(f"Only leads of {team.slug} can change its idle policy.")
+    form = IdlePolicyForm(request.POST)
+    if form.is_valid():
+        try:
+            services.idle_policy_set(actor=request.user, team=team, **form.cleaned_data)
+        except ValidationError as error:
+            add_service_errors(form, error)
+        else:
+            messages.success(request, f"Saved {team}'s idle policy.")
+            return redirect("monitoring-team", slug=team.slug)
+    for error in form.errors.values():
+        messages.error(request, " ".join(error))
+    return redirect("monitoring-team", slug=team.slug)
+
+
+def _rules_response(text: str, filename: str) -> HttpResponse:
+    response = HttpResponse(text, content_type="application/yaml; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+@login_required
+def team_alert_rules(request: HttpRequest, slug: str) -> HttpResponse:
+    team = _visible_team(request, slug)
+    cluster = _chosen(request, selectors.team_clusters(team))
+    if cluster is None:
+        raise Http404("No cluster has metrics.")
+    rule_format = request.GET.get("format", "rules")
+    try:
+        text = services.alert_rules_yaml(cluster=cluster, team=team, format=rule_format)
+    except ValidationError as error:
+        return HttpResponse(" ".join(error.messages), status=400, content_type="text/plain")
+    return _rules_response(text, f"{team.slug}-{cluster.name}-{rule_format}.yaml")
+
+
+def _require_admin(request: HttpRequest) -> None:
+    if not is_portal_admin(request.user):
+        raise PermissionDenied("Only portal admins can see whole clusters.")
+
+
+@login_required
+def cluster_list(request: HttpRequest) -> HttpResponse:
+    _require_admin(request)
+    return render(
+        request, "monitoring/cluster_list.html", {"clusters": Cluster.objects.order_by("name")}
+    )
+
+
+@login_required
+def cluster_monitoring(request: HttpRequest, name: str) -> HttpResponse:
+    _require_admin(request)
+    cluster = get_object_or_404(Cluster, name=name)
+    window_form = WindowForm(request.GET or None)
+    window = window_form.window_value
+    context = {"cluster": cluster, "window_form": window_form, "window": window}
+    if cluster.prometheus_url:
+        context["dashboard"] = services.cluster_dashboard(cluster=cluster, window=window)
+    return _render_live(
+        request, "monitoring/cluster.html", "monitoring/_cluster_live.html", context
+    )
+
+
+@login_required
+def cluster_alert_rules(request: HttpRequest, name: str) -> HttpResponse:
+    _require_admin(request)
+    cluster = get_object_or_404(Cluster, name=name)
+    rule_format = request.GET.get("format", "rules")
+    try:
+        text = services.alert_rules_yaml(cluster=cluster, team=None, format=rule_format)
+    except ValidationError as error:
+        return HttpResponse(" ".join(error.messages), status=400, content_type="text/plain")
+    return _rules_response(text, f"{cluster.name}-{rule_format}.yaml")
+
+
+@login_required
+def usage_report(request: HttpRequest) -> HttpResponse:
+    form = UsageReportForm(request.GET or None)
+    report = None
+    if not form.is_bound:
+        form = UsageReportForm({})
+    if form.is_valid():
+        data = form.cleaned_data
+        report = services.usage_report(
+            user=request.user, start=data["start"], end=data["end"], bucket=data["bucket"]
+        )
+    return render(
+        request,
+        "monitoring/usage.html",
+        {"form": form, "report": report, "query": request.GET.urlencode()},
+    )
+
+
+@login_required
+def usage_report_csv(request: HttpRequest) -> HttpResponse:
+    form = UsageReportForm(request.GET)
+    if not form.is_valid():
+        return HttpResponse(
+            " ".join(form.non_field_errors() or [str(form.errors)]),
+            status=400,
+            content_type="text/plain",
+        )
+    data = form.cleaned_data
+    report = services.usage_report(
+        user=request.user, start=data["start"], end=data["end"], bucket=data["bucket"]
+    )
+    response = HttpResponse(report.csv(), content_type="text/csv; charset=utf-8")
+    name = f"gpu-usage-{data['start']:%Y%m%d}-{data['end']:%Y%m%d}.csv"
+    response["Content-Disposition"] = f'attachment; filename="{name}"'
+    return response
+
+
+@login_required
+def notification_list(request: HttpRequest) -> HttpResponse:
+    notifications = list(selectors.notifications_for(request.user).order_by("-created_at")[:100])
+    return render(request, "monitoring/notifications.html", {"notifications": notifications})
+
+
+@require_POST
+@login_required
+def notifications_read(request: HttpRequest) -> HttpResponse:
+    ids = [int(i) for i in request.POST.getlist("id") if i.isdigit()] or None
+    services.notifications_mark_read(user=request.user, ids=ids)
+    return redirect(reverse("notification-list"))

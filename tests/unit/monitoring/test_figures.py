@@ -1,0 +1,110 @@
+"""Figure builders: plotly-validated dicts with the series the pages draw."""
+
+import math
+
+import plotly.graph_objects as go
+import pytest
+
+from monitoring import figures
+from monitoring.figures import Axis
+from monitoring.prometheus import Series
+
+
+def series(pod, values, start=1_700_000_000, step=60, **labels):
+    return Series(
+        labels={"pod": pod, **labels},
+        timestamps=[start + i * step for i in range(len(values))],
+        values=list(values),
+    )
+
+
+def test_time_series_draws_a_named_line_per_series_in_natural_order():
+    figure = figures.time_series(
+        [series("train-10", [1, 2]), series("train-2", [3, 4])],
+        title="Utilisation",
+        axis=Axis("Utilisation", "%", (0, 100)),
+        name=lambda labels: labels["pod"],
+    )
+    assert [t["name"] for t in figure["data"]] == ["train-2", "train-10"]
+    assert figure["data"][0]["x"] == [1_700_000_000_000, 1_700_000_060_000]
+    assert figure["layout"]["xaxis"]["type"] == "date"
+    assert figure["layout"]["yaxis"]["range"] == [0, 100]
+    go.Figure(figure)  # still a valid figure for plotly
+
+
+def test_time_series_turns_values_prometheus_could_not_compute_into_gaps():
+    figure = figures.time_series(
+        [series("p", [math.nan, 1.25, math.inf])], title="t", axis=Axis("x"), name=str
+    )
+    assert figure["data"][0]["y"] == [None, 1.2, None]
+
+
+def test_time_series_scales_values():
+    figure = figures.time_series(
+        [series("p", [2048])], title="t", axis=Axis("Memory", "GiB"), name=str, scale=1 / 1024
+    )
+    assert figure["data"][0]["y"] == [2.0]
+
+
+def test_last_values_reads_the_right_edge_of_each_line():
+    figure = figures.time_series(
+        [series("busy", [10, 73, math.nan]), series("idle", [0, 0])],
+        title="t",
+        axis=Axis("x"),
+        name=lambda labels: labels["pod"],
+    )
+    assert figures.last_values(figure) == {"busy": 73.0, "idle": 0.0}
+
+
+def test_held_vs_granted_draws_the_grant_as_a_line_above_the_held_gpus():
+    figure = figures.held_vs_granted([series("", [1, 2, 2])], granted=4, title="Held")
+    assert figure["data"][0]["y"] == [1, 2, 2]
+    assert figure["layout"]["shapes"][0]["y0"] == 4
+    assert figure["layout"]["yaxis"]["range"][1] > 4
+
+
+def test_held_vs_granted_with_no_series_still_shows_the_grant():
+    figure = figures.held_vs_granted([], granted=2, title="Held")
+    assert figure["data"][0]["y"] == []
+    assert figure["layout"]["annotations"][0]["text"] == "granted: 2"
+
+
+def test_heatmap_has_a_row_per_gpu_and_a_column_per_step_with_gaps_for_missing_samples():
+    a = Series({"Hostname": "n1", "gpu": "0"}, [0, 60, 120], [1, 2, 3])
+    b = Series({"Hostname": "n1", "gpu": "1"}, [60], [50])
+    figure = figures.heatmap(
+        [b, a],
+        title="Heat",
+        row=lambda labels: f"{labels['Hostname']}/{labels['gpu']}",
+        start=0,
+        end=120,
+        step=60,
+        axis=Axis("Utilisation", "%", (0, 100)),
+    )
+    trace = figure["data"][0]
+    assert trace["y"] == ["n1/0", "n1/1"]
+    assert trace["x"] == [0, 60_000, 120_000]
+    assert trace["z"] == [[1, 2, 3], [None, 50, None]]
+    assert trace["zmax"] == 100
+
+
+def test_allocation_bars_put_allocatable_beside_allocated():
+    figure = figures.allocation_bars(["n1", "n2"], allocatable=[8, 8], allocated=[3, 0], title="t")
+    assert [t["name"] for t in figure["data"]] == ["allocatable", "allocated"]
+    assert figure["data"][1]["y"] == [3, 0]
+    assert figure["layout"]["barmode"] == "group"
+
+
+def test_ranking_lists_the_largest_first():
+    figure = figures.ranking([("a", 1), ("b", 3), ("c", 2)], title="t", axis=Axis("GPUs"))
+    assert figure["data"][0]["y"] == ["b", "c", "a"]
+
+
+def test_figures_carry_no_plotly_template_weight():
+    figure = figures.ranking([("a", 1)], title="t", axis=Axis("GPUs"))
+    assert figure["layout"]["template"] in ({}, {"data": {"scatter": [{"type": "scatter"}]}})
+
+
+def test_an_attribute_plotly_does_not_know_fails_at_build_time():
+    with pytest.raises(ValueError, match="colour"):
+        figures._figure([{"type": "bar", "colour": "red"}], {})

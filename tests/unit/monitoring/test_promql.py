@@ -1,0 +1,170 @@
+"""PromQL builders: both label layouts, both utilisation metrics, escaping, bounded steps."""
+
+import datetime
+
+import pytest
+
+from monitoring import promql
+from monitoring.promql import MetricsConfig
+
+UTC = datetime.UTC
+PERCENT = MetricsConfig()
+RATIO = MetricsConfig(utilisation_metric=promql.GR_ENGINE_ACTIVE)
+EXPORTED = MetricsConfig(layout=promql.LAYOUT_EXPORTED)
+
+
+def test_selector_filters_on_the_namespace_label_of_the_layout():
+    assert promql.selector("M", PERCENT, namespace="vision") == 'M{namespace="vision"}'
+    assert promql.selector("M", EXPORTED, namespace="vision") == 'M{exported_namespace="vision"}'
+
+
+def test_selector_for_held_gpus_requires_a_namespace_label():
+    assert promql.selector("M", PERCENT, held=True) == 'M{namespace!=""}'
+    assert promql.selector("M", EXPORTED, held=True) == 'M{exported_namespace!=""}'
+
+
+def test_selector_without_filters_selects_every_gpu():
+    assert promql.selector("M", PERCENT) == "M{}"
+
+
+def test_selector_escapes_label_values():
+    assert promql.selector("M", PERCENT, namespace='a"b\\c') == 'M{namespace="a\\"b\\\\c"}'
+
+
+def test_selector_matches_several_pods_with_an_escaped_regex():
+    query = promql.selector("M", PERCENT, namespace="ns", pods=["train-1", "a.b"])
+    assert query == 'M{namespace="ns",pod=~"a\\\\.b|train\\\\-1"}'
+
+
+def test_selector_with_one_pod_uses_equality():
+    assert promql.selector("M", EXPORTED, namespace="ns", pods=["p"]) == (
+        'M{exported_namespace="ns",exported_pod="p"}'
+    )
+
+
+def test_selector_refuses_empty_lists_rather_than_matching_everything():
+    with pytest.raises(ValueError, match="matches nothing"):
+        promql.selector("M", PERCENT, namespaces=[])
+    with pytest.raises(ValueError, match="matches nothing"):
+        promql.selector("M", PERCENT, namespace="ns", pods=[])
+
+
+def test_namespaces_become_an_anchored_alternation():
+    query = promql.selector("M", PERCENT, namespaces=["b", "a", "b"])
+    assert query == 'M{namespace=~"a|b"}'
+
+
+def test_unknown_layout_or_metric_is_refused():
+    with pytest.raises(ValueError, match="layout"):
+        MetricsConfig(layout="pods")
+    with pytest.raises(ValueError, match="metric"):
+        MetricsConfig(utilisation_metric="DCGM_FI_DEV_SM_CLOCK")
+
+
+def test_percent_metric_is_aggregated_as_is():
+    assert promql.utilisation_by_pod(PERCENT, namespace="vision") == (
+        'avg by (pod) (DCGM_FI_DEV_GPU_UTIL{namespace="vision"})'
+    )
+
+
+def test_ratio_metric_is_scaled_to_percent():
+    assert promql.utilisation_by_pod(RATIO, namespace="vision") == (
+        '(avg by (pod) (DCGM_FI_PROF_GR_ENGINE_ACTIVE{namespace="vision"})) * 100'
+    )
+
+
+def test_exported_layout_groups_by_exported_pod():
+    assert promql.utilisation_by_pod(EXPORTED, namespace="v") == (
+        'avg by (exported_pod) (DCGM_FI_DEV_GPU_UTIL{exported_namespace="v"})'
+    )
+
+
+def test_gpu_series_are_keyed_by_node_and_gpu_index():
+    query = promql.utilisation_by_gpu(PERCENT, namespace="v", pods=["p"])
+    assert query == 'max by (Hostname, gpu) (DCGM_FI_DEV_GPU_UTIL{namespace="v",pod="p"})'
+    assert promql.utilisation_heatmap(RATIO) == (
+        "(max by (Hostname, gpu) (DCGM_FI_PROF_GR_ENGINE_ACTIVE{})) * 100"
+    )
+
+
+def test_gauges_sum_memory_and_power_and_take_the_hottest_temperature():
+    assert promql.gauge_by(promql.FB_USED, PERCENT, ["pod"], namespace="v").startswith("sum by")
+    assert promql.gauge_by(promql.POWER, PERCENT, ["pod"], namespace="v").startswith("sum by")
+    assert promql.gauge_by(promql.TEMPERATURE, PERCENT, ["pod"], namespace="v").startswith("max")
+
+
+def test_gpus_held_counts_the_namespace_series_and_reads_zero_when_there_are_none():
+    assert promql.gpus_held(EXPORTED, namespace="v") == (
+        'count(DCGM_FI_DEV_GPU_UTIL{exported_namespace="v"}) or vector(0)'
+    )
+
+
+def test_pod_average_only_judges_pods_held_for_a_whole_window_and_still_running():
+    query = promql.pod_average_utilisation(PERCENT, window_minutes=5, namespace="v")
+    series = 'DCGM_FI_DEV_GPU_UTIL{namespace="v"}'
+    assert query == (
+        f"(avg by (namespace, pod) (avg_over_time({series}[5m]))) "
+        f"and on (namespace, pod) ({series}) "
+        f"and on (namespace, pod) ({series} offset 5m)"
+    )
+
+
+def test_pod_average_of_a_ratio_metric_scales_the_average_not_the_range():
+    query = promql.pod_average_utilisation(RATIO, window_minutes=10)
+    assert "(avg by (namespace, pod) (avg_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE" in query
+    assert "[10m]))) * 100" in query
+
+
+def test_idle_rule_is_the_seeds_low_gpu_usage_per_pod():
+    assert promql.idle_rule_expression(
+        PERCENT, threshold_percent=10, window_minutes=5, namespace="v"
+    ) == ('avg by (namespace, pod) (avg_over_time(DCGM_FI_DEV_GPU_UTIL{namespace="v"}[5m])) < 10')
+
+
+def test_gpu_seconds_held_sample_the_gpu_count_every_resolution_step():
+    query = promql.gpu_seconds_held(PERCENT, period_seconds=86400, resolution=60, held=True)
+    assert query == (
+        'sum_over_time((count by (namespace) (DCGM_FI_DEV_GPU_UTIL{namespace!=""}))'
+        "[86400s:60s]) * 60"
+    )
+
+
+def test_gpu_seconds_used_weight_by_utilisation_in_either_unit():
+    percent = promql.gpu_seconds_used(PERCENT, period_seconds=3600, resolution=60, held=True)
+    ratio = promql.gpu_seconds_used(RATIO, period_seconds=3600, resolution=60, held=True)
+    assert percent.endswith("[3600s:60s]) * 0.6")
+    assert ratio.endswith("[3600s:60s]) * 60")
+
+
+@pytest.mark.parametrize(
+    "seconds",
+    [60, 3600, 6 * 3600, 86400, 7 * 86400, 30 * 86400, 400 * 86400, 12_345, 1],
+)
+def test_the_step_keeps_every_series_within_a_thousand_points(seconds):
+    step = promql.step_for(seconds)
+    assert seconds / step + 1 <= promql.MAX_POINTS
+
+
+def test_steps_are_round_numbers_that_grow_with_the_window():
+    steps = [promql.step_for(d.total_seconds()) for d in promql.PRESET_WINDOWS.values()]
+    assert steps == [5, 30, 120, 900]
+
+
+def test_heatmaps_get_a_coarser_step():
+    assert promql.step_for(3600, promql.HEATMAP_COLUMNS) == 30
+
+
+def test_window_aligns_its_end_to_a_whole_step_and_keeps_its_length():
+    now = datetime.datetime(2026, 1, 1, 12, 0, 7, tzinfo=UTC)
+    window = promql.preset_window("1h", now)
+    start, end = window.aligned()
+    assert end == now.timestamp() - 2
+    assert end - start == 3600
+
+
+def test_window_refuses_naive_or_empty_ranges():
+    now = datetime.datetime(2026, 1, 1, tzinfo=UTC)
+    with pytest.raises(ValueError, match="timezone"):
+        promql.Window(start=now.replace(tzinfo=None), end=now.replace(tzinfo=None))
+    with pytest.raises(ValueError, match="end after"):
+        promql.Window(start=now, end=now)

@@ -10,6 +10,7 @@ than the client's model objects and testable without a cluster. Failures surface
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -39,25 +40,27 @@ class StopRefused(Exception):
 
 
 def _api_client(cluster: Cluster) -> client.ApiClient:
-    """An API client from the cluster's kubeconfig (or the in-cluster service account, or the
-    default kubeconfig), with its API server URL when one is set."""
+    """An API client from the cluster's kubeconfig, or the service account of the pod the
+    portal runs in; the cluster's API server URL, when set, wins over either."""
     configuration = client.Configuration()
     try:
         if cluster.kubeconfig_path:
             config.load_kube_config(
                 config_file=cluster.kubeconfig_path, client_configuration=configuration
             )
+        elif os.environ.get("KUBERNETES_SERVICE_HOST"):
+            config.load_incluster_config(client_configuration=configuration)
         else:
-            try:
-                config.load_incluster_config(client_configuration=configuration)
-            except config.ConfigException:
-                config.load_kube_config(client_configuration=configuration)
-    except (config.ConfigException, OSError) as error:
+            raise ClusterUnavailable(
+                f"Cluster {cluster.name} has no kubeconfig path and the portal does not run "
+                "inside a cluster."
+            )
+    except (config.ConfigException, OSError, ValueError) as error:
         raise ClusterUnavailable(
             f"No usable credentials for cluster {cluster.name}: {error}"
         ) from error
     if cluster.api_server_url:
-        configuration.host = cluster.api_server_url
+        configuration.host = cluster.api_server_url.rstrip("/")
     return client.ApiClient(configuration)
 
 

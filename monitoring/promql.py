@@ -325,12 +325,19 @@ def idle_rule_expression(
 # --- usage (GPU-hours) -----------------------------------------------------------------------
 
 
+def _period(period_seconds: float, resolution: int) -> str:
+    # One second short of the period: a sample exactly at the period's start belongs to the
+    # period before (Prometheus 2 ranges include both ends), so adjacent periods never share one.
+    return f"[{duration(max(period_seconds - 1, 1))}:{resolution}s]"
+
+
 def gpu_seconds_held(config: MetricsConfig, *, period_seconds: float, resolution: int, **filters):
-    """GPU-seconds held per namespace over the period ending at the query's time: the number
-    of held GPUs sampled every ``resolution`` seconds, summed, times the resolution."""
+    """GPU-seconds held per namespace in the period (start, t] ending at the query's time t:
+    the number of held GPUs sampled every ``resolution`` seconds, summed, times the
+    resolution."""
     series = selector(config.utilisation_metric, config, **filters)
     count = f"count {_by(config.labels.namespace)} ({series})"
-    return f"sum_over_time(({count})[{duration(period_seconds)}:{resolution}s]) * {resolution}"
+    return f"sum_over_time(({count}){_period(period_seconds, resolution)}) * {resolution}"
 
 
 def gpu_seconds_used(config: MetricsConfig, *, period_seconds: float, resolution: int, **filters):
@@ -339,4 +346,4 @@ def gpu_seconds_used(config: MetricsConfig, *, period_seconds: float, resolution
     series = selector(config.utilisation_metric, config, **filters)
     busy = f"sum {_by(config.labels.namespace)} ({series})"
     scale = resolution if config.utilisation_is_ratio else resolution / 100
-    return f"sum_over_time(({busy})[{duration(period_seconds)}:{resolution}s]) * {scale:g}"
+    return f"sum_over_time(({busy}){_period(period_seconds, resolution)}) * {scale:g}"

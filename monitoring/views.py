@@ -5,6 +5,8 @@ A page asked by htmx (auto refresh) gets only its live region back."""
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -38,8 +40,15 @@ def _chosen(request: HttpRequest, clusters: list[Cluster]) -> Cluster | None:
     return next((c for c in clusters if c.name == wanted), clusters[0] if clusters else None)
 
 
+LIVE_PARAMETERS = ("cluster", "window", "start", "end")
+
+
 def _render_live(request: HttpRequest, page: str, live: str, context: dict) -> HttpResponse:
+    """The page, or for htmx (auto refresh) its live region, which asks for itself again with
+    the same cluster and window."""
+    query = urlencode([(k, request.GET[k]) for k in LIVE_PARAMETERS if request.GET.get(k)])
     context["refresh_seconds"] = settings.MONITORING_REFRESH_SECONDS
+    context["refresh_url"] = f"{request.path}?{query}" if query else request.path
     response = render(request, live if request.htmx else page, context)
     patch_vary_headers(response, ("HX-Request",))
     return response

@@ -121,19 +121,19 @@ def test_idle_rule_is_the_seeds_low_gpu_usage_per_pod():
     ) == ('avg by (namespace, pod) (avg_over_time(DCGM_FI_DEV_GPU_UTIL{namespace="v"}[5m])) < 10')
 
 
-def test_gpu_seconds_held_sample_the_gpu_count_every_resolution_step():
+def test_gpu_seconds_held_sample_the_gpu_count_over_the_half_open_period():
     query = promql.gpu_seconds_held(PERCENT, period_seconds=86400, resolution=60, held=True)
     assert query == (
         'sum_over_time((count by (namespace) (DCGM_FI_DEV_GPU_UTIL{namespace!=""}))'
-        "[86400s:60s]) * 60"
+        "[86399s:60s]) * 60"
     )
 
 
 def test_gpu_seconds_used_weight_by_utilisation_in_either_unit():
     percent = promql.gpu_seconds_used(PERCENT, period_seconds=3600, resolution=60, held=True)
     ratio = promql.gpu_seconds_used(RATIO, period_seconds=3600, resolution=60, held=True)
-    assert percent.endswith("[3600s:60s]) * 0.6")
-    assert ratio.endswith("[3600s:60s]) * 60")
+    assert percent.endswith("[3599s:60s]) * 0.6")
+    assert ratio.endswith("[3599s:60s]) * 60")
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,138 @@
+"""The usage report's GPU-hours against what the simulator's backfill wrote.
+
+A day of history for 8 GPUs in two namespaces (two teams), one sample a minute: the report must
+find exactly the GPU-hours the backfill held and, weighted by utilisation, used. The backfill
+does not restart the shared Prometheus (others' tests use it); Prometheus picks the new blocks
+up within a minute. The series are deleted again afterwards."""
+
+import datetime
+import uuid
+
+import pytest
+
+from devcluster.backfill import BackfillSpec
+from tests import factories
+
+from .conftest import delete_series, eventually, member_of
+
+pytestmark = [pytest.mark.integration, pytest.mark.devcluster]
+
+UTC = datetime.UTC
+
+
+@pytest.fixture(scope="module")
+def backfilled(devcluster):
+    suffix = uuid.uuid4().hex[:8]
+    spec = BackfillSpec(
+        days=1,
+        gpus=8,
+        gpus_per_pod=2,
+        namespaces=(f"usage-a-{suffix}", f"usage-b-{suffix}"),
+        end=int(datetime.datetime.now(UTC).timestamp()) - 600,
+        node_prefix=f"usage-node-{suffix}",
+    )
+    devcluster.backfill(spec, restart_prometheus=False)
+    selector = f'DCGM_FI_DEV_GPU_UTIL{{namespace=~"usage-.-{suffix}"}}'
+    count = f"count(count_over_time({selector}[2d]))"
+
+    def loaded():
+        try:
+            result = devcluster.prometheus_query(count, at=spec.end_timestamp)
+        except OSError:
+            return None
+        return result and float(result[0]["value"][1]) == spec.gpus
+
+    eventually(loaded, timeout=150, interval=2, what="Prometheus to load the backfilled blocks")
+    yield spec
+    delete_series(devcluster, selector)
+
+
+def expected_used_hours(spec, namespace):
+    total = sum(
+        spec.utilisation(gpu, t)
+        for gpu in spec.gpu_list()
+        if gpu.namespace == namespace
+        for t in spec.timestamps()
+    )
+    return total / 100 * spec.step_seconds / 3600
+
+
+def period_params(spec, bucket="total"):
+    # Half a step before the first sample, to the last one: every sample is inside.
+    start = datetime.datetime.fromtimestamp(spec.start_timestamp - 30, UTC)
+    end = datetime.datetime.fromtimestamp(spec.end_timestamp, UTC)
+    return {"start": start.isoformat(), "end": end.isoformat(), "bucket": bucket}, start, end
+
+
+@pytest.fixture
+def teams(backfilled, metrics_cluster, admin):
+    team_a = factories.TeamFactory(slug=backfilled.namespaces[0], name="Usage A")
+    team_b = factories.TeamFactory(slug=backfilled.namespaces[1], name="Usage B")
+    start = datetime.datetime.fromtimestamp(backfilled.start_timestamp, UTC)
+    factories.QuotaGrantFactory(
+        request__team=team_a, request__cluster=metrics_cluster, request__gpus=4,
+        request__starts_on=(start - datetime.timedelta(days=1)).date(), request__ends_on=None,
+        granted_by=admin,
+    )  # fmt: skip
+    return team_a, team_b
+
+
+def test_held_and_used_gpu_hours_match_the_backfill(backfilled, teams, admin, api):
+    team_a, team_b = teams
+    params, start, end = period_params(backfilled)
+
+    response = api.as_user(admin).get("/api/v1/usage-report/", params)
+
+    assert response.status_code == 200, response.content
+    rows = {row["team"]: row for row in response.json()["rows"] if row["cluster"] == "devcluster"}
+    for team in (team_a, team_b):
+        row = rows[team.slug]
+        assert row["held_gpu_hours"] == pytest.approx(backfilled.gpu_hours(team.slug)), team
+        assert row["held_gpu_hours"] == pytest.approx(4 * 24)
+        assert row["used_gpu_hours"] == pytest.approx(expected_used_hours(backfilled, team.slug))
+    period_hours = (end - start).total_seconds() / 3600
+    assert rows[team_a.slug]["granted_gpu_hours"] == pytest.approx(4 * period_hours)
+    assert rows[team_b.slug]["granted_gpu_hours"] == 0
+    assert 0 < rows[team_a.slug]["utilisation_percent"] < 100
+
+
+def test_daily_periods_add_up_to_the_whole_without_counting_a_sample_twice(
+    backfilled, teams, admin, api
+):
+    team_a, _ = teams
+    params, _, _ = period_params(backfilled, bucket="day")
+
+    body = api.as_user(admin).get("/api/v1/usage-report/", params).json()
+
+    days = [r for r in body["rows"] if r["team"] == team_a.slug]
+    assert len(days) == 2  # a day of history crosses one midnight
+    assert sum(r["held_gpu_hours"] for r in days) == pytest.approx(4 * 24)
+    assert sum(r["used_gpu_hours"] for r in days) == pytest.approx(
+        expected_used_hours(backfilled, team_a.slug)
+    )
+
+
+def test_a_lead_gets_the_same_figures_for_their_team_only_in_csv_and_on_the_page(
+    backfilled, teams, api, client_as
+):
+    team_a, team_b = teams
+    lead = member_of(team_a, "ursula-lead")
+    params, _, _ = period_params(backfilled)
+
+    csv_text = api.as_user(lead).get("/api/v1/usage-report/", {**params, "format": "csv"})
+    lines = csv_text.content.decode().splitlines()
+    assert lines[0].startswith("team,team_name,cluster,period_start")
+    (line,) = lines[1:]
+    cells = line.split(",")
+    assert cells[0] == team_a.slug
+    assert float(cells[6]) == pytest.approx(96, abs=0.001)
+    assert float(cells[7]) == pytest.approx(expected_used_hours(backfilled, team_a.slug), abs=0.001)
+
+    page = client_as(lead).get("/monitoring/usage/", params)
+    (row,) = page.context["report"].rows
+    assert row.team_slug == team_a.slug
+    assert row.held_gpu_hours == pytest.approx(96)
+    assert team_b.slug not in page.content.decode()
+    download = client_as(lead).get("/monitoring/usage.csv", params)
+    assert download["Content-Disposition"].startswith("attachment")
+    assert download.content.decode().splitlines() == lines

@@ -12,14 +12,23 @@ scripts/bootstrap.sh
 unset DATABASE_URL  # the demo's database is the embedded SQLite file
 eval "$(scripts/services.sh up redis)"
 
+# The demo's cluster is the local GPU cluster (built on first use, then started in seconds).
+cluster_was_running=0
+.venv/bin/python -m devcluster status >/dev/null 2>&1 && cluster_was_running=1
+eval "$(.venv/bin/python -m devcluster up)"
+
 .venv/bin/python manage.py migrate --noinput -v0
-.venv/bin/python manage.py seed_demo
+.venv/bin/python manage.py seed_demo --kubeconfig "$KUBECONFIG" --prometheus-url "$PROMETHEUS_URL"
 
 .venv/bin/celery -A portal worker --pool=solo --loglevel=INFO >"$STATE/worker.log" 2>&1 &
 worker=$!
 .venv/bin/celery -A portal beat --loglevel=INFO >"$STATE/beat.log" 2>&1 &
 beat=$!
-trap 'kill $worker $beat 2>/dev/null || true' EXIT INT TERM
+stop() {
+  kill "$worker" "$beat" 2>/dev/null || true
+  if [ "$cluster_was_running" = 0 ]; then .venv/bin/python -m devcluster down || true; fi
+}
+trap stop EXIT INT TERM
 
 cat <<MSG
 
@@ -28,6 +37,8 @@ cat <<MSG
                lena  / gpu-portal-demo   (lead of team vision)
                otto  / gpu-portal-demo   (lead of team speech)
   API docs:    http://127.0.0.1:$PORT/api/v1/docs/
+  Cluster:     export KUBECONFIG=$KUBECONFIG   (kubectl: $(.venv/bin/python -c "from devcluster import builder; print(builder.bin_dir())")/kubectl)
+  Prometheus:  $PROMETHEUS_URL
   Logs:        $STATE/  (worker.log, beat.log)    Stop with Ctrl-C.
 
 MSG

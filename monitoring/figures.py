@@ -73,8 +73,13 @@ def _y_axis(axis: Axis) -> dict:
     return y_axis
 
 
-def _time_axis() -> dict:
-    return {"type": "date", "gridcolor": "#e6e9ef", "showspikes": False}
+def _time_axis(x_range: tuple[float, float] | None = None) -> dict:
+    """A date axis, spanning the whole window when it is given (unix seconds) rather than only
+    the samples there are: a pod that started a minute ago shows at the right edge."""
+    axis = {"type": "date", "gridcolor": "#e6e9ef", "showspikes": False}
+    if x_range is not None:
+        axis["range"] = [int(x_range[0] * 1000), int(x_range[1] * 1000)]
+    return axis
 
 
 def _figure(data: list[dict], layout: dict) -> dict:
@@ -98,32 +103,40 @@ def time_series(
     name: Callable[[dict[str, str]], str],
     scale: float = 1.0,
     decimals: int = 1,
+    x_range: tuple[float, float] | None = None,
 ) -> dict:
-    """One line per series, named by ``name(labels)``, values times ``scale``."""
+    """One line per series, named by ``name(labels)``, values times ``scale``. A series of one
+    or two points also gets markers, or it would not show at all."""
     named = sorted(((name(s.labels), s) for s in series), key=lambda pair: _sort_key(pair[0]))
-    data = [
-        {
-            "type": "scatter",
-            "mode": "lines",
-            "name": label,
-            "x": _millis(s.timestamps),
-            "y": [
-                None if (v := _clean(value)) is None else round(v * scale, decimals)
-                for value in s.values
-            ],
-            "hovertemplate": f"%{{y}} {axis.unit}<extra>{label}</extra>",
-            "line": {"width": 1.5},
-        }
-        for label, s in named
-    ]
+    data = []
+    for label, s in named:
+        ys = [None if (v := _clean(value)) is None else round(v * scale, decimals)
+              for value in s.values]  # fmt: skip
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "lines" if sum(y is not None for y in ys) > 2 else "lines+markers",
+                "name": label,
+                "x": _millis(s.timestamps),
+                "y": ys,
+                "hovertemplate": f"%{{y}} {axis.unit}<extra>{label}</extra>",
+                "line": {"width": 1.5},
+            }
+        )
     layout = _base_layout(title)
-    layout["xaxis"] = _time_axis()
+    layout["xaxis"] = _time_axis(x_range)
     layout["yaxis"] = _y_axis(axis)
     layout["showlegend"] = len(data) > 1
     return _figure(data, layout)
 
 
-def held_vs_granted(held: Sequence[Series], *, granted: int, title: str) -> dict:
+def held_vs_granted(
+    held: Sequence[Series],
+    *,
+    granted: int,
+    title: str,
+    x_range: tuple[float, float] | None = None,
+) -> dict:
     """GPUs held over time as a step line, with the GPUs granted as a dashed ceiling."""
     timestamps = held[0].timestamps if held else []
     values = [_clean(v) for v in held[0].values] if held else []
@@ -139,8 +152,8 @@ def held_vs_granted(held: Sequence[Series], *, granted: int, title: str) -> dict
         }
     ]
     layout = _base_layout(title)
-    layout["xaxis"] = _time_axis()
-    layout["yaxis"] = _y_axis(Axis("GPUs", "GPUs"))
+    layout["xaxis"] = _time_axis(x_range)
+    layout["yaxis"] = _y_axis(Axis("GPUs"))
     layout["yaxis"]["range"] = [0, max([granted, *(v or 0 for v in values), 1]) * 1.15]
     layout["shapes"] = [
         {
@@ -209,7 +222,7 @@ def heatmap(
         }
     ]
     layout = _base_layout(title, height=max(HEIGHT, 120 + 14 * len(rows)))
-    layout["xaxis"] = _time_axis()
+    layout["xaxis"] = _time_axis((start, end))
     layout["yaxis"] = {"type": "category", "automargin": True, "autorange": "reversed"}
     layout["hovermode"] = "closest"
     layout["margin"]["l"] = 120
@@ -228,7 +241,7 @@ def allocation_bars(
     layout["barmode"] = "group"
     layout["hovermode"] = "x"
     layout["xaxis"] = {"type": "category", "automargin": True}
-    layout["yaxis"] = _y_axis(Axis("GPUs", "GPUs"))
+    layout["yaxis"] = _y_axis(Axis("GPUs"))
     layout["yaxis"]["dtick"] = max(1, max([*allocatable, 0]) // 8)
     return _figure(data, layout)
 

@@ -206,7 +206,7 @@ def _gauge_charts(
                 return None
             return figures.time_series(
                 series, title=f"{gauge.title} {per}", axis=gauge.axis, name=name,
-                scale=gauge.scale,
+                scale=gauge.scale, x_range=(start, end),
             )  # fmt: skip
 
         charts.append(_chart(gauge.key, gauge.title, build, empty=empty))
@@ -234,14 +234,17 @@ def team_dashboard(*, team: Team, cluster: Cluster, window: promql.Window) -> Da
             if not series:
                 return None
             return figures.time_series(
-                series, title="GPU utilisation per pod", axis=UTILISATION_AXIS, name=pod_name
-            )
+                series, title="GPU utilisation per pod", axis=UTILISATION_AXIS, name=pod_name,
+                x_range=(start, end),
+            )  # fmt: skip
 
         def held_figure():
             query = promql.gpus_held(config, namespace=namespace)
             series = prometheus.query_range(query, start=start, end=end, step=window.step)
             held_now.extend(int(s.values[-1]) for s in series[:1] if s.values)
-            return figures.held_vs_granted(series, granted=granted, title="GPUs held vs granted")
+            return figures.held_vs_granted(
+                series, granted=granted, title="GPUs held vs granted", x_range=(start, end)
+            )
 
         charts = [_chart("utilisation", "GPU utilisation", utilisation_figure, empty=empty)]
         charts += _gauge_charts(
@@ -303,8 +306,9 @@ def pod_dashboard(
             if not series:
                 return None
             return figures.time_series(
-                series, title="GPU utilisation per GPU", axis=UTILISATION_AXIS, name=gpu_name
-            )
+                series, title="GPU utilisation per GPU", axis=UTILISATION_AXIS, name=gpu_name,
+                x_range=(start, end),
+            )  # fmt: skip
 
         charts = [_chart("utilisation", "GPU utilisation", utilisation_figure, empty=empty)]
         charts += _gauge_charts(
@@ -468,7 +472,7 @@ def cluster_dashboard(*, cluster: Cluster, window: promql.Window) -> ClusterDash
                 "Teams by GPUs held",
                 lambda: ranked(
                     promql.gpus_held_by_namespace(config), None,
-                    title="GPUs held now", axis=Axis("GPUs", "GPUs"), decimals=0,
+                    title="GPUs held now", axis=Axis("GPUs"), decimals=0,
                 ),
                 empty="No pod holds a GPU right now.",
             )

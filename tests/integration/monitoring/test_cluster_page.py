@@ -5,7 +5,8 @@ import pytest
 
 from tests import factories
 
-from .conftest import eventually, figure_on_page, gpu_pod, run_pod
+from .pages import figure_on_page
+from .workloads import eventually, gpu_pod, run_pod
 
 pytestmark = [pytest.mark.integration, pytest.mark.devcluster]
 

@@ -21,12 +21,12 @@ from monitoring.models import IdlePod, IdlePolicy, Notification
 from tenants.models import AuditEvent, Membership
 from tests import factories
 
-from .conftest import (
+from .pages import member_of
+from .workloads import (
     create_namespace,
     delete_namespace,
     eventually,
     gpu_pod,
-    member_of,
     portal_job,
     prometheus_has,
     run_pod,

@@ -7,7 +7,8 @@ import pytest
 from tenants.models import Membership
 from tests import factories
 
-from .conftest import closed_port, member_of
+from .pages import member_of
+from .workloads import closed_port
 
 pytestmark = [pytest.mark.integration]
 

@@ -7,15 +7,8 @@ from clusters.models import GpuUtilizationMetric
 from tenants.models import Membership
 from tests import factories
 
-from .conftest import (
-    chart_values,
-    eventually,
-    figure_on_page,
-    gpu_pod,
-    member_of,
-    prometheus_has,
-    run_pod,
-)
+from .pages import chart_values, figure_on_page, member_of
+from .workloads import eventually, gpu_pod, prometheus_has, run_pod
 
 pytestmark = [pytest.mark.integration, pytest.mark.devcluster]
 

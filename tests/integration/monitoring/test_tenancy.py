@@ -11,7 +11,8 @@ from django.utils import timezone
 from tenants.models import Membership
 from tests import factories
 
-from .conftest import chart_values, eventually, gpu_pod, member_of, prometheus_has, run_pod
+from .pages import chart_values, member_of
+from .workloads import eventually, gpu_pod, prometheus_has, run_pod
 
 pytestmark = [pytest.mark.integration, pytest.mark.devcluster]
 

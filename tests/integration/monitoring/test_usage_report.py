@@ -13,7 +13,8 @@ import pytest
 from devcluster.backfill import BackfillSpec
 from tests import factories
 
-from .conftest import delete_series, eventually, member_of
+from .pages import member_of
+from .workloads import delete_series, eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.devcluster]
 

@@ -108,3 +108,14 @@ def test_figures_carry_no_plotly_template_weight():
 def test_an_attribute_plotly_does_not_know_fails_at_build_time():
     with pytest.raises(ValueError, match="colour"):
         figures._figure([{"type": "bar", "colour": "red"}], {})
+
+
+def test_time_series_spans_the_whole_window_and_marks_lone_points():
+    figure = figures.time_series(
+        [series("new", [42])], title="t", axis=Axis("x"), name=str, x_range=(100, 3700)
+    )
+    assert figure["layout"]["xaxis"]["range"] == [100_000, 3_700_000]
+    assert figure["data"][0]["mode"] == "lines+markers"
+    many = figures.time_series([series("old", [1, 2, 3])], title="t", axis=Axis("x"), name=str)
+    assert many["data"][0]["mode"] == "lines"
+    assert "range" not in many["layout"]["xaxis"]

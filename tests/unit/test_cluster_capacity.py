@@ -1,0 +1,140 @@
+"""GPU capacity from the Node JSON, and the portal's words for the API server's refusals."""
+
+import json
+
+import pytest
+from kubernetes.client.rest import ApiException
+
+from clusters import kube
+from clusters.capacity import gpu_inventory, node_usable
+
+MODEL_LABEL = "nvidia.com/gpu.product"
+
+
+def node(name, gpus=8, *, ready=True, model="NVIDIA-A100-SXM4-80GB", cordoned=False, **extra):
+    return {
+        "metadata": {"name": name, "labels": {MODEL_LABEL: model} if model else {}},
+        "spec": {"unschedulable": True} if cordoned else {},
+        "status": {
+            "allocatable": {"cpu": "96", "memory": "1Ti", "nvidia.com/gpu": str(gpus), **extra},
+            "conditions": [
+                {"type": "MemoryPressure", "status": "False"},
+                {"type": "Ready", "status": "True" if ready else "False"},
+            ],
+        },
+    }
+
+
+def test_allocatable_gpus_add_up_over_ready_nodes():
+    kinds = gpu_inventory([node("a"), node("b", 4)], model_label=MODEL_LABEL)
+
+    assert kinds["nvidia.com/gpu"].allocatable == 12
+    assert kinds["nvidia.com/gpu"].gpu_model == "NVIDIA-A100-SXM4-80GB"
+
+
+@pytest.mark.parametrize(
+    "unusable", [node("b", ready=False), node("b", cordoned=True)], ids=["not-ready", "cordoned"]
+)
+def test_nodes_that_cannot_take_pods_do_not_count(unusable):
+    kinds = gpu_inventory([node("a"), unusable], model_label=MODEL_LABEL)
+
+    assert kinds["nvidia.com/gpu"].allocatable == 8
+    assert not node_usable(unusable)
+
+
+def test_a_node_without_conditions_is_not_ready():
+    assert not node_usable({"metadata": {"name": "new"}, "status": {}})
+
+
+def test_each_gpu_resource_name_is_its_own_kind_and_cpu_or_memory_are_not_gpus():
+    kinds = gpu_inventory(
+        [node("a", 0, **{"nvidia.com/mig-1g.10gb": "7"}), node("b", 8)], model_label=MODEL_LABEL
+    )
+
+    assert {name: kind.allocatable for name, kind in kinds.items()} == {
+        "nvidia.com/mig-1g.10gb": 7,
+        "nvidia.com/gpu": 8,
+    }
+
+
+def test_known_resource_names_count_even_without_a_gpu_prefix():
+    kinds = gpu_inventory(
+        [node("a", **{"example.com/accelerator": "2"})],
+        model_label=MODEL_LABEL,
+        known_resources=["example.com/accelerator"],
+    )
+
+    assert kinds["example.com/accelerator"].allocatable == 2
+
+
+def test_models_of_a_mixed_pool_are_listed():
+    kinds = gpu_inventory(
+        [node("a", model="NVIDIA-H100-80GB-HBM3"), node("b"), node("c", model=None)],
+        model_label=MODEL_LABEL,
+    )
+
+    assert kinds["nvidia.com/gpu"].gpu_model == "NVIDIA-A100-SXM4-80GB, NVIDIA-H100-80GB-HBM3"
+
+
+# --- errors ------------------------------------------------------------------------------------
+
+
+class FakeResponse:
+    def __init__(self, status, message, reason="Reason"):
+        self.status, self.reason = status, reason
+        self.data = json.dumps({"kind": "Status", "message": message})
+
+    def getheaders(self):
+        return {}
+
+
+def translate(status, message="nope"):
+    client = kube.KubeClient(api=None, cluster_name="gpu-east", field_manager="gpu-portal")
+    error = ApiException(http_resp=FakeResponse(status, message))
+    return client._translate(error, method="PATCH", what="ResourceQuota q in namespace vision")
+
+
+@pytest.mark.parametrize(
+    ("status", "kind", "transient"),
+    [
+        (409, kube.Conflict, True),
+        (429, kube.Throttled, True),
+        (500, kube.ServerError, True),
+        (503, kube.ServerError, True),
+        (403, kube.Forbidden, True),
+        (401, kube.Unauthorized, True),
+        (422, kube.Invalid, False),
+    ],
+)
+def test_api_errors_become_portal_errors_that_say_whether_to_retry(status, kind, transient):
+    error = translate(status)
+
+    assert isinstance(error, kind)
+    assert error.transient is transient
+
+
+def test_a_forbidden_apply_says_what_was_refused_and_who_can_fix_it():
+    message = str(translate(403, 'resourcequotas "q" is forbidden: User "x" cannot patch'))
+
+    assert "gpu-east" in message
+    assert "apply ResourceQuota q in namespace vision" in message
+    assert "cannot patch" in message
+    assert "deploy/rbac.yaml" in message
+
+
+def test_a_namespace_being_deleted_is_worth_retrying():
+    error = translate(
+        403, "unable to create new content in namespace vision because it is being terminated"
+    )
+
+    assert isinstance(error, kube.Conflict)
+
+
+def test_kind_paths():
+    assert kube.KINDS["Namespace"].path(name="vision") == "/api/v1/namespaces/vision"
+    assert kube.KINDS["RoleBinding"].path(namespace="vision", name="gpu-portal-edit") == (
+        "/apis/rbac.authorization.k8s.io/v1/namespaces/vision/rolebindings/gpu-portal-edit"
+    )
+    assert kube.KINDS["ResourceQuota"].path(namespace="vision") == (
+        "/api/v1/namespaces/vision/resourcequotas"
+    )

@@ -14,13 +14,15 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from kubernetes import client
 
 from devcluster import backfill as backfill_module
-from devcluster import cluster, credentials, nodes
+from devcluster import cluster, credentials, nodes, processes
 from devcluster.gpu_models import DEFAULT_GPU_MODEL
 from devcluster.settings import Settings, current
 
@@ -80,6 +82,23 @@ class DevCluster:
         if wait:
             nodes.wait_for_ready(api, [name])
         return name
+
+    @contextmanager
+    def apiserver_stopped(self) -> Iterator[None]:
+        """Stop kube-apiserver for the duration of the block, then start it and wait until it
+        is ready again (etcd and the other components keep running).
+
+        The state lock is held meanwhile, so another session's `up` waits rather than take the
+        stopped apiserver for a broken cluster and restart everything. Keep the block short:
+        other sessions sharing the cluster see the outage too.
+        """
+        component = cluster.COMPONENTS_BY_NAME["kube-apiserver"]
+        with cluster.state_lock(self.settings):
+            processes.stop(self.settings.run_dir, component.name, component.marker)
+            try:
+                yield
+            finally:
+                cluster._start_and_wait(self.settings, [component])
 
     def remove_node(self, name: str, wait: bool = True) -> None:
         """Delete a simulated node (pods bound to it are garbage-collected by the cluster)."""

@@ -182,10 +182,26 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+# Redis delivers a message again when the worker that took it never acknowledged it (it died
+# mid-task) after this many seconds. It must exceed the longest retry countdown.
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": int(env("CELERY_VISIBILITY_TIMEOUT", "3600")),
+    "unacked_restore_interval": int(env("CELERY_UNACKED_RESTORE_INTERVAL", "10")),
+}
 CELERY_BEAT_SCHEDULE = {
     "expire-quota-grants": {
         "task": "tenants.tasks.expire_quota_grants",
         "schedule": float(env("PORTAL_EXPIRE_GRANTS_EVERY_SECONDS", "300")),
+    },
+    # Every team on every cluster: repairs hand edits and shrinks quotas of expired grants.
+    "reconcile-sweep": {
+        "task": "tenants.tasks.reconcile_sweep",
+        "schedule": float(env("PORTAL_RECONCILE_SWEEP_SECONDS", "300")),
+    },
+    # GPU capacity from the clusters' Ready GPU nodes.
+    "sync-gpu-inventory": {
+        "task": "clusters.tasks.sync_all_inventories",
+        "schedule": float(env("PORTAL_INVENTORY_SYNC_SECONDS", "60")),
     },
     "check-idle-gpus": {
         "task": "monitoring.tasks.check_idle_gpus",
@@ -218,6 +234,18 @@ PORTAL_BASE_URL = env("PORTAL_BASE_URL", "http://127.0.0.1:8000")
 
 # Upper bound on one request's GPUs: anything above it is a typo, not a plan.
 PORTAL_MAX_GPUS_PER_REQUEST = int(env("PORTAL_MAX_GPUS_PER_REQUEST", "1024"))
+
+# Reconcile: transient cluster errors are retried with exponential backoff up to this many
+# seconds between tries, this many times; after that the periodic sweep takes over.
+PORTAL_RECONCILE_RETRY_BACKOFF_MAX = int(env("PORTAL_RECONCILE_RETRY_BACKOFF_MAX", "60"))
+PORTAL_RECONCILE_MAX_RETRIES = int(env("PORTAL_RECONCILE_MAX_RETRIES", "10"))
+# What every team namespace gets besides its grants: a pod count, and container defaults (so
+# pods fit a quota that counts CPU and memory without saying what they need).
+PORTAL_TEAM_MAX_PODS = int(env("PORTAL_TEAM_MAX_PODS", "100"))
+PORTAL_CONTAINER_DEFAULT_CPU_REQUEST_MILLICORES = int(env("PORTAL_CONTAINER_CPU_REQUEST_M", "100"))
+PORTAL_CONTAINER_DEFAULT_CPU_LIMIT_MILLICORES = int(env("PORTAL_CONTAINER_CPU_LIMIT_M", "1000"))
+PORTAL_CONTAINER_DEFAULT_MEMORY_REQUEST_MIB = int(env("PORTAL_CONTAINER_MEMORY_REQUEST_MI", "256"))
+PORTAL_CONTAINER_DEFAULT_MEMORY_LIMIT_MIB = int(env("PORTAL_CONTAINER_MEMORY_LIMIT_MI", "1024"))
 
 LOGGING = {
     "version": 1,

@@ -185,20 +185,61 @@ class TeamCluster(models.Model):
     """A team's presence on one cluster: its namespace there and how far the cluster has been
     brought in line with the portal's grants (written by the reconcile task)."""
 
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        IN_SYNC = "in_sync", "In sync"
+        ERROR = "error", "Error"
+        DELETED = "deleted", "Namespace deleted"
+
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="cluster_states")
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="team_states")
     reconcile_requested_at = models.DateTimeField(null=True, blank=True)
-    last_reconciled_at = models.DateTimeField(null=True, blank=True)
+    last_reconciled_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the last reconcile attempt ended, however it went."
+    )
     reconcile_runs = models.PositiveIntegerField(default=0)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    last_applied_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the cluster was last found or brought in line."
+    )
+    last_write_count = models.PositiveIntegerField(
+        default=0, help_text="Objects the last successful pass applied or deleted (0: unchanged)."
+    )
+    applied_quota = models.JSONField(
+        default=dict, blank=True, help_text="The ResourceQuota's hard limits as last applied."
+    )
+    last_error = models.TextField(blank=True)
+    last_error_at = models.DateTimeField(null=True, blank=True)
+    consecutive_failures = models.PositiveIntegerField(default=0)
+    namespace_delete_requested_at = models.DateTimeField(null=True, blank=True)
+    namespace_deleted_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["team", "cluster"]
         constraints = [
             models.UniqueConstraint(fields=["team", "cluster"], name="team_cluster_unique"),
+            models.CheckConstraint(
+                condition=Q(status__in=["pending", "in_sync", "error", "deleted"]),
+                name="team_cluster_status_valid",
+            ),
         ]
 
     def __str__(self) -> str:
         return f"{self.team} on {self.cluster}"
+
+    @property
+    def in_sync(self) -> bool:
+        return self.status == self.Status.IN_SYNC
+
+    @property
+    def recovered(self) -> bool:
+        """In sync again after an error (which stays on record until the next one)."""
+        return bool(
+            self.in_sync
+            and self.last_error_at
+            and self.last_applied_at
+            and self.last_applied_at > self.last_error_at
+        )
 
 
 class AuditEvent(models.Model):

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import F, Model
+from django.db.models import Model
 from django.utils import timezone
 from kombu.exceptions import OperationalError
 
@@ -115,9 +115,29 @@ def schedule_reconcile(*, team_id: int, cluster_id: int) -> None:
 
     TeamCluster.objects.get_or_create(team_id=team_id, cluster_id=cluster_id)
     TeamCluster.objects.filter(team_id=team_id, cluster_id=cluster_id).update(
-        reconcile_requested_at=timezone.now()
+        reconcile_requested_at=timezone.now(), status=TeamCluster.Status.PENDING
     )
     transaction.on_commit(lambda: _enqueue_reconcile(reconcile_team, team_id, cluster_id))
+
+
+def schedule_reconcile_team(*, team: Team) -> None:
+    """Schedule a reconcile of the team on every cluster it is on (e.g. its members changed)."""
+    for cluster_id in team_cluster_ids(team=team):
+        schedule_reconcile(team_id=team.pk, cluster_id=cluster_id)
+
+
+def team_cluster_ids(*, team: Team) -> list[int]:
+    """Clusters the team has a namespace on, or is about to: any it has state or a grant on."""
+    ids = set(TeamCluster.objects.filter(team=team).values_list("cluster_id", flat=True))
+    ids |= set(QuotaGrant.objects.filter(team=team).values_list("cluster_id", flat=True))
+    return sorted(ids)
+
+
+def enqueue_reconcile(*, team_id: int, cluster_id: int) -> None:
+    """Enqueue a reconcile now, outside any change (the periodic sweep)."""
+    from tenants.tasks import reconcile_team
+
+    _enqueue_reconcile(reconcile_team, team_id, cluster_id)
 
 
 def _enqueue_reconcile(task, team_id: int, cluster_id: int) -> None:
@@ -130,16 +150,6 @@ def _enqueue_reconcile(task, team_id: int, cluster_id: int) -> None:
         task.delay(team_id=team_id, cluster_id=cluster_id)
     except OperationalError:
         logger.exception("Could not enqueue reconcile of team %s on %s", team_id, cluster_id)
-
-
-def reconcile_record_run(*, team_id: int, cluster_id: int) -> TeamCluster:
-    """Record that a reconcile of the team on the cluster ran (the apply itself comes later)."""
-    team_cluster, _ = TeamCluster.objects.get_or_create(team_id=team_id, cluster_id=cluster_id)
-    TeamCluster.objects.filter(pk=team_cluster.pk).update(
-        last_reconciled_at=timezone.now(), reconcile_runs=F("reconcile_runs") + 1
-    )
-    team_cluster.refresh_from_db()
-    return team_cluster
 
 
 # --- checks ------------------------------------------------------------------------------------
@@ -285,6 +295,7 @@ def membership_set(*, actor: User, team: Team, user: User, role: str) -> Members
             return membership
         audit(actor=actor, action="membership.set", target=membership, team=team,
               before=before, after=snapshot(membership))  # fmt: skip
+        schedule_reconcile_team(team=team)  # the team's RoleBindings change
     return membership
 
 
@@ -299,6 +310,85 @@ def membership_remove(*, actor: User, team: Team, user: User) -> None:
         audit(actor=actor, action="membership.removed", target=membership, team=team,
               before=before, after=None)  # fmt: skip
         membership.delete()
+        schedule_reconcile_team(team=team)  # the team's RoleBindings change
+
+
+# --- offboarding -------------------------------------------------------------------------------
+
+
+def team_archive(*, actor: User, team: Team, note: str = "") -> Team:
+    """Offboard a team: cancel its pending requests, revoke its active grants and archive it.
+
+    On every cluster it is on, the next reconcile removes its RoleBindings and drops its quota
+    to zero. Its namespaces stay (with whatever runs there) until an admin deletes them with
+    ``team_namespace_delete``.
+    """
+    if not is_portal_admin(actor):
+        raise PermissionDenied("Only portal admins can archive teams.")
+    note = note.strip() or "Team archived."
+    with transaction.atomic():
+        locked = Team.objects.select_for_update().get(pk=team.pk)
+        if locked.archived_at is not None:
+            raise InvalidTransition(f"Team {locked.slug} is already archived.",
+                                    current_state="archived")  # fmt: skip
+        before = snapshot(locked)
+        pending = QuotaRequest.objects.select_for_update().filter(
+            team=locked, state=RequestState.PENDING
+        )
+        for quota_request in pending.order_by("pk"):
+            request_before = snapshot(quota_request)
+            quota_request.state = RequestState.CANCELLED
+            quota_request.decided_by = actor
+            quota_request.decided_at = timezone.now()
+            quota_request.decision_note = note
+            quota_request.save(update_fields=["state", "decided_by", "decided_at", "decision_note"])
+            audit(actor=actor, action="quota_request.cancelled", target=quota_request,
+                  team=locked, before=request_before, after=snapshot(quota_request),
+                  note=note)  # fmt: skip
+        active = QuotaGrant.objects.filter(team=locked, state=GrantState.ACTIVE)
+        for grant_id in active.order_by("pk").values_list("pk", flat=True):
+            _end_grant(grant_id=grant_id, to_state=GrantState.REVOKED, actor=actor, note=note)
+        locked.archived_at = timezone.now()
+        locked.save(update_fields=["archived_at"])
+        audit(actor=actor, action="team.archived", target=locked, team=locked, before=before,
+              after=snapshot(locked), note=note)  # fmt: skip
+        schedule_reconcile_team(team=locked)
+    return locked
+
+
+def team_namespace_delete(
+    *, actor: User, team: Team, cluster: Cluster, confirm: str
+) -> TeamCluster:
+    """Delete an archived team's namespace on a cluster, and everything in it.
+
+    Irreversible, so the admin must type the team's slug as ``confirm``. The reconcile does the
+    deletion, and only of a namespace the portal created.
+    """
+    if not is_portal_admin(actor):
+        raise PermissionDenied("Only portal admins can delete a team's namespace.")
+    if team.archived_at is None:
+        raise ValidationError(
+            {"team": f"Archive team {team.slug} first: its namespace is deleted only after that."}
+        )
+    if confirm != team.slug:
+        raise ValidationError(
+            {"confirm": f"Type the team's slug, {team.slug}, to confirm deleting its namespace."}
+        )
+    with transaction.atomic():
+        state = TeamCluster.objects.select_for_update().filter(team=team, cluster=cluster).first()
+        if state is None:
+            raise ValidationError(
+                {"cluster": f"Team {team.slug} has no namespace on cluster {cluster.name}."}
+            )
+        if state.namespace_delete_requested_at is None:
+            state.namespace_delete_requested_at = timezone.now()
+            state.save(update_fields=["namespace_delete_requested_at"])
+            audit(actor=actor, action="team.namespace_delete_requested", target=team, team=team,
+                  before=None, after=None,
+                  note=f"Namespace {team.namespace} on cluster {cluster.name}.")  # fmt: skip
+        schedule_reconcile(team_id=team.pk, cluster_id=cluster.pk)
+    state.refresh_from_db()
+    return state
 
 
 # --- clusters ----------------------------------------------------------------------------------

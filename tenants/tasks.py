@@ -1,20 +1,61 @@
-"""Celery tasks: small, idempotent, given ids. The work itself lives in services."""
+"""Celery tasks: small, idempotent, given ids. The work itself lives in services and reconcile.
+
+Every task is acknowledged late (``CELERY_TASK_ACKS_LATE``): a worker that dies mid-task leaves
+the message to be delivered again, and running a reconcile twice is harmless because it applies
+the database's state as it is then, not the event that scheduled it.
+"""
 
 from celery import shared_task
+from django.conf import settings
+from django.core.exceptions import ObjectDoesNotExist
+from django.db import OperationalError
 
-from tenants import services
+from clusters.kube import KubeError, TransientKubeError
+from tenants import reconcile, services
+from tenants.models import TeamCluster
 
 
-@shared_task(acks_late=True)
-def reconcile_team(*, team_id: int, cluster_id: int) -> None:
-    """Bring the team's namespace on the cluster in line with its grants.
+@shared_task(
+    acks_late=True,
+    autoretry_for=(TransientKubeError, OperationalError),
+    retry_backoff=True,
+    retry_backoff_max=settings.PORTAL_RECONCILE_RETRY_BACKOFF_MAX,
+    retry_jitter=True,
+    max_retries=settings.PORTAL_RECONCILE_MAX_RETRIES,
+)
+def reconcile_team(*, team_id: int, cluster_id: int) -> dict:
+    """Bring the team's namespace on the cluster in line with its grants and members.
 
-    For now this only records that it ran; applying objects to the cluster comes with the
-    reconcile work.
+    Transient cluster errors (unreachable, 409, 429, 5xx) are retried with backoff; past the
+    retries the periodic sweep takes over. Other errors are recorded on the team's cluster
+    status, where a lead can read them, and not retried: they need a person.
     """
-    services.reconcile_record_run(team_id=team_id, cluster_id=cluster_id)
+    try:
+        outcome = reconcile.reconcile_team_on_cluster(team_id=team_id, cluster_id=cluster_id)
+    except TransientKubeError:
+        raise
+    except KubeError as error:
+        return {"error": str(error)}
+    except ObjectDoesNotExist:
+        return {"error": "the team or the cluster no longer exists"}
+    return outcome.as_dict()
 
 
 @shared_task(acks_late=True)
 def expire_quota_grants() -> list[int]:
     return services.quota_grants_expire()
+
+
+@shared_task(acks_late=True)
+def reconcile_sweep() -> int:
+    """The periodic sweep: expire grants whose period is over, then reconcile every team on every
+    cluster it has been on, so hand edits are reverted and expired grants leave the quota."""
+    services.quota_grants_expire()
+    pairs = TeamCluster.objects.filter(namespace_deleted_at__isnull=True).values_list(
+        "team_id", "cluster_id"
+    )
+    count = 0
+    for team_id, cluster_id in pairs.iterator():
+        services.enqueue_reconcile(team_id=team_id, cluster_id=cluster_id)
+        count += 1
+    return count

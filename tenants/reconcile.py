@@ -1,0 +1,288 @@
+"""Bring one team's namespace on one cluster in line with the database, and say how it went.
+
+Level-triggered: whatever woke it, a pass reads the team's grants and memberships as they are
+now, builds the desired objects (``tenants.manifests``), compares them with what the cluster
+holds under the portal's labels, applies only what differs (server-side apply, one field manager)
+and deletes what the portal owns but no longer wants. A pass over an unchanged cluster makes
+reads only: one GET of the namespace and one labelled LIST per kind.
+
+Passes for the same team and cluster are serialised by a PostgreSQL advisory lock taken before
+the database is read: a pass that started from older grants can never overwrite what a later one
+applied. (An advisory lock rather than a row lock: approvals update the ``TeamCluster`` row and
+must not wait for a pass talking to a slow cluster.) The outcome (in sync, or the error in words;
+when it last applied; what the quota holds) is written to that row, where the pages and the API
+read it.
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Case, F, Value, When
+from django.utils import timezone
+
+from clusters.kube import KubeClient, KubeError, NotOwned, describe
+from clusters.models import Cluster, GpuCapacity
+from tenants import manifests
+from tenants.models import Membership, QuotaGrant, Team, TeamCluster
+
+logger = logging.getLogger(__name__)
+
+NAMESPACED_KINDS = ("ResourceQuota", "LimitRange", "RoleBinding")
+# Requests of one pass that may be in flight at once (they are independent of each other).
+MAX_CONCURRENT_REQUESTS = 4
+# First key of the advisory locks that serialise reconcile passes (the second is the row's id).
+ADVISORY_LOCK_CLASS = 0x6770  # "gp"
+
+
+@dataclass
+class Outcome:
+    """What one pass did: objects applied and deleted, and the requests it made."""
+
+    applied: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    reads: int = 0
+    writes: int = 0
+    quota: dict = field(default_factory=dict)
+    namespace_deleted: bool = False
+
+    def as_dict(self) -> dict:
+        return {
+            "applied": self.applied,
+            "deleted": self.deleted,
+            "reads": self.reads,
+            "writes": self.writes,
+        }
+
+
+def policy() -> manifests.Policy:
+    return manifests.Policy(
+        portal_name=settings.PORTAL_NAME,
+        max_pods=settings.PORTAL_TEAM_MAX_PODS,
+        default_cpu_request_millicores=settings.PORTAL_CONTAINER_DEFAULT_CPU_REQUEST_MILLICORES,
+        default_cpu_limit_millicores=settings.PORTAL_CONTAINER_DEFAULT_CPU_LIMIT_MILLICORES,
+        default_memory_request_mib=settings.PORTAL_CONTAINER_DEFAULT_MEMORY_REQUEST_MIB,
+        default_memory_limit_mib=settings.PORTAL_CONTAINER_DEFAULT_MEMORY_LIMIT_MIB,
+    )
+
+
+def team_state(*, team: Team, cluster: Cluster) -> manifests.TeamOnCluster:
+    """The team's state on the cluster as the database holds it now (three queries)."""
+    grants = QuotaGrant.objects.filter(team=team, cluster=cluster, state=QuotaGrant.State.ACTIVE)
+    members = Membership.objects.filter(team=team).values_list("user__username", "role")
+    offered = GpuCapacity.objects.filter(cluster=cluster).values_list("resource_name", flat=True)
+    return manifests.team_on_cluster(
+        slug=team.slug,
+        today=timezone.localdate(),
+        gpu_resources=offered,
+        grants=[
+            manifests.Grant(
+                gpu_resource=g.gpu_resource,
+                gpus=g.gpus,
+                starts_on=g.starts_on,
+                ends_on=g.ends_on,
+                cpu_cores=g.cpu_cores,
+                memory_gib=g.memory_gib,
+                state=g.state,
+            )
+            for g in grants
+        ],
+        members=[manifests.Member(username=u, role=r) for u, r in members],
+        user_prefix=cluster.user_prefix,
+        archived=team.archived_at is not None,
+    )
+
+
+# --- talking to the cluster --------------------------------------------------------------------
+
+
+def _each(function, items: list) -> list:
+    """``function`` over independent requests at once: a pass costs about as long as its
+    slowest request rather than their sum. The first error is raised (after all finished)."""
+    if len(items) <= 1:
+        return [function(item) for item in items]
+    with ThreadPoolExecutor(max_workers=min(len(items), MAX_CONCURRENT_REQUESTS)) as pool:
+        return list(pool.map(function, items))
+
+
+def sync(kube: KubeClient, desired: list[dict], *, slug: str, rules: manifests.Policy) -> Outcome:
+    """Make the cluster hold ``desired`` for the team, touching only objects the portal owns.
+
+    Raises ``NotOwned`` when the namespace, or an object the portal would create, already exists
+    without the portal's labels: someone else made it, and it is left alone.
+    """
+    outcome = Outcome()
+    namespace = slug
+    live_namespace = kube.get("Namespace", namespace)
+    live: dict[tuple, dict] = {}
+    if live_namespace is not None:
+        if not manifests.is_owned(live_namespace, slug=slug, policy=rules):
+            raise NotOwned(
+                f"Namespace {namespace} already exists on cluster {kube.cluster_name} and was not "
+                f"created by the portal for team {slug}, so the portal leaves it alone. A cluster "
+                f"admin must delete or rename it (or the team needs another slug)."
+            )
+        live[manifests.object_key(live_namespace)] = live_namespace
+        # A namespace that does not exist yet holds nothing: only an existing one is listed.
+        selector = manifests.ownership_selector(slug, rules)
+        for items in _each(
+            lambda kind: kube.list(kind, namespace=namespace, label_selector=selector),
+            list(NAMESPACED_KINDS),
+        ):
+            live.update((manifests.object_key(obj), obj) for obj in items)
+
+    def ensure(obj: dict) -> str | None:
+        """Apply the object unless the cluster already holds it; what was applied, if anything."""
+        key = manifests.object_key(obj)
+        current = live.get(key)
+        if current is not None and manifests.matches(obj, current):
+            return None
+        kind, obj_namespace, name = key
+        # Not among the portal's objects: make sure nobody else's has the name.
+        if (
+            current is None
+            and kind != "Namespace"
+            and live_namespace is not None
+            and kube.get(kind, name, obj_namespace) is not None
+        ):
+            raise NotOwned(
+                f"{describe(kind, name, obj_namespace)} on cluster {kube.cluster_name} was "
+                "not created by the portal, so the portal leaves it alone. A cluster admin "
+                f"must delete it before the portal can manage the team's {kind} there."
+            )
+        kube.apply(obj)
+        return describe(kind, name, obj_namespace or None)
+
+    # The namespace first: what goes inside needs it.
+    namespaces = [obj for obj in desired if obj["kind"] == "Namespace"]
+    inside = [obj for obj in desired if obj["kind"] != "Namespace"]
+    applied = [ensure(obj) for obj in namespaces] + _each(ensure, inside)
+    outcome.applied = [what for what in applied if what]
+
+    wanted = {manifests.object_key(obj) for obj in desired}
+    unwanted = [obj for key, obj in live.items() if key not in wanted and key[0] != "Namespace"]
+
+    def prune(obj: dict) -> str:
+        kind, obj_namespace, name = manifests.object_key(obj)
+        kube.delete(kind, name, obj_namespace, uid=obj["metadata"].get("uid"))
+        return describe(kind, name, obj_namespace)
+
+    outcome.deleted = _each(prune, unwanted)
+    for obj in desired:
+        if obj["kind"] == "ResourceQuota":
+            outcome.quota = dict(obj["spec"]["hard"])
+    return outcome
+
+
+def delete_namespace(kube: KubeClient, *, slug: str, rules: manifests.Policy) -> Outcome:
+    """Delete the team's namespace, and everything in it, if the portal created it."""
+    outcome = Outcome(namespace_deleted=True)
+    live = kube.get("Namespace", slug)
+    if live is None:
+        return outcome
+    if not manifests.is_owned(live, slug=slug, policy=rules):
+        raise NotOwned(
+            f"Namespace {slug} on cluster {kube.cluster_name} was not created by the portal; "
+            "it is not deleted."
+        )
+    if live.get("metadata", {}).get("deletionTimestamp"):
+        return outcome  # already going
+    kube.delete("Namespace", slug, uid=live["metadata"].get("uid"))
+    outcome.deleted.append(describe("Namespace", slug))
+    return outcome
+
+
+# --- one pass, recorded ------------------------------------------------------------------------
+
+
+def reconcile_team_on_cluster(
+    *, team_id: int, cluster_id: int, kube: KubeClient | None = None
+) -> Outcome:
+    """One reconcile pass of the team on the cluster, its outcome recorded on ``TeamCluster``.
+
+    Raises the ``KubeError`` when the pass failed (after recording it), so the task can retry
+    transient ones.
+    """
+    started = timezone.now()
+    with transaction.atomic():
+        state, _ = TeamCluster.objects.get_or_create(team_id=team_id, cluster_id=cluster_id)
+        # Serialise passes for this team and cluster, and only then read the database.
+        _lock(state.pk)
+        team = Team.objects.get(pk=team_id)
+        cluster = Cluster.objects.get(pk=cluster_id)
+        rules = policy()
+        error: KubeError | None = None
+        outcome = Outcome()
+        client = kube
+        try:
+            client = kube or KubeClient.for_cluster(cluster)
+            reads, writes = client.reads, client.writes
+            try:
+                if team.archived_at is not None and state.namespace_delete_requested_at:
+                    outcome = delete_namespace(client, slug=team.slug, rules=rules)
+                else:
+                    desired = manifests.desired_objects(
+                        team_state(team=team, cluster=cluster), rules
+                    )
+                    outcome = sync(client, desired, slug=team.slug, rules=rules)
+            finally:
+                outcome.reads, outcome.writes = client.reads - reads, client.writes - writes
+        except KubeError as failure:
+            error = failure
+        _record(state, outcome=outcome, error=error, started=started)
+    if error is not None:
+        logger.warning("reconcile of %s on %s failed: %s", team.slug, cluster.name, error)
+        raise error
+    if outcome.writes:
+        logger.info(
+            "reconciled %s on %s: applied %s, deleted %s",
+            team.slug,
+            cluster.name,
+            outcome.applied,
+            outcome.deleted,
+        )
+    return outcome
+
+
+def _lock(team_cluster_id: int) -> None:
+    """Wait for any other pass of this team on this cluster; held until the transaction ends
+    (or the worker's connection dies with it)."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_advisory_xact_lock(%s, %s)",
+                [ADVISORY_LOCK_CLASS, team_cluster_id % 2**31],
+            )
+
+
+def _record(state: TeamCluster, *, outcome: Outcome, error: KubeError | None, started) -> None:
+    """Write the pass's outcome. A change requested after the pass started leaves the row
+    pending: the pass that change scheduled will settle it."""
+    now = timezone.now()
+    changes: dict = {"last_reconciled_at": now, "reconcile_runs": F("reconcile_runs") + 1}
+    settled_or_pending = Case(
+        When(reconcile_requested_at__gt=started, then=Value(TeamCluster.Status.PENDING)),
+        default=Value(TeamCluster.Status.IN_SYNC),
+    )
+    if error is not None:
+        changes.update(
+            status=TeamCluster.Status.ERROR,
+            last_error=str(error),
+            last_error_at=now,
+            consecutive_failures=F("consecutive_failures") + 1,
+        )
+    else:
+        changes.update(last_applied_at=now, last_write_count=outcome.writes, consecutive_failures=0)
+        if outcome.namespace_deleted:
+            changes.update(
+                status=TeamCluster.Status.DELETED,
+                applied_quota={},
+                namespace_deleted_at=state.namespace_deleted_at or now,
+            )
+        else:
+            changes.update(status=settled_or_pending, applied_quota=outcome.quota)
+    TeamCluster.objects.filter(pk=state.pk).update(**changes)

@@ -1,0 +1,386 @@
+"""Reconcile against the devcluster with a real Redis broker and real Celery workers.
+
+The worker acts with the credentials of a user minted for these tests and bound to exactly the
+ClusterRole in deploy/rbac.yaml, so a verb missing from that role fails a test here. Checks of
+what the cluster holds use the devcluster's admin client.
+
+Every test makes its own teams with unique slugs (so namespaces never clash with other tests or
+sessions) and deletes their namespaces afterwards.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+from django.conf import settings
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from portal.celery import app as celery_app
+from tenants import services
+from tenants.models import Membership, TeamCluster
+from tests import factories
+from tests.integration.conftest import REPO_ROOT, _database_url, wait_for
+
+DEPLOY_RBAC = REPO_ROOT / "deploy" / "rbac.yaml"
+PORTAL_TEST_USER = "gpu-portal-tests"
+GPU_AFFINITY = {
+    "nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [
+                {
+                    "matchExpressions": [
+                        {"key": "hardware-type", "operator": "In", "values": ["gpu"]}
+                    ]
+                }
+            ]
+        }
+    }
+}
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def portal_cluster_role() -> dict:
+    (role,) = [d for d in yaml.safe_load_all(DEPLOY_RBAC.read_text()) if d["kind"] == "ClusterRole"]
+    return role
+
+
+@pytest.fixture(scope="session")
+def k8s(devcluster):
+    """The devcluster's admin: for setting up and for checking what the cluster holds."""
+    api = devcluster.api_client()
+    yield api
+    api.close()
+
+
+@pytest.fixture(scope="session")
+def core(k8s):
+    return client.CoreV1Api(k8s)
+
+
+@pytest.fixture(scope="session")
+def portal_kubeconfig(devcluster, k8s) -> Path:
+    """Credentials bound to deploy/rbac.yaml's ClusterRole and nothing else."""
+    rbac = client.RbacAuthorizationV1Api(k8s)
+    role = portal_cluster_role()
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": PORTAL_TEST_USER},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": role["metadata"]["name"],
+        },
+        "subjects": [
+            {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": PORTAL_TEST_USER}
+        ],
+    }
+    for create, replace, body in (
+        (rbac.create_cluster_role, rbac.replace_cluster_role, role),
+        (rbac.create_cluster_role_binding, rbac.replace_cluster_role_binding, binding),
+    ):
+        try:
+            create(body)
+        except ApiException as error:
+            if error.status != 409:
+                raise
+            replace(body["metadata"]["name"], body)
+    return devcluster.mint(PORTAL_TEST_USER)
+
+
+@pytest.fixture
+def kube_cluster(transactional_db, portal_kubeconfig):
+    """The devcluster as the portal knows it: 32 A100s to plan with (capacity is not synced
+    from the nodes here; test_inventory does that)."""
+    cluster = factories.ClusterFactory(
+        name="dev", display_name="Devcluster", kubeconfig_path=str(portal_kubeconfig)
+    )
+    factories.GpuCapacityFactory(cluster=cluster, allocatable=32)
+    return cluster
+
+
+@pytest.fixture
+def make_team(transactional_db, core):
+    """``make_team("a")``: a team with a unique slug; its namespaces go when the test ends."""
+    made = []
+
+    def make(name: str = "team", **kwargs):
+        slug = f"rc-{uuid.uuid4().hex[:6]}-{name}"
+        made.append(slug)
+        return factories.TeamFactory(slug=slug, name=name, **kwargs)
+
+    yield make
+    for slug in made:
+        delete_namespace(core, slug)
+
+
+@pytest.fixture
+def admin_user(transactional_db):
+    return factories.AdminFactory(username="ada-admin")
+
+
+@pytest.fixture
+def approve(admin_user):
+    """``approve(team, cluster, gpus=4, ...)``: a lead's request, approved; returns the grant."""
+
+    def grant(team, cluster, gpus=4, **kwargs):
+        lead = factories.UserFactory(username=f"lead-{team.slug}")
+        Membership.objects.get_or_create(team=team, user=lead, defaults={"role": "lead"})
+        kwargs.setdefault("justification", "Training.")
+        quota_request = services.quota_request_create(
+            requested_by=lead, team=team, cluster=cluster, gpus=gpus, **kwargs
+        )
+        return services.quota_request_approve(reviewer=admin_user, quota_request=quota_request)
+
+    return grant
+
+
+# --- reading the cluster -----------------------------------------------------------------------
+
+
+def delete_namespace(core, name: str) -> None:
+    try:
+        core.delete_namespace(name, propagation_policy="Background")
+    except ApiException as error:
+        if error.status != 404:
+            raise
+
+
+def read_or_none(read, *args):
+    try:
+        return read(*args)
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+
+
+def quota_hard(core, namespace: str) -> dict | None:
+    quota = read_or_none(core.read_namespaced_resource_quota, "gpu-portal-quota", namespace)
+    return None if quota is None else dict(quota.spec.hard or {})
+
+
+def wait_for_gpu_quota(core, namespace: str, gpus: str, *, timeout: float = 60) -> dict:
+    return wait_for(
+        lambda: (
+            (hard := quota_hard(core, namespace)) is not None
+            and hard.get("requests.nvidia.com/gpu") == gpus
+            and hard
+        ),
+        timeout=timeout,
+        what=f"requests.nvidia.com/gpu={gpus} in namespace {namespace}",
+    )
+
+
+def wait_for_quota_status(core, namespace: str, *, timeout: float = 60):
+    """Pods are only admitted against a quota once the controller has computed its usage."""
+    return wait_for(
+        lambda: (
+            (q := read_or_none(core.read_namespaced_resource_quota, "gpu-portal-quota", namespace))
+            is not None
+            and q.status is not None
+            and q.status.used is not None
+            and q.status.hard == q.spec.hard
+            and q
+        ),
+        timeout=timeout,
+        what=f"the quota controller to count usage in {namespace}",
+    )
+
+
+def wait_for_state(team, cluster, predicate, *, timeout: float = 60, what: str = "status"):
+    def check():
+        state = TeamCluster.objects.filter(team=team, cluster=cluster).first()
+        return state if state is not None and predicate(state) else None
+
+    return wait_for(check, timeout=timeout, what=what)
+
+
+def in_sync(team, cluster, *, timeout: float = 60) -> TeamCluster:
+    return wait_for_state(
+        team,
+        cluster,
+        lambda s: s.status == TeamCluster.Status.IN_SYNC,
+        timeout=timeout,
+        what=f"{team.slug} in sync",
+    )
+
+
+def gpu_pod(name: str, gpus: int) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "restartPolicy": "Never",
+            "affinity": GPU_AFFINITY,
+            "tolerations": [GPU_TOLERATION],
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "registry.example/trainer:1",
+                    "resources": {"limits": {"nvidia.com/gpu": str(gpus)}},
+                }
+            ],
+        },
+    }
+
+
+# --- workers of a test's own -------------------------------------------------------------------
+
+
+class Worker:
+    """A ``celery worker`` process of one test, on its own queue, killed or stopped at the end."""
+
+    def __init__(self, *, queue: str, log: Path, app: str = "portal", env: dict | None = None):
+        self.queue, self.log = queue, log
+        environment = {
+            **os.environ,
+            "DATABASE_URL": _database_url(settings.DATABASES["default"]),
+            "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+            "PYTHONUNBUFFERED": "1",
+            # Fast enough for a test: retries within a second or two, and a message whose worker
+            # died is delivered again two seconds after it was taken.
+            "PORTAL_RECONCILE_RETRY_BACKOFF_MAX": "1",
+            "PORTAL_RECONCILE_MAX_RETRIES": "100",
+            "CELERY_VISIBILITY_TIMEOUT": "2",
+            "CELERY_UNACKED_RESTORE_INTERVAL": "1",
+            **(env or {}),
+        }
+        self.handle = open(log, "a")  # noqa: SIM115 - closed in stop()
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                app,
+                "worker",
+                "--pool=solo",
+                "-Q",
+                queue,
+                "--loglevel=INFO",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "-n",
+                f"{queue}-{uuid.uuid4().hex[:4]}@%h",
+            ],
+            cwd=REPO_ROOT,
+            env=environment,
+            stdout=self.handle,
+            stderr=subprocess.STDOUT,
+        )
+
+    def wait_ready(self, timeout: float = 90) -> None:
+        deadline = time.monotonic() + timeout
+        while "ready." not in self.log.read_text():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.kill()
+                pytest.fail(f"worker did not start:\n{self.log.read_text()[-3000:]}")
+            time.sleep(0.2)
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(timeout=10)
+        self.handle.close()
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self.handle.close()
+
+
+@pytest.fixture
+def own_queue(monkeypatch):
+    """A queue only this test's workers read: reconcile tasks the test enqueues (through the
+    real services) go there rather than to the shared session worker."""
+    from tenants.tasks import reconcile_team
+
+    queue = f"reconcile-test-{uuid.uuid4().hex[:8]}"
+    task = reconcile_team._get_current_object()
+    monkeypatch.setattr(task, "queue", queue, raising=False)
+    monkeypatch.setattr(task, "_exec_options", None)  # Celery caches the options with the queue
+    yield queue
+    with celery_app.connection_for_write() as connection:
+        connection.default_channel.queue_delete(queue)
+
+
+@pytest.fixture
+def start_worker(postgres_database, tmp_path):
+    """``start_worker(queue, app=..., env=...)``: a worker of this test, stopped afterwards."""
+    workers = []
+
+    def start(queue: str, *, app: str = "portal", env: dict | None = None, wait: bool = True):
+        worker = Worker(queue=queue, log=tmp_path / f"worker-{len(workers)}.log", app=app, env=env)
+        workers.append(worker)
+        if wait:
+            worker.wait_ready()
+        return worker
+
+    yield start
+    for worker in workers:
+        worker.stop()
+
+
+@pytest.fixture
+def beat(postgres_database, tmp_path):
+    """``beat(every=2)``: Celery beat publishing the reconcile sweep every few seconds, for one
+    test (it would disturb tests that count reconcile runs)."""
+    processes = []
+
+    def start(every: float = 2.0):
+        log = tmp_path / "beat.log"
+        env = {
+            **os.environ,
+            "DATABASE_URL": _database_url(settings.DATABASES["default"]),
+            "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+            "PORTAL_RECONCILE_SWEEP_SECONDS": str(every),
+            # Only the sweep matters here: push the other entries out of the test's way.
+            "PORTAL_EXPIRE_GRANTS_EVERY_SECONDS": "3600",
+            "PORTAL_INVENTORY_SYNC_SECONDS": "3600",
+            "PORTAL_IDLE_CHECK_EVERY_SECONDS": "3600",
+        }
+        handle = open(log, "w")  # noqa: SIM115 - closed below
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "portal",
+                "beat",
+                "--loglevel=INFO",
+                "--scheduler",
+                "celery.beat:PersistentScheduler",
+                "--schedule",
+                str(tmp_path / "beat-schedule"),
+            ],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+        )
+        processes.append((process, handle))
+        return process
+
+    yield start
+    for process, handle in processes:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        handle.close()

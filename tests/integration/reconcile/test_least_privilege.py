@@ -1,0 +1,97 @@
+"""deploy/rbac.yaml gives the portal what reconcile and inventory need and nothing more: the
+worker in these tests runs with exactly that role, so a missing verb fails the other tests, and
+these check that what it must not do is refused."""
+
+import pytest
+from kubernetes import client, config
+
+from .conftest import portal_cluster_role
+
+pytestmark = [pytest.mark.devcluster]
+
+
+@pytest.fixture(scope="module")
+def portal_api(portal_kubeconfig):
+    api = config.new_client_from_config(config_file=str(portal_kubeconfig))
+    yield api
+    api.close()
+
+
+def allowed(api, verb, resource, *, group="", namespace=None, name=None) -> bool:
+    review = client.AuthorizationV1Api(api).create_self_subject_access_review(
+        {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {
+                "resourceAttributes": {
+                    "verb": verb,
+                    "resource": resource,
+                    "group": group,
+                    "namespace": namespace,
+                    "name": name,
+                }
+            },
+        }
+    )
+    return review.status.allowed
+
+
+@pytest.mark.parametrize(
+    ("verb", "resource", "group", "name"),
+    [
+        ("patch", "namespaces", "", None),
+        ("create", "namespaces", "", None),
+        ("patch", "resourcequotas", "", None),
+        ("delete", "limitranges", "", None),
+        ("list", "rolebindings", "rbac.authorization.k8s.io", None),
+        ("bind", "clusterroles", "rbac.authorization.k8s.io", "edit"),
+        ("list", "nodes", "", None),
+    ],
+)
+def test_the_portal_may_do_what_reconcile_and_inventory_need(
+    portal_api, verb, resource, group, name
+):
+    assert allowed(portal_api, verb, resource, group=group, namespace="any-team", name=name)
+
+
+@pytest.mark.parametrize(
+    ("verb", "resource", "group", "name"),
+    [
+        ("escalate", "clusterroles", "rbac.authorization.k8s.io", "admin"),
+        ("bind", "clusterroles", "rbac.authorization.k8s.io", "cluster-admin"),
+        ("create", "clusterrolebindings", "rbac.authorization.k8s.io", None),
+        ("create", "roles", "rbac.authorization.k8s.io", None),
+        ("get", "secrets", "", None),
+        ("update", "resourcequotas", "", None),
+        ("patch", "nodes", "", None),
+        ("create", "pods", "", None),
+    ],
+)
+def test_the_portal_may_not_do_more(portal_api, verb, resource, group, name):
+    assert not allowed(portal_api, verb, resource, group=group, namespace="any-team", name=name)
+
+
+def test_the_portal_cannot_hand_out_cluster_admin_in_a_namespace(portal_api, core):
+    namespace = "default"
+    binding = {
+        "metadata": {"name": "sneaky"},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": "cluster-admin",
+        },
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "x"}],
+    }
+
+    with pytest.raises(client.ApiException) as refused:
+        client.RbacAuthorizationV1Api(portal_api).create_namespaced_role_binding(namespace, binding)
+
+    assert refused.value.status == 403
+
+
+def test_the_deployed_role_binds_only_the_three_roles_it_hands_out():
+    rules = portal_cluster_role()["rules"]
+
+    (bind,) = [r for r in rules if "bind" in r["verbs"]]
+    assert bind["resourceNames"] == ["admin", "edit", "view"]
+    assert not [r for r in rules if "escalate" in r["verbs"] or "*" in r["verbs"]]

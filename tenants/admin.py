@@ -1,5 +1,6 @@
-from django.contrib import admin
+from django.contrib import admin, messages
 
+from tenants import services
 from tenants.models import AuditEvent, Membership, QuotaGrant, QuotaRequest, Team, TeamCluster
 
 
@@ -12,6 +13,16 @@ class MembershipInline(admin.TabularInline):
 class TeamAdmin(admin.ModelAdmin):
     list_display = ["slug", "name", "archived_at"]
     inlines = [MembershipInline]
+    actions = ["archive"]
+
+    @admin.action(description="Archive: revoke grants, remove access and quota on the clusters")
+    def archive(self, request, queryset):
+        # Through the service, as the portal's page does: checked, audited, reconciled.
+        archived = [
+            services.team_archive(actor=request.user, team=team).slug
+            for team in queryset.filter(archived_at__isnull=True).order_by("pk")
+        ]
+        self.message_user(request, f"Archived: {', '.join(archived) or 'none'}.", messages.SUCCESS)
 
 
 @admin.register(QuotaRequest)

@@ -6,6 +6,12 @@ urlpatterns = [
     path("", views.home, name="home"),
     path("teams/<slug:slug>/", views.team_detail, name="team-detail"),
     path("teams/<slug:slug>/requests/new/", views.quota_request_new, name="quota-request-new"),
+    path("teams/<slug:slug>/archive/", views.team_archive, name="team-archive"),
+    path(
+        "teams/<slug:slug>/clusters/<slug:cluster>/delete-namespace/",
+        views.team_namespace_delete,
+        name="team-namespace-delete",
+    ),
     path("requests/<int:pk>/cancel/", views.quota_request_cancel, name="quota-request-cancel"),
     path("requests/<int:pk>/approve/", views.quota_request_approve, name="quota-request-approve"),
     path("requests/<int:pk>/reject/", views.quota_request_reject, name="quota-request-reject"),

@@ -27,7 +27,7 @@ from tenants.forms import (
     ShrinkForm,
     add_service_errors,
 )
-from tenants.models import AuditEvent, Membership, QuotaGrant, QuotaRequest, Team
+from tenants.models import AuditEvent, Membership, QuotaGrant, QuotaRequest, Team, TeamCluster
 from tenants.permissions import can_request_quota, is_portal_admin, team_role
 
 AUDIT_PAGE_SIZE = 25
@@ -111,8 +111,47 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
             "pending_requests": pending,
             "past_requests": past,
             "can_request": can_request_quota(request.user, team),
+            "is_admin": is_portal_admin(request.user),
+            "cluster_states": TeamCluster.objects.filter(team=team)
+            .select_related("cluster")
+            .order_by("cluster__name"),
         },
     )
+
+
+@require_POST
+@login_required
+def team_archive(request: HttpRequest, slug: str) -> HttpResponse:
+    team = _visible_team(request, slug)
+    try:
+        services.team_archive(actor=request.user, team=team, note=request.POST.get("note", ""))
+    except InvalidTransition as error:
+        messages.error(request, str(error))
+    else:
+        messages.success(
+            request,
+            f"Archived team {team.slug}: its grants are revoked, and its bindings and quota are "
+            "being removed from every cluster. Its namespaces stay until you delete them.",
+        )
+    return redirect("team-detail", slug=team.slug)
+
+
+@require_POST
+@login_required
+def team_namespace_delete(request: HttpRequest, slug: str, cluster: str) -> HttpResponse:
+    team = _visible_team(request, slug)
+    target = get_object_or_404(Cluster, name=cluster)
+    try:
+        services.team_namespace_delete(actor=request.user, team=team, cluster=target,
+                                       confirm=request.POST.get("confirm", "").strip())  # fmt: skip
+    except ValidationError as error:
+        for message in error.messages:
+            messages.error(request, message)
+    else:
+        messages.success(
+            request, f"Deleting namespace {team.namespace} and everything in it on {target.name}."
+        )
+    return redirect("team-detail", slug=team.slug)
 
 
 @login_required

@@ -9,7 +9,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from clusters.models import Cluster
-from tenants.models import AuditEvent, Membership, QuotaGrant, QuotaRequest, Team
+from tenants.models import AuditEvent, Membership, QuotaGrant, QuotaRequest, Team, TeamCluster
 from tenants.permissions import is_portal_admin
 from tenants.selectors import teams_visible_to
 
@@ -101,6 +101,38 @@ class MeSerializer(serializers.ModelSerializer):
 
     def get_is_admin(self, user: User) -> bool:
         return is_portal_admin(user)
+
+
+class TeamArchiveSerializer(serializers.Serializer):
+    note = serializers.CharField(required=False, allow_blank=True, default="")
+
+
+class TeamClusterSerializer(serializers.ModelSerializer):
+    """Where the team's namespace on one cluster stands: is the cluster in line with the
+    portal, when was it last, and if not, why (in words a lead can act on)."""
+
+    cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    namespace = serializers.CharField(source="team.namespace", read_only=True)
+    in_sync = serializers.BooleanField(read_only=True)
+    recovered = serializers.BooleanField(
+        read_only=True, help_text="In sync again after the error in last_error."
+    )
+
+    class Meta:
+        model = TeamCluster
+        fields = [
+            "cluster", "namespace", "status", "in_sync", "recovered", "reconcile_requested_at",
+            "last_applied_at", "last_reconciled_at", "applied_quota", "last_error",
+            "last_error_at", "consecutive_failures", "namespace_delete_requested_at",
+            "namespace_deleted_at",
+        ]  # fmt: skip
+        read_only_fields = fields
+
+
+class NamespaceDeleteSerializer(serializers.Serializer):
+    confirm = serializers.CharField(
+        allow_blank=True, help_text="The team's slug, typed out: deleting is irreversible."
+    )
 
 
 # --- clusters ----------------------------------------------------------------------------------

@@ -12,6 +12,9 @@ router.register("teams", views.TeamViewSet, basename="team")
 router.register(
     r"teams/(?P<team_slug>[^/.]+)/members", views.TeamMembershipViewSet, basename="team-member"
 )
+router.register(
+    r"teams/(?P<team_slug>[^/.]+)/clusters", views.TeamClusterViewSet, basename="team-cluster"
+)
 router.register("clusters", views.ClusterViewSet, basename="cluster")
 router.register("quota-requests", views.QuotaRequestViewSet, basename="quota-request")
 router.register("quota-grants", views.QuotaGrantViewSet, basename="quota-grant")

@@ -35,7 +35,7 @@ from tenants.api.filters import (
     QuotaRequestFilter,
     StableOrderingFilter,
 )
-from tenants.models import Membership
+from tenants.models import Membership, TeamCluster
 from tenants.permissions import is_portal_admin
 
 
@@ -134,7 +134,7 @@ class TeamViewSet(
     action_serializers = {"create": s.TeamCreateSerializer}
     lookup_field = "slug"
     ordering_fields = ["slug", "name", "created_at"]
-    admin_actions = {"create": "create teams"}
+    admin_actions = {"create": "create teams", "archive": "archive teams"}
 
     def get_queryset(self):
         return selectors.teams_visible_to(self.request.user)
@@ -156,6 +156,17 @@ class TeamViewSet(
         data = self.validated(s.TeamCreateSerializer)
         team = services.team_create(actor=request.user, **data)
         return self.respond(team, status_code=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        summary="Archive a team: revoke its grants, remove its access and quota (admins)",
+        request=s.TeamArchiveSerializer,
+        responses={200: s.TeamSerializer, 403: FORBIDDEN, 404: NOT_FOUND, 409: CONFLICT},
+    )
+    @action(detail=True, methods=["post"])
+    def archive(self, request, slug=None):
+        team = self.get_object()
+        data = self.validated(s.TeamArchiveSerializer)
+        return self.respond(services.team_archive(actor=request.user, team=team, **data))
 
 
 TEAM_SLUG = OpenApiParameter("team_slug", str, OpenApiParameter.PATH, description="Team slug.")
@@ -236,6 +247,55 @@ class TeamMembershipViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Po
         membership = self.get_object()
         services.membership_remove(actor=request.user, team=self.team, user=membership.user)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+CLUSTER_NAME = OpenApiParameter("cluster", str, OpenApiParameter.PATH, description="Cluster name.")
+
+
+@extend_schema_view(
+    list=extend_schema(
+        summary="The team's namespace on each cluster: in sync, or the last error",
+        parameters=[TEAM_SLUG],
+    ),
+    retrieve=extend_schema(parameters=[TEAM_SLUG, CLUSTER_NAME]),
+)
+class TeamClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalViewSet):
+    serializer_class = s.TeamClusterSerializer
+    action_serializers = {"delete_namespace": s.NamespaceDeleteSerializer}
+    lookup_field = "cluster__name"
+    lookup_url_kwarg = "cluster"
+    ordering_fields = ["last_applied_at"]
+    admin_actions = {"delete_namespace": "delete a team's namespace"}
+
+    @cached_property
+    def team(self):
+        return get_object_or_404(
+            selectors.teams_visible_to(self.request.user), slug=self.kwargs["team_slug"]
+        )
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return TeamCluster.objects.none()
+        return (
+            TeamCluster.objects.filter(team=self.team)
+            .select_related("team", "cluster")
+            .order_by("cluster__name")
+        )
+
+    @extend_schema(
+        summary="Delete an archived team's namespace and everything in it (admins)",
+        parameters=[TEAM_SLUG, CLUSTER_NAME],
+        request=s.NamespaceDeleteSerializer,
+        responses={200: s.TeamClusterSerializer, 400: BAD_INPUT, 403: FORBIDDEN, 404: NOT_FOUND},
+    )
+    @action(detail=True, methods=["post"], url_path="delete-namespace")
+    def delete_namespace(self, request, team_slug=None, cluster=None):
+        state = self.get_object()
+        data = self.validated(s.NamespaceDeleteSerializer)
+        state = services.team_namespace_delete(
+            actor=request.user, team=state.team, cluster=state.cluster, confirm=data["confirm"]
+        )
+        return self.respond(state)
 
 
 # --- clusters ----------------------------------------------------------------------------------

@@ -119,3 +119,15 @@ def test_time_series_spans_the_whole_window_and_marks_lone_points():
     many = figures.time_series([series("old", [1, 2, 3])], title="t", axis=Axis("x"), name=str)
     assert many["data"][0]["mode"] == "lines"
     assert "range" not in many["layout"]["xaxis"]
+
+
+def test_every_point_reaches_the_figure_although_plotly_checks_only_the_first():
+    values = [float(i % 100) for i in range(1000)]
+    figure = figures.time_series([series("p", values)], title="t", axis=Axis("x"), name=str)
+    assert figure["data"][0]["y"] == values
+    assert len(figure["data"][0]["x"]) == 1000
+
+
+def test_a_malformed_array_still_fails_at_build_time():
+    with pytest.raises(ValueError, match="z"):
+        figures._figure([{"type": "heatmap", "z": "not an array"}], {})

@@ -1,0 +1,374 @@
+"""Workloads on a cluster: create and delete Jobs, read pod logs, and list and watch Jobs, Pods
+and Events from a resourceVersion. The job app's only way to the cluster.
+
+``WorkloadClient`` is a ``KubeClient`` (same connection per cluster, same field manager, same
+request counters and the same readable ``KubeError``s), with the calls that Jobs need on top.
+Objects go in and come out as plain dicts (the API's JSON).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from kubernetes.client.rest import ApiException
+from kubernetes.watch.watch import iter_resp_lines
+from urllib3.exceptions import HTTPError
+
+from clusters.kube import (
+    REQUEST_TIMEOUT,
+    ClusterUnreachable,
+    Forbidden,
+    Kind,
+    KubeClient,
+    KubeError,
+    describe,
+)
+
+JOBS = Kind("batch/v1", "jobs", namespaced=True)
+PODS = Kind("v1", "pods", namespaced=True)
+EVENTS = Kind("v1", "events", namespaced=True)
+WORKLOAD_KINDS = {"Job": JOBS, "Pod": PODS, "Event": EVENTS}
+
+LIST_PAGE_SIZE = 500
+# A watch ends after this many seconds (the API server closes it); the caller simply resumes.
+WATCH_TIMEOUT_SECONDS = 240
+# Reading a followed log: how long one read may wait for the next bytes.
+FOLLOW_READ_TIMEOUT = 60
+
+
+class QuotaExceeded(KubeError):
+    """403 from quota admission: the namespace's ResourceQuota does not leave room."""
+
+
+class ResourceVersionExpired(KubeError):
+    """410 Gone: the resourceVersion a watch or list resumed from is older than the API server
+    keeps; the caller must list everything again."""
+
+
+@dataclass
+class Listing:
+    """Every object of a kind (matching the selectors) and the resourceVersion of that list,
+    from which a watch continues without missing a change."""
+
+    items: list[dict] = field(default_factory=list)
+    resource_version: str = ""
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    """``ADDED``, ``MODIFIED``, ``DELETED`` or ``BOOKMARK`` and the object as it is now."""
+
+    type: str
+    object: dict
+
+    @property
+    def resource_version(self) -> str:
+        return (self.object.get("metadata") or {}).get("resourceVersion") or ""
+
+
+def _api_status(error: ApiException) -> dict:
+    try:
+        return json.loads(error.body or "")
+    except (TypeError, ValueError):
+        return {}
+
+
+class WorkloadClient(KubeClient):
+    """A cluster's Jobs, Pods and Events, and its pods' logs."""
+
+    # -- Jobs
+
+    def create_job(self, manifest: dict) -> tuple[dict, bool]:
+        """Create the Job; when one of that name exists already, return it instead.
+
+        Returns ``(job, created)``. Creating twice is safe: the name comes from the portal's id,
+        so the second call finds the first call's Job (check its labels before trusting it).
+        """
+        metadata = manifest["metadata"]
+        namespace, name = metadata["namespace"], metadata["name"]
+        what = describe("Job", name, namespace)
+        try:
+            created = self._call(
+                "POST",
+                JOBS.path(namespace=namespace),
+                what=what,
+                query=[("fieldManager", self.field_manager)],
+                body=manifest,
+                content_type="application/json",
+            )
+        except KubeError as error:
+            cause = error.__cause__
+            if isinstance(cause, ApiException):
+                status = _api_status(cause)
+                if cause.status == 409 and status.get("reason") == "AlreadyExists":
+                    existing = self.get_job(namespace, name)
+                    if existing is not None:
+                        return existing, False
+                if cause.status == 403 and "exceeded quota" in (status.get("message") or ""):
+                    raise QuotaExceeded(
+                        f"Cluster {self.cluster_name} refused {what}: {status.get('message')}"
+                    ) from cause
+            raise
+        return created, True
+
+    def get_job(self, namespace: str, name: str) -> dict | None:
+        try:
+            return self._call(
+                "GET",
+                JOBS.path(namespace=namespace, name=name),
+                what=describe("Job", name, namespace),
+            )
+        except KubeError as error:
+            if isinstance(error.__cause__, ApiException) and error.__cause__.status == 404:
+                return None
+            raise
+
+    def delete_job(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        propagation: str = "Foreground",
+        uid: str | None = None,
+    ) -> bool:
+        """Delete the Job and its pods. ``Foreground`` keeps the Job (with a deletion
+        timestamp) until its pods are gone; ``Background`` removes the Job at once and lets the
+        garbage collector remove the pods. With ``uid``, only that very Job. False when it was
+        already gone."""
+        if propagation not in ("Foreground", "Background"):
+            raise ValueError(f"unknown propagation policy {propagation!r}")
+        body: dict = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": propagation}
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        try:
+            self._call(
+                "DELETE",
+                JOBS.path(namespace=namespace, name=name),
+                what=describe("Job", name, namespace),
+                body=body,
+                content_type="application/json",
+            )
+        except KubeError as error:
+            cause = error.__cause__
+            if isinstance(cause, ApiException) and cause.status == 404:
+                return False
+            # A uid precondition that fails: the Job of that name is another one now.
+            if isinstance(cause, ApiException) and cause.status == 409 and uid:
+                return False
+            raise
+        return True
+
+    # -- lists and watches
+
+    def list_objects(
+        self,
+        kind: str,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> Listing:
+        """Every matching object, page by page, and the list's resourceVersion."""
+        resource = WORKLOAD_KINDS[kind]
+        path = resource.path(namespace=namespace)
+        what = f"the {resource.plural}" + (f" in namespace {namespace}" if namespace else "")
+        listing = Listing()
+        token = None
+        while True:
+            query = [("limit", str(LIST_PAGE_SIZE))]
+            if label_selector:
+                query.append(("labelSelector", label_selector))
+            if field_selector:
+                query.append(("fieldSelector", field_selector))
+            if token:
+                query.append(("continue", token))
+            try:
+                body = self._call("GET", path, what=what, query=query)
+            except KubeError as error:
+                cause = error.__cause__
+                if isinstance(cause, ApiException) and cause.status == 410:
+                    raise ResourceVersionExpired(
+                        f"Listing {what} on cluster {self.cluster_name} took too long: its "
+                        "snapshot expired. Listing again."
+                    ) from cause
+                raise
+            for item in body.get("items") or []:
+                item.setdefault("kind", kind)
+                item.setdefault("apiVersion", resource.api_version)
+                listing.items.append(item)
+            metadata = body.get("metadata") or {}
+            if not listing.resource_version:
+                listing.resource_version = metadata.get("resourceVersion") or ""
+            token = metadata.get("continue")
+            if not token:
+                return listing
+
+    def watch(
+        self,
+        kind: str,
+        *,
+        resource_version: str,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        timeout_seconds: int = WATCH_TIMEOUT_SECONDS,
+        stop: threading.Event | None = None,
+    ) -> Iterator[WatchEvent]:
+        """Changes to matching objects after ``resource_version``, until the API server ends
+        the watch (after ``timeout_seconds``) or ``stop`` is set. Bookmarks come through as
+        ``BOOKMARK`` events carrying only a newer resourceVersion.
+
+        Raises ``ResourceVersionExpired`` (410 Gone) when the version is too old to resume
+        from: list again. Connection failures raise ``ClusterUnreachable``.
+        """
+        resource = WORKLOAD_KINDS[kind]
+        query = [
+            ("watch", "true"),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", str(timeout_seconds)),
+        ]
+        if resource_version:
+            query.append(("resourceVersion", resource_version))
+        if label_selector:
+            query.append(("labelSelector", label_selector))
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
+        what = f"a watch of the {resource.plural}"
+        response = self._stream(
+            resource.path(), query=query, what=what, read_timeout=timeout_seconds + 30
+        )
+        try:
+            for line in iter_resp_lines(response):
+                if stop is not None and stop.is_set():
+                    return
+                if not line:
+                    continue
+                event = json.loads(line)
+                kind_of_event = event.get("type")
+                obj = event.get("object") or {}
+                if kind_of_event == "ERROR":
+                    if obj.get("code") == 410:
+                        raise ResourceVersionExpired(
+                            f"The watch of {resource.plural} on cluster {self.cluster_name} "
+                            f"fell too far behind ({obj.get('message')}). Listing again."
+                        )
+                    raise KubeError(
+                        f"The watch of {resource.plural} on cluster {self.cluster_name} ended "
+                        f"with an error: {obj.get('message') or obj}"
+                    )
+                obj.setdefault("kind", kind)
+                yield WatchEvent(type=kind_of_event, object=obj)
+        except (HTTPError, OSError) as error:
+            if stop is not None and stop.is_set():
+                return
+            raise ClusterUnreachable(self._unreachable(error)) from error
+        finally:
+            response.release_conn()
+
+    # -- logs
+
+    def pod_log(
+        self,
+        namespace: str,
+        pod: str,
+        *,
+        container: str | None = None,
+        tail_lines: int | None = None,
+        limit_bytes: int | None = None,
+        previous: bool = False,
+    ) -> str:
+        """The pod's log as text: the last ``tail_lines`` lines, at most ``limit_bytes``."""
+        query = self._log_query(container, tail_lines, limit_bytes, previous=previous)
+        what = f"the log of pod {pod}" + (f" ({container})" if container else "")
+        response = self._stream(
+            PODS.path(namespace=namespace, name=pod) + "/log",
+            query=query,
+            what=what,
+            read_timeout=REQUEST_TIMEOUT[1],
+        )
+        try:
+            return response.data.decode("utf-8", errors="replace")
+        except (HTTPError, OSError) as error:
+            raise ClusterUnreachable(self._unreachable(error)) from error
+        finally:
+            response.release_conn()
+
+    def follow_pod_log(
+        self,
+        namespace: str,
+        pod: str,
+        *,
+        container: str | None = None,
+        tail_lines: int | None = None,
+        stop: threading.Event | None = None,
+    ) -> Iterator[str]:
+        """The pod's log line by line as it is written, until the container ends (or ``stop``)."""
+        query = [*self._log_query(container, tail_lines, None), ("follow", "true")]
+        what = f"the log of pod {pod}" + (f" ({container})" if container else "")
+        response = self._stream(
+            PODS.path(namespace=namespace, name=pod) + "/log",
+            query=query,
+            what=what,
+            read_timeout=FOLLOW_READ_TIMEOUT,
+        )
+        try:
+            for line in iter_resp_lines(response):
+                if stop is not None and stop.is_set():
+                    return
+                yield line
+        except (HTTPError, OSError) as error:
+            raise ClusterUnreachable(self._unreachable(error)) from error
+        finally:
+            response.release_conn()
+
+    @staticmethod
+    def _log_query(container, tail_lines, limit_bytes, *, previous: bool = False) -> list:
+        query = []
+        if container:
+            query.append(("container", container))
+        if tail_lines is not None:
+            query.append(("tailLines", str(tail_lines)))
+        if limit_bytes is not None:
+            query.append(("limitBytes", str(limit_bytes)))
+        if previous:
+            query.append(("previous", "true"))
+        return query
+
+    # -- raw requests
+
+    def _stream(self, path: str, *, query: list, what: str, read_timeout: float):
+        """A GET whose body the caller reads (a watch or a log), errors as ``KubeError``s."""
+        self.reads += 1
+        try:
+            return self.api.call_api(
+                path,
+                "GET",
+                query_params=query,
+                header_params={"Accept": "application/json, */*"},
+                auth_settings=["BearerToken"],
+                _return_http_data_only=True,
+                _preload_content=False,
+                _request_timeout=(REQUEST_TIMEOUT[0], read_timeout),
+            )
+        except ApiException as error:
+            translated = self._translate(error, method="GET", what=what)
+            if error.status == 410:
+                raise ResourceVersionExpired(str(translated)) from error
+            raise translated from error
+        except (HTTPError, OSError) as error:
+            raise ClusterUnreachable(self._unreachable(error)) from error
+
+
+__all__ = [
+    "EVENTS",
+    "JOBS",
+    "PODS",
+    "Forbidden",
+    "Listing",
+    "QuotaExceeded",
+    "ResourceVersionExpired",
+    "WatchEvent",
+    "WorkloadClient",
+]

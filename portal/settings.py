@@ -207,6 +207,12 @@ CELERY_BEAT_SCHEDULE = {
         "task": "monitoring.tasks.check_idle_gpus",
         "schedule": float(env("PORTAL_IDLE_CHECK_EVERY_SECONDS", "60")),
     },
+    # GPU jobs: re-enqueue queued jobs nobody is creating; bring active jobs in line with their
+    # clusters from full lists (whatever the watcher missed).
+    "resync-gpu-jobs": {
+        "task": "gpujobs.tasks.resync_jobs",
+        "schedule": float(env("GPUJOBS_RESYNC_SECONDS", "60")),
+    },
 }
 
 # Monitoring: one Prometheus call may take MONITORING_PROMETHEUS_TIMEOUT seconds; answers are
@@ -246,6 +252,17 @@ PORTAL_CONTAINER_DEFAULT_CPU_REQUEST_MILLICORES = int(env("PORTAL_CONTAINER_CPU_
 PORTAL_CONTAINER_DEFAULT_CPU_LIMIT_MILLICORES = int(env("PORTAL_CONTAINER_CPU_LIMIT_M", "1000"))
 PORTAL_CONTAINER_DEFAULT_MEMORY_REQUEST_MIB = int(env("PORTAL_CONTAINER_MEMORY_REQUEST_MI", "256"))
 PORTAL_CONTAINER_DEFAULT_MEMORY_LIMIT_MIB = int(env("PORTAL_CONTAINER_MEMORY_LIMIT_MI", "1024"))
+
+# GPU jobs: the run time a job gets when it names none; how long a finished Job (and its pods and
+# logs) stays on the cluster; how long a worker's claim on a queued job lasts before another may
+# take it; after how long the resync enqueues a queued job again; how often job pages refresh.
+GPUJOBS_DEFAULT_MAX_RUNTIME_SECONDS = int(env("GPUJOBS_DEFAULT_MAX_RUNTIME_SECONDS", "86400"))
+GPUJOBS_TTL_SECONDS_AFTER_FINISHED = int(env("GPUJOBS_TTL_SECONDS_AFTER_FINISHED", "86400"))
+GPUJOBS_CLAIM_SECONDS = int(env("GPUJOBS_CLAIM_SECONDS", "60"))
+GPUJOBS_REQUEUE_AFTER_SECONDS = int(env("GPUJOBS_REQUEUE_AFTER_SECONDS", "30"))
+GPUJOBS_RESYNC_SECONDS = int(env("GPUJOBS_RESYNC_SECONDS", "60"))
+GPUJOBS_REFRESH_SECONDS = int(env("GPUJOBS_REFRESH_SECONDS", "2"))
+GPUJOBS_LOG_FOLLOW_MAX_SECONDS = int(env("GPUJOBS_LOG_FOLLOW_MAX_SECONDS", "600"))
 
 LOGGING = {
     "version": 1,

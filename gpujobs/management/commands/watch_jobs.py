@@ -1,0 +1,49 @@
+"""``python manage.py watch_jobs``: the watcher process (a docker compose service of its own).
+
+Follows every cluster's GPU Jobs, their pods and the Jobs' events, and writes each job's state
+to the database as it changes; see ``gpujobs.watcher``. Stops cleanly on SIGTERM or Ctrl-C.
+"""
+
+import signal
+import threading
+
+from django.core.management.base import BaseCommand
+
+from gpujobs import watcher
+
+
+class Command(BaseCommand):
+    help = "Follow the GPU jobs' Jobs, pods and events on every cluster and record their state."
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--discover-every",
+            type=float,
+            default=5.0,
+            help="Seconds between looking for new, changed or removed clusters (default 5).",
+        )
+        parser.add_argument(
+            "--watch-timeout",
+            type=int,
+            default=240,
+            help="Seconds after which the API server ends a watch and it resumes (default 240).",
+        )
+        parser.add_argument(
+            "--once",
+            action="store_true",
+            help="Make one full pass over every cluster (list, no watch) and exit.",
+        )
+
+    def handle(self, *args, discover_every, watch_timeout, once, **options):
+        stop = threading.Event()
+
+        def request_stop(signum, frame):
+            stop.set()
+
+        signal.signal(signal.SIGTERM, request_stop)
+        signal.signal(signal.SIGINT, request_stop)
+        self.stderr.write("watch_jobs: following GPU jobs (SIGTERM to stop)")
+        watcher.run(
+            stop=stop, discover_every=discover_every, watch_timeout=watch_timeout, once=once
+        )
+        self.stderr.write("watch_jobs: stopped")

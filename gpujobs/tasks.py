@@ -1,0 +1,54 @@
+"""Celery tasks for GPU jobs: small, given ids, safe to run twice. The work is in ``services``.
+
+Every task is acknowledged late (``CELERY_TASK_ACKS_LATE``): a worker that dies mid-task leaves
+the message to be delivered again. ``submit_job`` claims the job before creating its Job and
+creating finds an earlier attempt's Job, so a second delivery never creates a second Job; the
+periodic ``resync_jobs`` enqueues queued jobs whose message was lost.
+"""
+
+import logging
+
+from celery import shared_task
+from django.conf import settings
+from django.db import OperationalError
+
+from clusters.kube import KubeError, TransientKubeError
+from gpujobs import services, tracker
+
+logger = logging.getLogger(__name__)
+
+RETRY = {
+    "acks_late": True,
+    "autoretry_for": (TransientKubeError, OperationalError),
+    "retry_backoff": True,
+    "retry_backoff_max": 60,
+    "retry_jitter": True,
+    "max_retries": 8,
+}
+
+
+@shared_task(**RETRY)
+def submit_job(*, job_id: int) -> str:
+    """Create the job's Job on its cluster (once). Past the retries the resync takes over."""
+    return services.job_create_on_cluster(job_id=job_id)
+
+
+@shared_task(**RETRY)
+def delete_job(*, job_id: int) -> bool:
+    """Delete a cancelled job's Job and pods."""
+    return services.job_delete_from_cluster(job_id=job_id)
+
+
+@shared_task(acks_late=True)
+def resync_jobs() -> dict:
+    """The periodic safety net: enqueue queued jobs nobody is creating, and bring every active
+    job in line with its cluster from full lists (covers watch events the watcher missed)."""
+    requeued = services.requeue_stuck_jobs()
+    clusters = {}
+    for cluster in services.clusters_with_active_jobs():
+        try:
+            clusters[cluster.name] = tracker.resync_cluster(cluster)
+        except KubeError as error:
+            logger.warning("GPU job resync of cluster %s failed: %s", cluster.name, error)
+            clusters[cluster.name] = {"error": str(error)}
+    return {"requeued": requeued, "clusters": clusters, "every": settings.GPUJOBS_RESYNC_SECONDS}

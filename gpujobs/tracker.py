@@ -1,0 +1,215 @@
+"""The portal's view of one cluster's GPU jobs: its Jobs, their pods and the Jobs' pod-creation
+events as last seen, kept current from full lists and watch events, and turned into each job's
+observation (``gpujobs.observe``) written back through ``services``.
+
+Used by the watcher (``watch_jobs``), which feeds it watch events, and by the periodic resync,
+which feeds it one full list per kind: the same code decides the state either way.
+
+Objects are keyed by (namespace, job id): the id comes from the ``gpuportal.io/job-id`` label
+(Jobs, pods) or the Job's name (events); the namespace must be the job's team's for a write to
+happen, so another portal's Jobs on a shared cluster are never mistaken for ours.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from django.conf import settings
+
+from clusters.workloads import WorkloadClient
+from gpujobs import manifests, services
+from gpujobs.observe import Observation, observe
+
+logger = logging.getLogger(__name__)
+
+Key = tuple[str, int]  # (namespace, job id)
+KINDS = ("Job", "Pod", "Event")
+# Clocks and the API server's snapshot are not exact: only jobs created this long before a list
+# began are expected in it.
+LIST_MARGIN_SECONDS = 5
+
+
+def label_selector() -> str:
+    return manifests.ownership_selector(settings.PORTAL_NAME)
+
+
+# Only pod-creation failures of Jobs matter for a job's state (a quota refusal, say); what a pod
+# waits for is in the pod's own status. Events carry no labels, so they are chosen by fields.
+EVENT_FIELD_SELECTOR = "involvedObject.kind=Job,reason=FailedCreate"
+
+
+def selectors(kind: str) -> dict:
+    if kind == "Event":
+        return {"field_selector": EVENT_FIELD_SELECTOR}
+    return {"label_selector": label_selector()}
+
+
+def _metadata(obj: dict) -> dict:
+    return obj.get("metadata") or {}
+
+
+def key_of(kind: str, obj: dict) -> Key | None:
+    metadata = _metadata(obj)
+    if kind == "Event":
+        involved = obj.get("involvedObject") or {}
+        job_id = manifests.job_id_from_name(involved.get("name") or "")
+        namespace = involved.get("namespace") or metadata.get("namespace") or ""
+        return (namespace, job_id) if job_id is not None else None
+    value = (metadata.get("labels") or {}).get(manifests.JOB_ID_LABEL, "")
+    if not value.isdigit():
+        return None
+    return metadata.get("namespace") or "", int(value)
+
+
+def job_uid_of(kind: str, obj: dict) -> str:
+    """The uid of the Job an object belongs to (a Job's own; a pod's controller's)."""
+    metadata = _metadata(obj)
+    if kind == "Job":
+        return metadata.get("uid") or ""
+    if kind == "Pod":
+        for owner in metadata.get("ownerReferences") or []:
+            if owner.get("kind") == "Job" and owner.get("controller"):
+                return owner.get("uid") or ""
+    if kind == "Event":
+        return (obj.get("involvedObject") or {}).get("uid") or ""
+    return ""
+
+
+@dataclass
+class ClusterState:
+    """What one cluster holds of the portal's jobs, keyed by (namespace, job id)."""
+
+    jobs: dict[Key, dict] = field(default_factory=dict)
+    pods: dict[Key, dict[str, dict]] = field(default_factory=lambda: defaultdict(dict))
+    events: dict[Key, dict[str, dict]] = field(default_factory=lambda: defaultdict(dict))
+
+    def _store(self, kind: str) -> dict:
+        return {"Job": self.jobs, "Pod": self.pods, "Event": self.events}[kind]
+
+    def replace(self, kind: str, items: list[dict]) -> set[Key]:
+        """Everything of a kind, from a full list. Returns the keys whose objects changed or
+        disappeared (all of them: a resync looks at every job again)."""
+        store = self._store(kind)
+        before = set(store)
+        store.clear()
+        for item in items:
+            self.apply(kind, "ADDED", item)
+        return before | set(store)
+
+    def apply(self, kind: str, event_type: str, obj: dict) -> Key | None:
+        key = key_of(kind, obj)
+        if key is None:
+            return None
+        name = _metadata(obj).get("name") or ""
+        if kind == "Job":
+            if event_type == "DELETED":
+                self.jobs.pop(key, None)
+                self.pods.pop(key, None)
+                self.events.pop(key, None)
+            else:
+                self.jobs[key] = obj
+        else:
+            store = self._store(kind)
+            if event_type == "DELETED":
+                store.get(key, {}).pop(name, None)
+                if key in store and not store[key]:
+                    del store[key]
+            else:
+                store[key][name] = obj
+        return key
+
+    def observation(self, key: Key) -> Observation | None:
+        job = self.jobs.get(key)
+        if job is None:
+            return None
+        uid = _metadata(job).get("uid") or ""
+        pods = [p for p in self.pods.get(key, {}).values() if job_uid_of("Pod", p) in ("", uid)]
+        events = [
+            e for e in self.events.get(key, {}).values() if job_uid_of("Event", e) in ("", uid)
+        ]
+        return observe(job, pods, events)
+
+    def job_uid(self, key: Key) -> str:
+        job = self.jobs.get(key)
+        return (_metadata(job).get("uid") or "") if job else ""
+
+
+class Tracker:
+    """A cluster's state, and writing each changed job's observation to the database."""
+
+    def __init__(self, *, cluster_id: int, cluster_name: str):
+        self.cluster_id = cluster_id
+        self.cluster_name = cluster_name
+        self.state = ClusterState()
+        self.writes = 0
+
+    def write(self, key: Key) -> bool:
+        namespace, job_id = key
+        observation = self.state.observation(key)
+        if observation is None:
+            return False
+        changed = services.job_observe(
+            job_id=job_id,
+            cluster_id=self.cluster_id,
+            namespace=namespace,
+            observation=observation,
+            kube_uid=self.state.job_uid(key),
+        )
+        self.writes += int(changed)
+        return changed
+
+    def job_deleted(self, key: Key, uid: str) -> bool:
+        namespace, job_id = key
+        return services.job_vanished(
+            job_id=job_id, cluster_id=self.cluster_id, namespace=namespace, kube_uid=uid
+        )
+
+    def missing_jobs(self, *, listed_at, kube: WorkloadClient) -> list[Key]:
+        """Jobs the portal follows on this cluster, created well before a full list of Jobs
+        began (so the list must hold them), that the list did not hold and that a direct read
+        confirms are gone: deleted while nobody watched."""
+        before = listed_at - datetime.timedelta(seconds=LIST_MARGIN_SECONDS)
+        followed = services.followed_jobs(cluster_id=self.cluster_id, submitted_before=before)
+        return [
+            (namespace, job_id)
+            for namespace, job_id in followed
+            if (namespace, job_id) not in self.state.jobs
+            and kube.get_job(namespace, manifests.job_name(job_id)) is None
+        ]
+
+
+def resync_cluster(cluster, *, kube: WorkloadClient | None = None) -> dict:
+    """One full pass over a cluster, without a watch: list the portal's Jobs, pods and Job
+    events, write every job's state, mark active jobs whose Job is gone, and delete again the
+    Jobs of cancelled jobs that are still there. The periodic safety net for missed events."""
+    from django.utils import timezone
+
+    kube = kube or WorkloadClient.for_cluster(cluster)
+    tracker = Tracker(cluster_id=cluster.pk, cluster_name=cluster.name)
+    started = timezone.now()
+    for kind in KINDS:
+        tracker.state.replace(kind, kube.list_objects(kind, **selectors(kind)).items)
+    changed = 0
+    for key in list(tracker.state.jobs):
+        changed += int(tracker.write(key))
+    vanished = 0
+    for key in tracker.missing_jobs(listed_at=started, kube=kube):
+        vanished += int(tracker.job_deleted(key, ""))
+    present = [
+        key
+        for key, job in tracker.state.jobs.items()
+        if not _metadata(job).get("deletionTimestamp")
+    ]
+    redeleted = 0
+    for job_id in services.cancelled_job_ids(cluster_id=cluster.pk, keys=present):
+        services.enqueue_delete(job_id=job_id)
+        redeleted += 1
+    return {
+        "jobs": len(tracker.state.jobs),
+        "changed": changed,
+        "vanished": vanished,
+        "deleted_again": redeleted,
+    }

@@ -1,0 +1,255 @@
+"""The watcher: follows every cluster's Jobs, Pods and Job events that carry the portal's labels
+and writes each job's state back as it changes (``manage.py watch_jobs``).
+
+Per cluster, three threads each list one kind (a full resync) and then watch it from the list's
+resourceVersion; when a watch ends (the API server closes it every few minutes, or the
+connection drops) it resumes from the last resourceVersion it saw (bookmarks keep that fresh),
+and when the API server answers 410 Gone (the version is too old) it lists again. One more
+thread per cluster owns the cluster's state (``tracker.Tracker``): it takes the changes off a
+queue, in order, and writes the jobs they touch; a job whose write failed (the database away)
+is written again shortly after.
+
+Clusters are found in the database every few seconds, so a cluster added, removed or given a
+new kubeconfig is picked up without a restart.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass
+
+from django.db import close_old_connections, connection
+from django.db.utils import Error as DatabaseError
+from django.utils import timezone
+
+from clusters.kube import KubeError, connection_configured
+from clusters.models import Cluster
+from clusters.workloads import ResourceVersionExpired, WorkloadClient
+from gpujobs import tracker as tracking
+
+logger = logging.getLogger(__name__)
+
+RETRY_MIN_SECONDS = 1.0
+RETRY_MAX_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class Change:
+    kind: str
+    type: str  # ADDED / MODIFIED / DELETED, or LIST for a full list in ``items``
+    object: dict | None = None
+    items: list | None = None
+    listed_at: object = None
+
+
+class ClusterWatch:
+    """The threads that follow one cluster."""
+
+    def __init__(self, cluster: Cluster, *, stop: threading.Event, watch_timeout: int):
+        self.cluster_id = cluster.pk
+        self.cluster_name = cluster.name
+        self.kube = WorkloadClient.for_cluster(cluster)
+        self.stop = threading.Event()
+        self.parent_stop = stop
+        self.watch_timeout = watch_timeout
+        self.changes: queue.Queue[Change] = queue.Queue()
+        self.tracker = tracking.Tracker(cluster_id=cluster.pk, cluster_name=cluster.name)
+        self.threads: list[threading.Thread] = []
+        self.lists = 0  # full lists made (first ones, and after 410 Gone)
+        self.resumes = 0  # watches resumed from a resourceVersion
+
+    def stopping(self) -> bool:
+        return self.stop.is_set() or self.parent_stop.is_set()
+
+    def start(self) -> None:
+        for kind in tracking.KINDS:
+            self.threads.append(
+                threading.Thread(
+                    target=self._follow,
+                    args=(kind,),
+                    name=f"watch-{self.cluster_name}-{kind}",
+                    daemon=True,
+                )
+            )
+        self.threads.append(
+            threading.Thread(target=self._apply, name=f"apply-{self.cluster_name}", daemon=True)
+        )
+        for thread in self.threads:
+            thread.start()
+        logger.info("watching GPU jobs on cluster %s", self.cluster_name)
+
+    def close(self) -> None:
+        self.stop.set()
+
+    # -- following one kind
+
+    def _follow(self, kind: str) -> None:
+        version = ""
+        delay = RETRY_MIN_SECONDS
+        selectors = tracking.selectors(kind)
+        while not self.stopping():
+            try:
+                if not version:
+                    listed_at = timezone.now()
+                    listing = self.kube.list_objects(kind, **selectors)
+                    self.changes.put(Change(kind, "LIST", items=listing.items, listed_at=listed_at))
+                    version = listing.resource_version
+                    self.lists += 1
+                    logger.info(
+                        "cluster %s: listed %d %s(s) at resourceVersion %s",
+                        self.cluster_name,
+                        len(listing.items),
+                        kind,
+                        version,
+                    )
+                else:
+                    self.resumes += 1
+                for event in self.kube.watch(
+                    kind,
+                    resource_version=version,
+                    timeout_seconds=self.watch_timeout,
+                    stop=self.stop,
+                    **selectors,
+                ):
+                    if self.stopping():
+                        return
+                    version = event.resource_version or version
+                    if event.type != "BOOKMARK":
+                        self.changes.put(Change(kind, event.type, object=event.object))
+                delay = RETRY_MIN_SECONDS
+            except ResourceVersionExpired as error:
+                logger.info("cluster %s: %s", self.cluster_name, error)
+                version = ""  # list everything again
+            except KubeError as error:
+                logger.warning("cluster %s: %s watch: %s", self.cluster_name, kind, error)
+                self.stop.wait(delay)
+                delay = min(delay * 2, RETRY_MAX_SECONDS)
+            except Exception:
+                logger.exception(
+                    "cluster %s: %s watch failed; listing again", self.cluster_name, kind
+                )
+                version = ""
+                self.stop.wait(delay)
+                delay = min(delay * 2, RETRY_MAX_SECONDS)
+
+    # -- applying changes, one thread per cluster
+
+    def _apply(self) -> None:
+        state = self.tracker.state
+        dirty: set[tracking.Key] = set()
+        deleted: dict[tracking.Key, str] = {}
+        pending_lists: dict[str, object] = {}
+        try:
+            while not self.stopping():
+                try:
+                    change = self.changes.get(timeout=0.5 if (dirty or deleted) else 1.0)
+                except queue.Empty:
+                    change = None
+                while change is not None:
+                    if change.type == "LIST":
+                        dirty |= state.replace(change.kind, change.items or [])
+                        if change.kind == "Job":
+                            pending_lists["Job"] = change.listed_at
+                    else:
+                        uid = tracking.job_uid_of(change.kind, change.object or {})
+                        key = state.apply(change.kind, change.type, change.object or {})
+                        if key is not None:
+                            if change.kind == "Job" and change.type == "DELETED":
+                                deleted[key] = uid
+                                dirty.discard(key)
+                            else:
+                                dirty.add(key)
+                    try:
+                        change = self.changes.get_nowait()
+                    except queue.Empty:
+                        change = None
+                self._flush(dirty, deleted, pending_lists)
+        finally:
+            connection.close()
+
+    def _flush(self, dirty: set, deleted: dict, pending_lists: dict) -> None:
+        try:
+            close_old_connections()
+            for key in sorted(dirty):
+                self.tracker.write(key)
+                dirty.discard(key)
+            for key in sorted(deleted):
+                self.tracker.job_deleted(key, deleted[key])
+                del deleted[key]
+            if "Job" in pending_lists:
+                listed_at = pending_lists.pop("Job")
+                for key in self.tracker.missing_jobs(listed_at=listed_at, kube=self.kube):
+                    self.tracker.job_deleted(key, "")
+        except DatabaseError:
+            logger.exception(
+                "cluster %s: writing job states failed; trying again", self.cluster_name
+            )
+            connection.close()
+            self.stop.wait(RETRY_MIN_SECONDS)
+        except KubeError as error:
+            # Only the check for Jobs deleted while nobody watched reads the cluster here; the
+            # periodic resync makes that check again.
+            logger.warning("cluster %s: %s", self.cluster_name, error)
+        except Exception:
+            logger.exception("cluster %s: writing job states failed", self.cluster_name)
+            self.stop.wait(RETRY_MIN_SECONDS)
+
+
+def _cluster_key(cluster: Cluster) -> tuple:
+    return (cluster.pk, cluster.name, cluster.kubeconfig_path, cluster.api_server_url)
+
+
+def run(
+    *,
+    stop: threading.Event,
+    discover_every: float = 5.0,
+    watch_timeout: int = 240,
+    once: bool = False,
+) -> dict[tuple, ClusterWatch]:
+    """Follow every reachable cluster until ``stop`` is set. With ``once``, make one full pass
+    over each cluster (no watch) and return."""
+    if once:
+        for cluster in Cluster.objects.all():
+            if connection_configured(cluster):
+                try:
+                    result = tracking.resync_cluster(cluster)
+                    logger.info("cluster %s: %s", cluster.name, result)
+                except KubeError as error:
+                    logger.warning("cluster %s: %s", cluster.name, error)
+        return {}
+    watches: dict[tuple, ClusterWatch] = {}
+    retry_at: dict[tuple, float] = {}  # clusters whose credentials failed: when to try again
+    while not stop.is_set():
+        try:
+            close_old_connections()
+            clusters = {
+                _cluster_key(c): c for c in Cluster.objects.all() if connection_configured(c)
+            }
+        except DatabaseError:
+            logger.exception("cannot read the clusters; trying again")
+            connection.close()
+            stop.wait(discover_every)
+            continue
+        for key in list(watches):
+            if key not in clusters:
+                logger.info("no longer watching cluster %s", watches[key].cluster_name)
+                watches.pop(key).close()
+        for key, cluster in clusters.items():
+            if key in watches or retry_at.get(key, 0) > time.monotonic():
+                continue
+            try:
+                watch = ClusterWatch(cluster, stop=stop, watch_timeout=watch_timeout)
+            except KubeError as error:
+                logger.warning("cannot watch cluster %s: %s", cluster.name, error)
+                retry_at[key] = time.monotonic() + RETRY_MAX_SECONDS
+                continue
+            watch.start()
+            watches[key] = watch
+        stop.wait(discover_every)
+    for watch in watches.values():
+        watch.close()
+    time.sleep(0.1)
+    return watches

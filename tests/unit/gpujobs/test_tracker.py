@@ -1,0 +1,133 @@
+"""The watcher's view of a cluster: objects keyed by (namespace, job id), kept from lists and
+watch events, and turned into observations. No database."""
+
+from gpujobs.observe import State
+from gpujobs.tracker import ClusterState, key_of
+
+LABELS = {"app.kubernetes.io/managed-by": "gpu-portal", "gpuportal.io/job-id": "7"}
+
+
+def job(uid="uid-1", namespace="vision", job_id="7", **status):
+    return {
+        "kind": "Job",
+        "metadata": {
+            "name": f"gpujob-{job_id}",
+            "namespace": namespace,
+            "uid": uid,
+            "labels": {**LABELS, "gpuportal.io/job-id": job_id},
+        },
+        "spec": {"backoffLimit": 0},
+        "status": status,
+    }
+
+
+def pod(name="gpujob-7-a", phase="Running", owner="uid-1", namespace="vision"):
+    return {
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": LABELS,
+            "creationTimestamp": "2026-03-10T10:00:00Z",
+            "ownerReferences": [{"kind": "Job", "controller": True, "uid": owner}],
+        },
+        "spec": {"nodeName": "gpu-node-1"},
+        "status": {"phase": phase},
+    }
+
+
+def quota_event(job_name="gpujob-7", namespace="vision"):
+    return {
+        "kind": "Event",
+        "metadata": {"name": f"{job_name}.17a", "namespace": namespace},
+        "involvedObject": {"kind": "Job", "name": job_name, "namespace": namespace},
+        "reason": "FailedCreate",
+        "message": "Error creating: pods is forbidden: exceeded quota: q",
+    }
+
+
+def test_keys_come_from_the_job_id_label_or_the_jobs_name():
+    assert key_of("Job", job()) == ("vision", 7)
+    assert key_of("Pod", pod()) == ("vision", 7)
+    assert key_of("Event", quota_event()) == ("vision", 7)
+
+
+def test_objects_that_are_not_the_portals_have_no_key():
+    foreign = pod()
+    foreign["metadata"]["labels"] = {"app": "x"}
+
+    assert key_of("Pod", foreign) is None
+    assert key_of("Event", quota_event(job_name="someone-elses")) is None
+
+
+def test_same_id_in_two_namespaces_are_two_jobs():
+    state = ClusterState()
+    state.apply("Job", "ADDED", job(namespace="vision"))
+    state.apply("Job", "ADDED", job(namespace="speech", uid="uid-2"))
+
+    assert set(state.jobs) == {("vision", 7), ("speech", 7)}
+
+
+def test_pod_events_update_the_observation():
+    state = ClusterState()
+    state.apply("Job", "ADDED", job())
+    state.apply("Pod", "ADDED", pod(phase="Pending"))
+    assert state.observation(("vision", 7)).state == State.PENDING
+
+    state.apply("Pod", "MODIFIED", pod(phase="Running"))
+
+    assert state.observation(("vision", 7)).state == State.RUNNING
+
+
+def test_pods_of_an_older_job_with_the_same_name_are_ignored():
+    state = ClusterState()
+    state.apply("Job", "ADDED", job(uid="uid-new"))
+    state.apply("Pod", "ADDED", pod(phase="Running", owner="uid-old"))
+
+    assert state.observation(("vision", 7)).state == State.SUBMITTED
+
+
+def test_deleted_job_forgets_its_pods_and_events():
+    state = ClusterState()
+    state.apply("Job", "ADDED", job())
+    state.apply("Pod", "ADDED", pod())
+    state.apply("Event", "ADDED", quota_event())
+
+    state.apply("Job", "DELETED", job())
+
+    assert state.observation(("vision", 7)) is None
+    assert ("vision", 7) not in state.pods
+    assert ("vision", 7) not in state.events
+
+
+def test_a_full_list_replaces_what_was_known_and_names_every_job_touched():
+    state = ClusterState()
+    state.apply("Pod", "ADDED", pod(name="gpujob-7-a"))
+    other = pod(name="gpujob-8-a")
+    other["metadata"]["labels"] = {**LABELS, "gpuportal.io/job-id": "8"}
+    state.apply("Pod", "ADDED", other)
+
+    touched = state.replace("Pod", [pod(name="gpujob-7-b")])
+
+    assert touched == {("vision", 7), ("vision", 8)}
+    assert set(state.pods[("vision", 7)]) == {"gpujob-7-b"}
+    assert ("vision", 8) not in state.pods
+
+
+def test_quota_refusal_event_reaches_the_observation():
+    state = ClusterState()
+    state.apply("Job", "ADDED", job())
+    state.apply("Event", "ADDED", quota_event())
+
+    assert state.observation(("vision", 7)).reason == "ExceededQuota"
+
+
+def test_deleted_pod_is_forgotten():
+    state = ClusterState()
+    state.apply("Job", "ADDED", job())
+    state.apply("Pod", "ADDED", pod())
+
+    state.apply("Pod", "DELETED", pod())
+
+    assert ("vision", 7) not in state.pods
+    assert state.observation(("vision", 7)).state == State.SUBMITTED

@@ -10,7 +10,9 @@ urlpatterns = [
     path("api/v1/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/v1/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("api/v1/", include("tenants.api.urls")),
+    path("api/v1/", include("gpujobs.api.urls")),
     path("api/v1/", include("monitoring.api.urls")),
     path("monitoring/", include("monitoring.urls")),
+    path("jobs/", include("gpujobs.urls")),
     path("", include("tenants.urls")),
 ]

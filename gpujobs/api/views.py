@@ -1,0 +1,245 @@
+"""REST views for GPU jobs under /api/v1/jobs/: find the job among those the user may see (another
+team's job is a 404, never a 403 that confirms it exists), check types, call a service.
+
+Cluster reads (logs, events) that fail answer 503 (worth retrying: the cluster is unreachable
+or busy) or 502 (the cluster refused), with the cluster's reason in words.
+"""
+
+import time
+
+from django.conf import settings
+from django.http import StreamingHttpResponse
+from django_filters.rest_framework import DjangoFilterBackend
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_view,
+    inline_serializer,
+)
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.response import Response
+
+from clusters.kube import KubeError
+from gpujobs import cluster_reads, selectors, services
+from gpujobs.api import serializers as s
+from gpujobs.api.filters import GpuJobFilter
+from gpujobs.manifests import GPU_CONTAINER
+from tenants.api.filters import StableOrderingFilter
+
+DETAIL_ERROR = inline_serializer(name="JobDetailError", fields={"detail": serializers.CharField()})
+NOT_FOUND = OpenApiResponse(DETAIL_ERROR, description="Not found, or not visible to you.")
+FORBIDDEN = OpenApiResponse(DETAIL_ERROR, description="Visible to you, but not yours to change.")
+CONFLICT = OpenApiResponse(
+    inline_serializer(
+        name="JobTransitionError",
+        fields={
+            "detail": serializers.CharField(),
+            "state": serializers.ListField(child=serializers.CharField()),
+        },
+    ),
+    description="The job has already ended.",
+)
+BAD_INPUT = OpenApiResponse(
+    OpenApiTypes.OBJECT, description="Field name -> list of messages (non_field_errors for none)."
+)
+CLUSTER_ERROR = OpenApiResponse(
+    DETAIL_ERROR, description="The cluster could not be read (503: try again; 502: it refused)."
+)
+TAIL = OpenApiParameter(
+    "tail", int, description=f"Last N lines (default 100, at most {cluster_reads.MAX_TAIL_LINES})."
+)
+CONTAINER = OpenApiParameter(
+    "container",
+    str,
+    enum=list(cluster_reads.CONTAINERS),
+    description="The GPU container (main, default) or the preprocessing one.",
+)
+POD = OpenApiParameter("pod", str, description="One of the job's pods (default: the newest).")
+FOLLOW = OpenApiParameter(
+    "follow",
+    bool,
+    description="Stream the log as text/plain while the container runs (after the last N lines).",
+)
+
+
+class PlainTextRenderer(BaseRenderer):
+    """``Accept: text/plain`` on the log endpoint: the log itself (or why there is none)."""
+
+    media_type = "text/plain"
+    format = "txt"
+    charset = "utf-8"
+
+    def render(self, data, accepted_media_type=None, renderer_context=None):
+        if isinstance(data, dict):
+            text = data.get("log") or data.get("detail") or ""
+            return str(text).encode(self.charset)
+        return str(data or "").encode(self.charset)
+
+
+def cluster_error(error: KubeError) -> Response:
+    code = status.HTTP_503_SERVICE_UNAVAILABLE if error.transient else status.HTTP_502_BAD_GATEWAY
+    return Response({"detail": str(error)}, status=code)
+
+
+def _int_param(request, name: str, default: int, *, low: int, high: int) -> int:
+    raw = request.query_params.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValidationError({name: [f"Must be a whole number from {low} to {high}."]}) from None
+    if not low <= value <= high:
+        raise ValidationError({name: [f"Must be a whole number from {low} to {high}."]})
+    return value
+
+
+@extend_schema_view(
+    list=extend_schema(summary="GPU jobs of your teams (admins: all)"),
+    retrieve=extend_schema(responses={200: s.GpuJobSerializer, 404: NOT_FOUND}),
+    create=extend_schema(
+        summary="Submit a GPU job",
+        description="Refused with 400 naming the field when the team's quota on the cluster "
+        "has too few GPUs left (`gpus`) or the image comes from a registry the cluster does "
+        "not allow (`image`). Leads and members may submit; viewers may not (403).",
+        request=s.GpuJobCreateSerializer,
+        responses={201: s.GpuJobSerializer, 400: BAD_INPUT, 403: FORBIDDEN},
+    ),
+)
+class GpuJobViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    viewsets.GenericViewSet,
+):
+    serializer_class = s.GpuJobSerializer
+    permission_classes = [IsAuthenticated]
+    filter_backends = [DjangoFilterBackend, StableOrderingFilter]
+    filterset_class = GpuJobFilter
+    ordering_fields = ["created_at", "state", "gpus", "started_at", "finished_at"]
+    ordering = ["-created_at"]
+
+    def get_queryset(self):
+        return selectors.jobs_visible_to(self.request.user).select_related("cancelled_by")
+
+    def get_serializer_class(self):
+        if self.action == "create":
+            return s.GpuJobCreateSerializer
+        return s.GpuJobSerializer
+
+    def create(self, request, *args, **kwargs):
+        serializer = s.GpuJobCreateSerializer(data=request.data, context={"request": request})
+        serializer.is_valid(raise_exception=True)
+        data = dict(serializer.validated_data)
+        team, cluster = data.pop("team"), data.pop("cluster")
+        if data.get("env") is not None:
+            data["env"] = [dict(item) for item in data["env"]]
+        if data.get("preprocess") is not None:
+            data["preprocess"] = dict(data["preprocess"])
+        job = services.job_submit(user=request.user, team=team, cluster=cluster, **data)
+        job = self.get_queryset().get(pk=job.pk)
+        return Response(s.GpuJobSerializer(job).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        summary="Stop a job: its Job and pods are deleted and it shows cancelled",
+        request=None,
+        responses={200: s.GpuJobSerializer, 403: FORBIDDEN, 404: NOT_FOUND, 409: CONFLICT},
+    )
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, pk=None):
+        job = services.job_cancel(actor=request.user, job=self.get_object())
+        return Response(s.GpuJobSerializer(self.get_queryset().get(pk=job.pk)).data)
+
+    @extend_schema(
+        summary="The job's log: the last N lines, or followed as it is written",
+        parameters=[TAIL, CONTAINER, POD, FOLLOW],
+        responses={
+            (200, "application/json"): s.LogSerializer,
+            (200, "text/plain"): OpenApiTypes.STR,
+            404: NOT_FOUND,
+            502: CLUSTER_ERROR,
+            503: CLUSTER_ERROR,
+        },
+    )
+    @action(detail=True, methods=["get"], renderer_classes=[JSONRenderer, PlainTextRenderer])
+    def logs(self, request, pk=None):
+        job = self.get_object()
+        tail = _int_param(
+            request,
+            "tail",
+            cluster_reads.DEFAULT_TAIL_LINES,
+            low=0,
+            high=cluster_reads.MAX_TAIL_LINES,
+        )
+        container = request.query_params.get("container") or GPU_CONTAINER
+        if container not in cluster_reads.CONTAINERS:
+            raise ValidationError(
+                {"container": [f"Must be one of: {', '.join(cluster_reads.CONTAINERS)}."]}
+            )
+        pod = request.query_params.get("pod") or None
+        follow = request.query_params.get("follow", "").lower() in ("1", "true", "yes")
+        try:
+            if follow:
+                return self._follow(job, tail=tail, container=container, pod=pod)
+            result = cluster_reads.job_log(job, tail=tail, container=container, pod=pod)
+        except KubeError as error:
+            return cluster_error(error)
+        return Response(
+            {
+                "pod": result.pod,
+                "container": result.container,
+                "tail": tail,
+                "log": result.text,
+                "detail": result.detail,
+            }
+        )
+
+    def _follow(self, job, *, tail: int, container: str, pod: str | None):
+        name, lines, detail = cluster_reads.follow_job_log(
+            job, tail=tail, container=container, pod=pod
+        )
+        if lines is None:
+            return Response({"detail": detail}, status=status.HTTP_409_CONFLICT)
+        deadline = time.monotonic() + settings.GPUJOBS_LOG_FOLLOW_MAX_SECONDS
+
+        def stream():
+            try:
+                for line in lines:
+                    yield f"{line}\n"
+                    if time.monotonic() > deadline:
+                        yield "[the portal stopped following this log; ask again to go on]\n"
+                        return
+            except KubeError as error:
+                yield f"[log ended: {error}]\n"
+            finally:
+                lines.close()
+
+        response = StreamingHttpResponse(stream(), content_type="text/plain; charset=utf-8")
+        response["X-Pod"] = name
+        response["Cache-Control"] = "no-cache"
+        response["X-Accel-Buffering"] = "no"  # proxies must pass lines on as they come
+        return response
+
+    @extend_schema(
+        summary="Events of the job's Job and pods (scheduling, pulling, quota refusals)",
+        responses={
+            200: s.JobEventSerializer(many=True),
+            404: NOT_FOUND,
+            502: CLUSTER_ERROR,
+            503: CLUSTER_ERROR,
+        },
+    )
+    @action(detail=True, methods=["get"], pagination_class=None, filter_backends=[])
+    def events(self, request, pk=None):
+        job = self.get_object()
+        try:
+            events = cluster_reads.job_events(job)
+        except KubeError as error:
+            return cluster_error(error)
+        return Response(s.JobEventSerializer([e.__dict__ for e in events], many=True).data)

@@ -1,0 +1,189 @@
+"""The job pages' forms. They shape input into the service's arguments; the rules are in
+``gpujobs.services``, whose errors come back beside the fields they name.
+
+Command, arguments and the preprocessor's lists are typed one item per line: each line is one
+argument as it is, never split or interpreted by a shell.
+"""
+
+from __future__ import annotations
+
+from django import forms
+from django.core.exceptions import ValidationError
+
+from clusters.models import Cluster
+from gpujobs import manifests, selectors
+from gpujobs.models import GpuJob
+from tenants.models import Team
+
+# Service field -> the form field its errors belong to.
+SERVICE_FIELDS = {
+    "max_runtime_seconds": "max_runtime_minutes",
+    "preprocess": "preprocess_image",
+}
+
+
+def lines(text: str) -> list[str]:
+    """One list item per line; a trailing newline does not make an empty item."""
+    items = text.replace("\r\n", "\n").split("\n")
+    while items and items[-1] == "":
+        items.pop()
+    return items
+
+
+def env_pairs(text: str) -> list[dict]:
+    pairs = []
+    for number, line in enumerate(lines(text), start=1):
+        if not line.strip():
+            continue
+        name, sep, value = line.partition("=")
+        if not sep:
+            raise ValidationError(f"Line {number}: write NAME=value.")
+        pairs.append({"name": name.strip(), "value": value})
+    return pairs
+
+
+def add_job_errors(form: forms.Form, error: ValidationError) -> None:
+    """A service's ValidationError on the form, each message beside its field."""
+    if not hasattr(error, "error_dict"):
+        form.add_error(None, error)
+        return
+    for key, messages in error.message_dict.items():
+        field = SERVICE_FIELDS.get(key, key)
+        if field not in form.fields:
+            messages = [f"{key.replace('_', ' ').capitalize()}: {m}" for m in messages]
+            field = None
+        for message in messages:
+            form.add_error(field, message)
+
+
+class ListField(forms.CharField):
+    widget = forms.Textarea(attrs={"rows": 3, "spellcheck": "false"})
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("required", False)
+        kwargs.setdefault("strip", False)
+        super().__init__(**kwargs)
+
+
+class JobForm(forms.Form):
+    team = forms.ModelChoiceField(queryset=Team.objects.none(), empty_label=None)
+    cluster = forms.ModelChoiceField(queryset=Cluster.objects.all(), empty_label=None)
+    name = forms.CharField(max_length=63, help_text="A short name, e.g. bert-finetune.")
+    image = forms.CharField(
+        max_length=500, help_text="e.g. registry.example.com/vision/trainer:1.4"
+    )
+    command = ListField(
+        help_text="Replaces the image's entrypoint. One argument per line (no shell)."
+    )
+    args = ListField(label="Arguments", help_text="One argument per line.")
+    env = ListField(label="Environment", help_text="One NAME=value per line.")
+    gpus = forms.IntegerField(label="GPUs", min_value=1, initial=1)
+    gpu_model = forms.ChoiceField(label="GPU model", required=False)
+    cpu_cores = forms.DecimalField(
+        label="CPU cores", required=False, max_digits=7, decimal_places=2, min_value=0
+    )
+    memory_gib = forms.DecimalField(
+        label="Memory (GiB)", required=False, max_digits=8, decimal_places=2, min_value=0
+    )
+    max_runtime_minutes = forms.IntegerField(
+        label="Maximum run time (minutes)",
+        min_value=1,
+        initial=60,
+        help_text="The job is stopped after this long.",
+    )
+    backoff_limit = forms.IntegerField(
+        label="Retries", min_value=0, initial=0, help_text="Times a failed pod is tried again."
+    )
+    preprocess_mode = forms.ChoiceField(
+        label="Preprocessing container",
+        choices=[
+            ("", "None"),
+            (manifests.PreprocessMode.BEFORE, "Runs before the GPU container (init container)"),
+            (manifests.PreprocessMode.BESIDE, "Runs beside the GPU container"),
+        ],
+        required=False,
+    )
+    preprocess_image = forms.CharField(label="Preprocessing image", required=False)
+    preprocess_command = ListField(label="Preprocessing command")
+    preprocess_args = ListField(label="Preprocessing arguments")
+    preprocess_cpu_cores = forms.DecimalField(
+        label="Preprocessing CPU cores",
+        required=False,
+        max_digits=7,
+        decimal_places=2,
+        min_value=0,
+    )
+    preprocess_memory_gib = forms.DecimalField(
+        label="Preprocessing memory (GiB)",
+        required=False,
+        max_digits=8,
+        decimal_places=2,
+        min_value=0,
+    )
+
+    def __init__(self, *args, teams, cluster: Cluster | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["team"].queryset = teams
+        chosen = cluster
+        if chosen is None and self.is_bound:
+            cluster_id = self.data.get(self.add_prefix("cluster"), "")
+            chosen = Cluster.objects.filter(pk=cluster_id).first() if cluster_id.isdigit() else None
+        if chosen is None:
+            chosen = Cluster.objects.order_by("name").first()
+        self.fields["gpu_model"].choices = gpu_model_choices(chosen)
+
+    def clean_env(self):
+        return env_pairs(self.cleaned_data["env"])
+
+    def clean(self):
+        data = super().clean()
+        if data.get("preprocess_mode") and not (data.get("preprocess_image") or "").strip():
+            self.add_error("preprocess_image", "Give the preprocessing container's image.")
+        return data
+
+    def service_arguments(self) -> dict:
+        """The cleaned data as ``services.job_submit``'s keyword arguments."""
+        data = self.cleaned_data
+        preprocess = None
+        if data.get("preprocess_mode"):
+            preprocess = {
+                "image": data["preprocess_image"].strip(),
+                "mode": data["preprocess_mode"],
+                "command": lines(data["preprocess_command"]),
+                "args": lines(data["preprocess_args"]),
+                "cpu_cores": data.get("preprocess_cpu_cores"),
+                "memory_gib": data.get("preprocess_memory_gib"),
+            }
+        return {
+            "team": data["team"],
+            "cluster": data["cluster"],
+            "name": data["name"].strip(),
+            "image": data["image"].strip(),
+            "command": lines(data["command"]),
+            "args": lines(data["args"]),
+            "env": data["env"],
+            "gpus": data["gpus"],
+            "gpu_model": data.get("gpu_model") or "",
+            "cpu_cores": data.get("cpu_cores"),
+            "memory_gib": data.get("memory_gib"),
+            "max_runtime_seconds": data["max_runtime_minutes"] * 60,
+            "backoff_limit": data["backoff_limit"],
+            "preprocess": preprocess,
+        }
+
+
+def gpu_model_choices(cluster: Cluster | None) -> list[tuple[str, str]]:
+    models = selectors.gpu_models(cluster) if cluster is not None else []
+    return [("", "Any GPU model"), *((m, m) for m in models)]
+
+
+class JobFilterForm(forms.Form):
+    team = forms.ModelChoiceField(
+        queryset=Team.objects.none(), required=False, to_field_name="slug", empty_label="All teams"
+    )
+    state = forms.ChoiceField(choices=[("", "Any state"), *GpuJob.State.choices], required=False)
+    user = forms.CharField(required=False, label="Submitted by", max_length=150)
+
+    def __init__(self, *args, teams, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["team"].queryset = teams

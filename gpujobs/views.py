@@ -1,0 +1,234 @@
+"""The job pages: list, submit form, and a detail page that follows the job live (htmx polls
+small fragments: state, log, events) and shows its GPUs' utilisation from ``monitoring``.
+
+Thin: ``selectors`` decide which jobs a user sees (another team's job is a 404), ``services``
+make every change, ``cluster_reads`` fetch logs and events.
+"""
+
+from __future__ import annotations
+
+import datetime
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.cache import add_never_cache_headers
+from django.views.decorators.http import require_POST
+
+from clusters.kube import KubeError
+from clusters.models import Cluster
+from gpujobs import cluster_reads, selectors, services
+from gpujobs.forms import JobFilterForm, JobForm, add_job_errors
+from gpujobs.models import GpuJob
+from tenants.errors import InvalidTransition
+from tenants.models import Membership
+from tenants.selectors import teams_visible_to
+
+JOBS_PAGE_SIZE = 25
+LOG_TAIL_CHOICES = (100, 500, 2000)
+
+
+def _visible_job(request: HttpRequest, pk: int) -> GpuJob:
+    """The job, or 404 when the user may not see it (never a 403 that confirms it exists)."""
+    return get_object_or_404(selectors.jobs_visible_to(request.user), pk=pk)
+
+
+def _submit_teams(request: HttpRequest):
+    """Teams the user may run jobs in: where they are a lead or a member."""
+    return teams_visible_to(request.user).filter(
+        memberships__user=request.user,
+        memberships__role__in=[Membership.Role.LEAD, Membership.Role.MEMBER],
+    )
+
+
+def _fragment(request: HttpRequest, template: str, context: dict) -> HttpResponse:
+    response = render(request, template, context)
+    add_never_cache_headers(response)
+    return response
+
+
+# --- list --------------------------------------------------------------------------------------
+
+
+@login_required
+def job_list(request: HttpRequest) -> HttpResponse:
+    teams = teams_visible_to(request.user).order_by("name", "slug")
+    form = JobFilterForm(request.GET or None, teams=teams)
+    jobs = selectors.jobs_visible_to(request.user).order_by("-created_at", "-id")
+    query = ""
+    if form.is_valid():
+        data = form.cleaned_data
+        if data["team"] is not None:
+            jobs = jobs.filter(team=data["team"])
+        if data["state"]:
+            jobs = jobs.filter(state=data["state"])
+        if data["user"]:
+            jobs = jobs.filter(submitted_by__username=data["user"])
+        query = "&".join(
+            f"{key}={value}"
+            for key, value in (
+                ("team", data["team"].slug if data["team"] else ""),
+                ("state", data["state"]),
+                ("user", data["user"]),
+            )
+            if value
+        )
+    page = Paginator(jobs, JOBS_PAGE_SIZE).get_page(request.GET.get("page"))
+    return render(
+        request,
+        "gpujobs/job_list.html",
+        {
+            "form": form,
+            "page": page,
+            "jobs": list(page.object_list),
+            "query": f"{query}&" if query else "",
+            "can_submit": _submit_teams(request).exists(),
+        },
+    )
+
+
+# --- submit ------------------------------------------------------------------------------------
+
+
+@login_required
+def job_new(request: HttpRequest) -> HttpResponse:
+    teams = _submit_teams(request).order_by("name", "slug")
+    if request.method == "GET" and request.htmx and "cluster" in request.GET:
+        # The cluster select changed: send back the GPU model select for that cluster.
+        cluster_id = request.GET["cluster"]
+        cluster = Cluster.objects.filter(pk=cluster_id).first() if cluster_id.isdigit() else None
+        form = JobForm(teams=teams, cluster=cluster)
+        return render(request, "gpujobs/_gpu_model_field.html", {"form": form})
+    if not teams.exists():
+        raise PermissionDenied("Only leads and members of a team can run jobs.")
+    if request.method == "POST":
+        form = JobForm(request.POST, teams=teams)
+        if form.is_valid():
+            arguments = form.service_arguments()
+            try:
+                job = services.job_submit(user=request.user, **arguments)
+            except ValidationError as error:
+                add_job_errors(form, error)
+            else:
+                messages.success(request, f"Submitted job #{job.pk} {job.name}.")
+                return redirect("gpujob-detail", pk=job.pk)
+    else:
+        initial = {}
+        team = teams.filter(slug=request.GET.get("team", "")).first()
+        if team is not None:
+            initial["team"] = team
+        form = JobForm(initial=initial, teams=teams)
+    form.fields["cluster"].widget.attrs.update(
+        {
+            "hx-get": reverse("gpujob-new"),
+            "hx-target": "#field-gpu_model",
+            "hx-swap": "outerHTML",
+        }
+    )
+    return render(request, "gpujobs/job_form.html", {"form": form})
+
+
+# --- one job -----------------------------------------------------------------------------------
+
+
+def _live_context(request: HttpRequest, job: GpuJob) -> dict:
+    return {
+        "job": job,
+        "refresh_seconds": settings.GPUJOBS_REFRESH_SECONDS,
+        "can_stop": not job.is_final and services.can_stop_job(request.user, job),
+    }
+
+
+@login_required
+def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    job = _visible_job(request, pk)
+    context = _live_context(request, job)
+    context["tail"] = _tail(request)
+    context["tail_choices"] = LOG_TAIL_CHOICES
+    return render(request, "gpujobs/job_detail.html", context)
+
+
+@login_required
+def job_live(request: HttpRequest, pk: int) -> HttpResponse:
+    """The state panel alone (htmx polls it until the job ends)."""
+    job = _visible_job(request, pk)
+    return _fragment(request, "gpujobs/_job_live.html", _live_context(request, job))
+
+
+def _tail(request: HttpRequest) -> int:
+    raw = request.GET.get("tail", "")
+    return int(raw) if raw.isdigit() and int(raw) in LOG_TAIL_CHOICES else LOG_TAIL_CHOICES[0]
+
+
+@login_required
+def job_logs(request: HttpRequest, pk: int) -> HttpResponse:
+    """The log panel: the last lines of the newest pod's GPU container."""
+    job = _visible_job(request, pk)
+    tail = _tail(request)
+    context: dict = {"job": job, "tail": tail, "refresh_seconds": settings.GPUJOBS_REFRESH_SECONDS}
+    try:
+        context["result"] = cluster_reads.job_log(job, tail=tail)
+    except KubeError as error:
+        context["error"] = str(error)
+    return _fragment(request, "gpujobs/_job_logs.html", context)
+
+
+@login_required
+def job_events(request: HttpRequest, pk: int) -> HttpResponse:
+    job = _visible_job(request, pk)
+    context: dict = {"job": job, "refresh_seconds": settings.GPUJOBS_REFRESH_SECONDS * 3}
+    try:
+        context["events"] = cluster_reads.job_events(job)
+    except KubeError as error:
+        context["error"] = str(error)
+    return _fragment(request, "gpujobs/_job_events.html", context)
+
+
+@login_required
+def job_gpus(request: HttpRequest, pk: int) -> HttpResponse:
+    """The job's GPU charts, from ``monitoring`` over the job's run (the last hour of it)."""
+    job = _visible_job(request, pk)
+    context: dict = {"job": job}
+    try:
+        from monitoring import promql
+        from monitoring import services as monitoring
+    except ImportError:  # the monitoring app is optional for the job pages
+        context["unavailable"] = "GPU monitoring is not installed in this portal."
+        return _fragment(request, "gpujobs/_job_gpus.html", context)
+    if not job.cluster.prometheus_url:
+        context["unavailable"] = (
+            f"Cluster {job.cluster.name} has no Prometheus URL, so there are no GPU metrics."
+        )
+    elif not job.pods or job.started_at is None:
+        context["unavailable"] = "The job has not run yet: no GPU metrics."
+    else:
+        end = job.finished_at or timezone.now()
+        start = max(
+            job.started_at - datetime.timedelta(minutes=1), end - datetime.timedelta(hours=1)
+        )
+        if end <= start:
+            end = start + datetime.timedelta(minutes=1)
+        window = promql.Window(start=start, end=end, label="job")
+        context["dashboard"] = monitoring.pod_dashboard(
+            cluster=job.cluster, namespace=job.team.slug, pod_names=job.pods, window=window
+        )
+    return _fragment(request, "gpujobs/_job_gpus.html", context)
+
+
+@require_POST
+@login_required
+def job_cancel(request: HttpRequest, pk: int) -> HttpResponse:
+    job = _visible_job(request, pk)
+    try:
+        services.job_cancel(actor=request.user, job=job)
+    except InvalidTransition as error:
+        messages.error(request, str(error))
+    else:
+        messages.success(request, f"Stopping job #{job.pk}: its pods are being removed.")
+    return redirect("gpujob-detail", pk=job.pk)

@@ -1,0 +1,422 @@
+"""Fixtures for GPU job tests against the devcluster, with a real Celery worker and the watcher
+(``manage.py watch_jobs``) running as processes of their own on the test database.
+
+Shared by tests/integration/gpujobs (through its conftest) and the browser tests
+(tests/e2e/test_gpujobs_flow.py imports them).
+
+Team namespaces and their ResourceQuota are made here with the devcluster's admin client,
+labelled as the portal's reconcile labels them: these tests are about jobs, and must not wait
+on (or depend on the state of) the reconcile. Each test's team has a unique slug; its namespace
+is deleted when the test ends.
+"""
+
+from __future__ import annotations
+
+import datetime
+import http.server
+import os
+import signal
+import ssl
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+import yaml
+from django.conf import settings
+from django.utils import timezone
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from gpujobs.models import GpuJob
+from tenants.models import Membership
+from tests import factories
+from tests.integration.conftest import REPO_ROOT, _database_url, wait_for
+
+QUOTA_NAME = "gpu-portal-quota"
+DEVCLUSTER_GPU_MODEL = "NVIDIA-A100-SXM4-80GB"
+COMPLETE_AFTER = "devcluster.gpuportal.io/complete-after-seconds"
+EXIT_CODE = "devcluster.gpuportal.io/exit-code"
+
+
+# --- the watcher process -------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def watcher_process(postgres_database, tmp_path_factory):
+    """``manage.py watch_jobs`` as a process of its own, reading the test database.
+
+    It looks for clusters every half second (each test makes its own Cluster row) and restarts
+    its watches every 30 s, so the tests also exercise resuming from a resourceVersion.
+    """
+    log_path = tmp_path_factory.mktemp("watcher") / "watcher.log"
+    env = {
+        **os.environ,
+        "DATABASE_URL": _database_url(postgres_database),
+        "PYTHONUNBUFFERED": "1",
+    }
+    with open(log_path, "w") as log:
+        watcher = subprocess.Popen(
+            [sys.executable, "manage.py", "watch_jobs", "--discover-every", "0.5",
+             "--watch-timeout", "30"],
+            cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while "following GPU jobs" not in log_path.read_text():
+        if watcher.poll() is not None or time.monotonic() > deadline:
+            watcher.kill()
+            pytest.fail(f"watch_jobs did not start:\n{log_path.read_text()[-3000:]}")
+        time.sleep(0.2)
+    watcher.log_path = log_path
+    yield watcher
+    watcher.send_signal(signal.SIGTERM)
+    try:
+        watcher.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        watcher.kill()
+
+
+@pytest.fixture
+def running_services(celery_worker_process, watcher_process):
+    """A real Celery worker and the watcher, both on the test database."""
+    return celery_worker_process, watcher_process
+
+
+# --- the cluster, as the devcluster's admin ----------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def k8s(devcluster):
+    api = devcluster.api_client()
+    yield api
+    api.close()
+
+
+@pytest.fixture(scope="session")
+def core(k8s):
+    return client.CoreV1Api(k8s)
+
+
+@pytest.fixture(scope="session")
+def batch(k8s):
+    return client.BatchV1Api(k8s)
+
+
+def read_or_none(read, *args):
+    try:
+        return read(*args)
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+
+
+def portal_labels(slug: str) -> dict:
+    return {"app.kubernetes.io/managed-by": settings.PORTAL_NAME, "gpuportal.io/team": slug}
+
+
+def set_gpu_quota(core, namespace: str, gpus: int) -> None:
+    """Set the namespace's GPU ResourceQuota (as the reconcile would), and wait until the quota
+    controller has counted usage against it: until then the API server refuses every pod."""
+    body = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {
+            "name": QUOTA_NAME,
+            "namespace": namespace,
+            "labels": portal_labels(namespace),
+        },
+        "spec": {"hard": {"requests.nvidia.com/gpu": str(gpus), "pods": "20"}},
+    }
+    if read_or_none(core.read_namespaced_resource_quota, QUOTA_NAME, namespace) is None:
+        core.create_namespaced_resource_quota(namespace, body)
+    else:
+        core.replace_namespaced_resource_quota(QUOTA_NAME, namespace, body)
+    wait_for(
+        lambda: (
+            (q := core.read_namespaced_resource_quota(QUOTA_NAME, namespace)).status is not None
+            and q.status.hard is not None
+            and q.status.hard.get("requests.nvidia.com/gpu") == str(gpus)
+            and q.status.used is not None
+        ),
+        timeout=60,
+        what=f"the quota controller to count usage in {namespace}",
+    )
+
+
+def delete_namespace(core, name: str) -> None:
+    try:
+        core.delete_namespace(name, propagation_policy="Background")
+    except ApiException as error:
+        if error.status != 404:
+            raise
+
+
+# --- the portal's side -------------------------------------------------------------------------
+
+
+DEPLOY_RBAC = REPO_ROOT / "deploy" / "rbac.yaml"
+PORTAL_JOBS_USER = "gpu-portal-jobs-tests"
+
+
+def portal_cluster_role() -> dict:
+    (role,) = [d for d in yaml.safe_load_all(DEPLOY_RBAC.read_text()) if d["kind"] == "ClusterRole"]
+    return role
+
+
+@pytest.fixture(scope="session")
+def portal_kubeconfig(devcluster, k8s) -> Path:
+    """Credentials bound to deploy/rbac.yaml's ClusterRole and nothing else: the worker and the
+    watcher act with these, so a verb the job work needs and the role lacks fails a test."""
+    rbac = client.RbacAuthorizationV1Api(k8s)
+    role = portal_cluster_role()
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": PORTAL_JOBS_USER},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": role["metadata"]["name"],
+        },
+        "subjects": [
+            {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": PORTAL_JOBS_USER}
+        ],
+    }
+    for create, replace, body in (
+        (rbac.create_cluster_role, rbac.replace_cluster_role, role),
+        (rbac.create_cluster_role_binding, rbac.replace_cluster_role_binding, binding),
+    ):
+        try:
+            create(body)
+        except ApiException as error:
+            if error.status != 409:
+                raise
+            replace(body["metadata"]["name"], body)
+    return devcluster.mint(PORTAL_JOBS_USER)
+
+
+@pytest.fixture
+def gpu_cluster(transactional_db, devcluster, portal_kubeconfig):
+    """The devcluster as the portal knows it, 32 A100s in its inventory; the portal acts with
+    the least-privilege credentials of deploy/rbac.yaml."""
+    cluster = factories.ClusterFactory(
+        name="devcluster",
+        display_name="Devcluster",
+        kubeconfig_path=str(portal_kubeconfig),
+        prometheus_url=devcluster.prometheus_url,
+    )
+    factories.GpuCapacityFactory(cluster=cluster, allocatable=32, gpu_model=DEVCLUSTER_GPU_MODEL)
+    return cluster
+
+
+@dataclass
+class GpuTeam:
+    team: object
+    lead: object
+    member: object
+    viewer: object
+    namespace: str
+    grants: list = field(default_factory=list)
+
+
+@pytest.fixture
+def make_gpu_team(transactional_db, gpu_cluster, core):
+    """``make_gpu_team(gpus=2)``: a team with a lead, a member and a viewer, an active grant of
+    ``gpus`` on the devcluster, and its namespace there with that GPU quota."""
+    made = []
+
+    def make(gpus: int = 2, *, name: str = "team", quota: int | None = None) -> GpuTeam:
+        slug = f"gj-{uuid.uuid4().hex[:8]}"
+        team = factories.TeamFactory(slug=slug, name=f"{name.title()} {slug[-4:]}")
+        users = {}
+        for role in ("lead", "member", "viewer"):
+            user = factories.UserFactory(username=f"{role}-{slug}")
+            Membership.objects.create(team=team, user=user, role=role)
+            users[role] = user
+        today = timezone.localdate()
+        grants = []
+        if gpus:
+            grants.append(
+                factories.QuotaGrantFactory(
+                    request__team=team,
+                    request__cluster=gpu_cluster,
+                    request__requested_by=users["lead"],
+                    request__gpus=gpus,
+                    request__starts_on=today,
+                    request__ends_on=today + datetime.timedelta(days=30),
+                )
+            )
+        core.create_namespace(
+            {"metadata": {"name": slug, "labels": portal_labels(slug)}, "apiVersion": "v1"}
+        )
+        made.append(slug)
+        set_gpu_quota(core, slug, gpus if quota is None else quota)
+        return GpuTeam(team=team, namespace=slug, grants=grants, **users)
+
+    yield make
+    for slug in made:
+        delete_namespace(core, slug)
+
+
+def wait_for_job(job_id: int, predicate, *, timeout: float = 90, what: str = "the job"):
+    """Poll the job's row (as the watcher writes it) until ``predicate(job)`` holds."""
+
+    def check():
+        job = GpuJob.objects.select_related("team").get(pk=job_id)
+        return job if predicate(job) else None
+
+    try:
+        return wait_for(check, timeout=timeout, interval=0.3, what=what)
+    except pytest.fail.Exception:
+        job = GpuJob.objects.get(pk=job_id)
+        pytest.fail(
+            f"timed out after {timeout}s waiting for {what}; job #{job_id} is {job.state} "
+            f"({job.reason}: {job.message})"
+        )
+
+
+def wait_for_state(job_id: int, *states: str, timeout: float = 90) -> GpuJob:
+    return wait_for_job(
+        job_id, lambda j: j.state in states, timeout=timeout, what=f"state {'/'.join(states)}"
+    )
+
+
+def job_pods(core, job: GpuJob) -> list:
+    return core.list_namespaced_pod(
+        job.team.slug, label_selector=f"gpuportal.io/job-id={job.pk}"
+    ).items
+
+
+# --- a kubelet that serves logs ----------------------------------------------------------------
+
+
+class _LogHandler(http.server.BaseHTTPRequestHandler):
+    """``GET /containerLogs/<namespace>/<pod>/<container>?tailLines=N[&follow=true]``: numbered
+    lines naming the pod and container, as a kubelet would serve a container's log."""
+
+    total_lines = 50
+    follow_lines = 5
+
+    def do_GET(self):
+        url = urlparse(self.path)
+        parts = url.path.strip("/").split("/")
+        if len(parts) != 4 or parts[0] != "containerLogs":
+            self.send_error(404)
+            return
+        _, namespace, pod, container = parts
+        query = parse_qs(url.query)
+        self.server.requests.append((namespace, pod, container, query))
+        lines = [f"{pod}/{container} line {i}" for i in range(1, self.total_lines + 1)]
+        if "tailLines" in query:
+            lines = lines[-int(query["tailLines"][0]) :] if int(query["tailLines"][0]) else []
+        follow = query.get("follow") == ["true"]
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        if follow:
+            # HTTP/1.0: no length, the body ends when the connection closes (the log's end).
+            self.end_headers()
+            more = [f"{pod}/{container} followed {i}" for i in range(1, self.follow_lines + 1)]
+            for text in [*lines, *more]:
+                self.wfile.write(f"{text}\n".encode())
+                self.wfile.flush()
+                time.sleep(0.05)
+            return
+        body = "".join(f"{text}\n" for text in lines).encode()
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def fake_kubelet(tmp_path, core):
+    """A kubelet log endpoint for the devcluster's simulated nodes (kwok serves none).
+
+    ``fake_kubelet.serve_logs_of(node)`` points the node's kubelet address and port at this
+    server, so the API server's ``pods/log`` reaches it; the node is put back afterwards.
+    """
+    cert, key = tmp_path / "kubelet.crt", tmp_path / "kubelet.key"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+         "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "1",
+         "-subj", "/CN=fake-kubelet"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _LogHandler)
+    server.requests = []
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(str(cert), str(key))
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    patched: dict[str, dict] = {}
+
+    def serve_logs_of(node: str) -> None:
+        status = core.read_node_status(node).status
+        patched.setdefault(
+            node,
+            {
+                "addresses": [{"type": a.type, "address": a.address} for a in status.addresses],
+                "daemonEndpoints": {
+                    "kubeletEndpoint": {"Port": status.daemon_endpoints.kubelet_endpoint.port}
+                },
+            },
+        )
+        core.patch_node_status(
+            node,
+            {
+                "status": {
+                    "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
+                    "daemonEndpoints": {"kubeletEndpoint": {"Port": server.server_address[1]}},
+                }
+            },
+        )
+
+    server.serve_logs_of = serve_logs_of
+    yield server
+    for node, status in patched.items():
+        try:
+            core.patch_node_status(node, {"status": status})
+        except ApiException as error:
+            if error.status != 404:
+                raise
+    server.shutdown()
+    server.server_close()
+
+
+def api_client_for(user):
+    from rest_framework.test import APIClient
+
+    api = APIClient()
+    api.default_format = "json"
+    api.force_authenticate(user=user)
+    return api
+
+
+def submit(user, team, cluster, **body):
+    """POST /api/v1/jobs/ as the user; returns the response."""
+    body.setdefault("name", "job")
+    body.setdefault("image", "registry.example.com/ml/trainer:1.0")
+    body.setdefault("gpus", 1)
+    payload = {"team": team.slug, "cluster": cluster.name, **body}
+    return api_client_for(user).post("/api/v1/jobs/", payload)
+
+
+def finishing(seconds: float = 2, exit_code: int | None = None) -> dict:
+    """Pod annotations that make the devcluster finish the pod (with that exit code)."""
+    annotations = {COMPLETE_AFTER: str(seconds)}
+    if exit_code is not None:
+        annotations[EXIT_CODE] = str(exit_code)
+    return annotations
+
+
+def gpu_nodes(core) -> set[str]:
+    return {n.metadata.name for n in core.list_node(label_selector="hardware-type=gpu").items}

@@ -1,0 +1,366 @@
+"""The job API's rules, without a cluster: who may submit, what a job may ask for, which rule
+refused it and by how much, and what each user may list. Nothing here is enqueued (the test's
+transaction never commits), so no worker or cluster is involved."""
+
+import datetime
+import threading
+
+import pytest
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import connections
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from gpujobs import services
+from gpujobs.models import GpuJob
+from tenants.models import AuditEvent, Membership
+from tests import factories
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def api(api):
+    api.default_format = "json"
+    return api
+
+
+@pytest.fixture
+def grant(team, cluster, lead, admin):
+    today = timezone.localdate()
+    return factories.QuotaGrantFactory(
+        request__team=team, request__cluster=cluster, request__requested_by=lead,
+        request__gpus=4, request__starts_on=today,
+        request__ends_on=today + datetime.timedelta(days=30), granted_by=admin,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def other_grant(other_team, cluster, other_lead, admin):
+    return factories.QuotaGrantFactory(
+        request__team=other_team, request__cluster=cluster, request__requested_by=other_lead,
+        request__gpus=4, request__starts_on=timezone.localdate(), granted_by=admin,
+    )  # fmt: skip
+
+
+def body(**overrides):
+    data = {
+        "team": "vision",
+        "cluster": "gpu-east",
+        "name": "bert-finetune",
+        "image": "registry.example.com/vision/trainer:1.4",
+        "command": ["python", "train.py"],
+        "args": ["--epochs", "3", "--note", "a b; c"],
+        "env": [{"name": "LR", "value": "3e-4"}],
+        "gpus": 2,
+    }
+    data.update(overrides)
+    return data
+
+
+def test_member_submits_a_job_that_is_queued(api, member, grant):
+    response = api.as_user(member).post("/api/v1/jobs/", body())
+
+    assert response.status_code == 201, response.data
+    data = response.data
+    assert data["state"] == "queued"
+    assert data["team"] == "vision"
+    assert data["cluster"] == "gpu-east"
+    assert data["submitted_by"] == "mo-member"
+    assert data["command"] == ["python", "train.py"]
+    assert data["args"] == ["--epochs", "3", "--note", "a b; c"]
+    assert data["env"] == [{"name": "LR", "value": "3e-4"}]
+    assert data["max_runtime_seconds"] == 86400
+    assert data["kubernetes"] == {
+        "namespace": "vision",
+        "job_name": f"gpujob-{data['id']}",
+        "uid": "",
+    }
+    assert AuditEvent.objects.filter(action="gpu_job.submitted", target_id=data["id"]).exists()
+
+
+def test_lead_submits_too(api, lead, grant):
+    assert api.as_user(lead).post("/api/v1/jobs/", body()).status_code == 201
+
+
+def test_viewer_cannot_submit(api, viewer, grant):
+    response = api.as_user(viewer).post("/api/v1/jobs/", body())
+
+    assert response.status_code == 403
+    assert not GpuJob.objects.exists()
+
+
+def test_user_of_another_team_cannot_name_this_team(api, other_lead, grant):
+    response = api.as_user(other_lead).post("/api/v1/jobs/", body())
+
+    assert response.status_code == 400
+    assert "team" in response.data
+
+
+def test_job_over_the_remaining_quota_says_how_much_is_left_and_by_how_much_it_is_over(
+    api, member, grant, team, cluster
+):
+    GpuJob.objects.create(
+        team=team, cluster=cluster, submitted_by=member, name="running", image="x", gpus=3,
+        max_runtime_seconds=60, state="running",
+    )  # fmt: skip
+
+    response = api.as_user(member).post("/api/v1/jobs/", body(gpus=2))
+
+    assert response.status_code == 400
+    assert response.data["gpus"] == [
+        "The team's GPU quota is used up: team vision has 4 × nvidia.com/gpu on cluster "
+        "gpu-east, 3 held by its unfinished jobs, so 1 left; this job asks for 2, exceeding "
+        "it by 1."
+    ]
+
+
+@pytest.mark.parametrize("state", ["succeeded", "failed", "cancelled"])
+def test_finished_jobs_hold_no_quota(api, member, grant, team, cluster, state):
+    GpuJob.objects.create(
+        team=team, cluster=cluster, submitted_by=member, name="done", image="x", gpus=4,
+        max_runtime_seconds=60, state=state,
+    )  # fmt: skip
+
+    assert api.as_user(member).post("/api/v1/jobs/", body(gpus=4)).status_code == 201
+
+
+def test_grants_not_in_effect_today_do_not_count(api, member, team, cluster, lead, admin):
+    tomorrow = timezone.localdate() + datetime.timedelta(days=1)
+    factories.QuotaGrantFactory(
+        request__team=team, request__cluster=cluster, request__requested_by=lead,
+        request__gpus=4, request__starts_on=tomorrow, granted_by=admin,
+    )  # fmt: skip
+
+    response = api.as_user(member).post("/api/v1/jobs/", body(gpus=1))
+
+    assert response.status_code == 400
+    assert "no nvidia.com/gpu quota in effect" in response.data["gpus"][0]
+
+
+def test_image_outside_the_clusters_allowed_registries_is_refused(api, member, grant, cluster):
+    cluster.allowed_registries = ["registry.example.com/speech/", "nvcr.io"]
+    cluster.save()
+
+    response = api.as_user(member).post("/api/v1/jobs/", body())
+
+    assert response.status_code == 400
+    assert response.data["image"] == [
+        "Image registry.example.com/vision/trainer:1.4 is pulled from registry.example.com, "
+        "which cluster gpu-east does not allow. Allowed registries: "
+        "registry.example.com/speech/, nvcr.io."
+    ]
+
+
+def test_image_inside_the_allowed_registries_is_accepted(api, member, grant, cluster):
+    cluster.allowed_registries = ["registry.example.com/vision"]
+    cluster.save()
+
+    assert api.as_user(member).post("/api/v1/jobs/", body()).status_code == 201
+
+
+def test_preprocessing_image_is_held_to_the_registries_too(api, member, grant, cluster):
+    cluster.allowed_registries = ["registry.example.com"]
+    cluster.save()
+
+    response = api.as_user(member).post(
+        "/api/v1/jobs/", body(preprocess={"image": "docker.io/evil/cleaner", "mode": "beside"})
+    )
+
+    assert response.status_code == 400
+    assert "does not allow" in response.data["preprocess"][0]
+
+
+def test_every_bad_field_is_named_at_once(api, member, grant):
+    response = api.as_user(member).post(
+        "/api/v1/jobs/",
+        body(
+            name="-bad-",
+            image="Not An Image",
+            env=[{"name": "1X", "value": "y"}],
+            gpu_model="NVIDIA-B200",
+            max_runtime_seconds=0,
+            annotations={"kubernetes.io/psp": "x"},
+        ),
+    )
+
+    assert response.status_code == 400
+    assert set(response.data) == {
+        "name", "image", "env", "gpu_model", "max_runtime_seconds", "annotations",
+    }  # fmt: skip
+    assert "no NVIDIA-B200 GPUs; it has: NVIDIA-A100-SXM4-80GB" in response.data["gpu_model"][0]
+
+
+def test_command_as_a_shell_string_is_refused(api, member, grant):
+    response = api.as_user(member).post("/api/v1/jobs/", body(command="python train.py"))
+
+    assert response.status_code == 400
+    assert "command" in response.data
+
+
+def test_unknown_gpu_kind_is_refused(api, member, grant):
+    response = api.as_user(member).post("/api/v1/jobs/", body(gpu_resource="amd.com/gpu"))
+
+    assert response.status_code == 400
+    assert "offers: nvidia.com/gpu" in response.data["gpu_resource"][0]
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("gpus", 0), ("gpus", "two"), ("cpu_cores", "-1"), ("memory_gib", "0"), ("backoff_limit", 11),
+     ("max_runtime_seconds", 31 * 24 * 3600)],
+)  # fmt: skip
+def test_out_of_range_numbers_are_refused(api, member, grant, field, value):
+    response = api.as_user(member).post("/api/v1/jobs/", body(**{field: value}))
+
+    assert response.status_code == 400
+    assert field in response.data
+
+
+def test_admin_who_is_not_a_member_cannot_submit(api, admin, grant):
+    assert api.as_user(admin).post("/api/v1/jobs/", body()).status_code == 403
+
+
+def test_archived_team_cannot_run_jobs(api, member, grant, team):
+    team.archived_at = timezone.now()
+    team.save()
+
+    response = api.as_user(member).post("/api/v1/jobs/", body())
+
+    assert response.status_code == 400
+    assert "archived" in response.data["team"][0]
+
+
+# --- lists -------------------------------------------------------------------------------------
+
+
+def job(team, cluster, user, **kwargs):
+    kwargs.setdefault("name", "j")
+    return GpuJob.objects.create(
+        team=team, cluster=cluster, submitted_by=user, image="x", gpus=1,
+        max_runtime_seconds=60, **kwargs,
+    )  # fmt: skip
+
+
+def test_lists_only_the_users_teams_jobs(api, member, other_lead, team, other_team, cluster):
+    mine = job(team, cluster, member)
+    job(other_team, cluster, other_lead)
+
+    response = api.as_user(member).get("/api/v1/jobs/")
+
+    assert [j["id"] for j in response.data["results"]] == [mine.pk]
+
+
+def test_admin_lists_every_job(api, admin, member, other_lead, team, other_team, cluster):
+    job(team, cluster, member)
+    job(other_team, cluster, other_lead)
+
+    assert api.as_user(admin).get("/api/v1/jobs/").data["count"] == 2
+
+
+def test_list_filters_by_team_state_and_user(api, lead, member, team, cluster):
+    a = job(team, cluster, member, state="running")
+    b = job(team, cluster, lead, state="succeeded")
+    c = job(team, cluster, member, state="failed")
+    client = api.as_user(lead)
+
+    def ids(query):
+        return sorted(j["id"] for j in client.get(f"/api/v1/jobs/?{query}").data["results"])
+
+    assert ids("team=vision") == sorted([a.pk, b.pk, c.pk])
+    assert ids("team=speech") == []
+    assert ids("state=running") == [a.pk]
+    assert ids("state=running&state=failed") == sorted([a.pk, c.pk])
+    assert ids("user=mo-member") == sorted([a.pk, c.pk])
+    assert ids("user=lena-lead&state=succeeded") == [b.pk]
+    assert client.get("/api/v1/jobs/?state=exploded").status_code == 400
+
+
+def test_list_costs_the_same_queries_for_any_number_of_jobs(api, member, team, cluster):
+    from django.db import connection
+
+    job(team, cluster, member)
+    client = api.as_user(member)
+    with CaptureQueriesContext(connection) as one:
+        client.get("/api/v1/jobs/")
+    for _ in range(20):
+        job(team, cluster, member)
+    with CaptureQueriesContext(connection) as many:
+        client.get("/api/v1/jobs/")
+
+    assert len(many) == len(one)
+
+
+def test_another_teams_job_is_404_everywhere(api, other_lead, member, team, cluster):
+    theirs = job(team, cluster, member)
+    client = api.as_user(other_lead)
+
+    for method, path in [
+        ("get", f"/api/v1/jobs/{theirs.pk}/"),
+        ("post", f"/api/v1/jobs/{theirs.pk}/cancel/"),
+        ("get", f"/api/v1/jobs/{theirs.pk}/logs/?tail=5"),
+        ("get", f"/api/v1/jobs/{theirs.pk}/events/"),
+    ]:
+        assert getattr(client, method)(path).status_code == 404, path
+    theirs.refresh_from_db()
+    assert theirs.state == "queued"
+
+
+def test_schema_describes_the_job_endpoints(api, outsider):
+    schema = api.as_user(outsider).get("/api/v1/schema/?format=json").json()
+
+    for path in [
+        "/api/v1/jobs/", "/api/v1/jobs/{id}/", "/api/v1/jobs/{id}/cancel/",
+        "/api/v1/jobs/{id}/logs/", "/api/v1/jobs/{id}/events/",
+    ]:  # fmt: skip
+        assert path in schema["paths"], path
+
+
+# --- the quota check holds under concurrent submissions -----------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_submissions_never_exceed_the_quota(monkeypatch):
+    monkeypatch.setattr(services, "enqueue_submit", lambda **kwargs: None)
+    cluster = factories.ClusterFactory(name="race")
+    factories.GpuCapacityFactory(cluster=cluster)
+    team = factories.TeamFactory(slug="racers")
+    users = []
+    for i in range(4):
+        user = factories.UserFactory(username=f"racer-{i}")
+        Membership.objects.create(team=team, user=user, role="member")
+        users.append(user)
+    factories.QuotaGrantFactory(
+        request__team=team, request__cluster=cluster, request__gpus=2,
+        request__starts_on=timezone.localdate(),
+    )  # fmt: skip
+    barrier = threading.Barrier(len(users))
+    outcomes: list = [None] * len(users)
+
+    def run(index, user):
+        try:
+            barrier.wait(timeout=30)
+            outcomes[index] = services.job_submit(
+                user=user, team=team, cluster=cluster, name=f"r{index}", image="img", gpus=1
+            )
+        except Exception as error:
+            outcomes[index] = error
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=run, args=(i, u)) for i, u in enumerate(users)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+
+    made = [o for o in outcomes if isinstance(o, GpuJob)]
+    refused = [o for o in outcomes if isinstance(o, ValidationError)]
+    assert len(made) == 2, outcomes
+    assert len(refused) == 2, outcomes
+    assert GpuJob.objects.filter(team=team).count() == 2
+
+
+def test_services_refuse_a_viewer_directly(viewer, team, cluster, grant):
+    with pytest.raises(PermissionDenied):
+        services.job_submit(user=viewer, team=team, cluster=cluster, name="x", image="x", gpus=1)

@@ -161,6 +161,42 @@ class WorkloadClient(KubeClient):
             raise
         return True
 
+    # -- Pods (monitoring: stopping an idle pod the portal created)
+
+    def get_pod(self, namespace: str, name: str) -> dict | None:
+        try:
+            return self._call(
+                "GET",
+                PODS.path(namespace=namespace, name=name),
+                what=describe("Pod", name, namespace),
+            )
+        except KubeError as error:
+            if isinstance(error.__cause__, ApiException) and error.__cause__.status == 404:
+                return None
+            raise
+
+    def delete_pod(self, namespace: str, name: str, *, uid: str | None = None) -> bool:
+        """Delete the pod (with ``uid``, only that very pod). False when it was already gone."""
+        body: dict = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        try:
+            self._call(
+                "DELETE",
+                PODS.path(namespace=namespace, name=name),
+                what=describe("Pod", name, namespace),
+                body=body,
+                content_type="application/json",
+            )
+        except KubeError as error:
+            cause = error.__cause__
+            if isinstance(cause, ApiException) and (
+                cause.status == 404 or (cause.status == 409 and uid)
+            ):
+                return False
+            raise
+        return True
+
     # -- lists and watches
 
     def list_objects(

@@ -27,6 +27,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from clusters import inventory
+from clusters.kube import KubeError
 from clusters.models import Cluster
 from monitoring import figures, promql, reports, rules, selectors
 from monitoring.figures import Axis
@@ -391,7 +392,7 @@ def cluster_dashboard(*, cluster: Cluster, window: promql.Window) -> ClusterDash
     try:
         nodes = inventory.gpu_nodes(cluster)
         nodes_error = ""
-    except inventory.ClusterUnavailable as error:
+    except KubeError as error:
         nodes, nodes_error = [], f"The cluster's nodes cannot be read right now. {error}"
     models = gpus_by_model(nodes)
     if nodes:
@@ -721,6 +722,17 @@ def idle_check_cluster(
     return result
 
 
+def _stop_failed(episode: IdlePod, error: Exception, *, doing: str) -> None:
+    """Release the stop claim. A refusal, or an error retrying will not mend (the portal may
+    not delete it, say), is written on the episode once, so checks stop trying and the page
+    shows why; a transient cluster error is left for the next check."""
+    if isinstance(error, KubeError) and error.transient:
+        logger.warning("could not %s: %s", doing, error)
+        IdlePod.objects.filter(pk=episode.pk).update(stopped_at=None)
+        return
+    IdlePod.objects.filter(pk=episode.pk).update(stopped_at=None, stop_error=str(error))
+
+
 def _apply_stop_policy(
     *,
     cluster: Cluster,
@@ -744,11 +756,8 @@ def _apply_stop_policy(
             return
         try:
             inventory.check_stoppable(cluster, namespace=episode.namespace, pod=episode.pod)
-        except inventory.StopRefused as refused:
-            IdlePod.objects.filter(pk=episode.pk).update(stop_error=str(refused))
-            return
-        except inventory.ClusterUnavailable as error:
-            logger.warning("cannot check %s on %s: %s", name, cluster.name, error)
+        except (inventory.StopRefused, KubeError) as error:
+            _stop_failed(episode, error, doing=f"check {name} on {cluster.name}")
             return
         with transaction.atomic():
             claimed = IdlePod.objects.filter(pk=episode.pk, warned_at__isnull=True).update(
@@ -778,13 +787,8 @@ def _apply_stop_policy(
         return  # another check is stopping it
     try:
         stopped = inventory.stop_managed_pod(cluster, namespace=episode.namespace, pod=episode.pod)
-    except inventory.StopRefused as refused:
-        IdlePod.objects.filter(pk=episode.pk).update(stopped_at=None, stop_error=str(refused))
-        return
-    except inventory.ClusterUnavailable as error:
-        # Transient: release the claim so the next check tries again.
-        IdlePod.objects.filter(pk=episode.pk).update(stopped_at=None)
-        logger.warning("could not stop %s on %s: %s", name, cluster.name, error)
+    except (inventory.StopRefused, KubeError) as error:
+        _stop_failed(episode, error, doing=f"stop {name} on {cluster.name}")
         return
     with transaction.atomic():
         tenant_services.audit(

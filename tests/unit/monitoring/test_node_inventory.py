@@ -92,3 +92,9 @@ def test_pods_without_the_portals_label_are_never_stopped():
         inventory.stop_target(
             managed_pod("Job", managed_by="someone-else"), managed_by="gpu-portal"
         )
+
+
+def test_the_job_to_delete_is_that_very_job():
+    pod = managed_pod("Job")
+    pod["metadata"]["ownerReferences"][0]["uid"] = "uid-7"
+    assert inventory.stop_target(pod, managed_by="gpu-portal").uid == "uid-7"

@@ -33,6 +33,8 @@ from tenants.models import Membership, QuotaGrant, Team, TeamCluster
 logger = logging.getLogger(__name__)
 
 NAMESPACED_KINDS = ("ResourceQuota", "LimitRange", "RoleBinding")
+# Kinds a team has exactly one object of: read by name rather than listed.
+SINGLE_OBJECT_KINDS = ("ResourceQuota", "LimitRange")
 # Requests of one pass that may be in flight at once (they are independent of each other).
 MAX_CONCURRENT_REQUESTS = 4
 # First key of the advisory locks that serialise reconcile passes (the second is the row's id).
@@ -118,7 +120,9 @@ def sync(kube: KubeClient, desired: list[dict], *, slug: str, rules: manifests.P
     outcome = Outcome()
     namespace = slug
     live_namespace = kube.get("Namespace", namespace)
-    live: dict[tuple, dict] = {}
+    live: dict[tuple, dict] = {}  # the portal's objects for the team, by (kind, namespace, name)
+    foreign: dict[tuple, dict] = {}  # objects with a name the portal wants, made by someone else
+    read_by_name: set[tuple] = set()
     if live_namespace is not None:
         if not manifests.is_owned(live_namespace, slug=slug, policy=rules):
             raise NotOwned(
@@ -127,13 +131,26 @@ def sync(kube: KubeClient, desired: list[dict], *, slug: str, rules: manifests.P
                 f"admin must delete or rename it (or the team needs another slug)."
             )
         live[manifests.object_key(live_namespace)] = live_namespace
-        # A namespace that does not exist yet holds nothing: only an existing one is listed.
+        # A namespace that does not exist yet holds nothing: only an existing one is read.
+        # A kind the team has one object of is read by name: a GET costs the API server less
+        # than a LIST, and finds an object of that name whoever made it. Kinds whose objects
+        # come and go (RoleBindings) are listed by the portal's labels, to find what to prune.
         selector = manifests.ownership_selector(slug, rules)
-        for items in _each(
-            lambda kind: kube.list(kind, namespace=namespace, label_selector=selector),
-            list(NAMESPACED_KINDS),
-        ):
-            live.update((manifests.object_key(obj), obj) for obj in items)
+        names: dict[str, list[str]] = {}
+        for obj in desired:
+            names.setdefault(obj["kind"], []).append(obj["metadata"]["name"])
+
+        def read(kind: str) -> list[dict]:
+            if kind in SINGLE_OBJECT_KINDS and len(names.get(kind, [])) == 1:
+                found = kube.get(kind, names[kind][0], namespace)
+                read_by_name.add((kind, namespace, names[kind][0]))
+                return [found] if found is not None else []
+            return kube.list(kind, namespace=namespace, label_selector=selector)
+
+        for items in _each(read, list(NAMESPACED_KINDS)):
+            for obj in items:
+                owned = manifests.is_owned(obj, slug=slug, policy=rules)
+                (live if owned else foreign)[manifests.object_key(obj)] = obj
 
     def ensure(obj: dict) -> str | None:
         """Apply the object unless the cluster already holds it; what was applied, if anything."""
@@ -143,10 +160,11 @@ def sync(kube: KubeClient, desired: list[dict], *, slug: str, rules: manifests.P
             return None
         kind, obj_namespace, name = key
         # Not among the portal's objects: make sure nobody else's has the name.
-        if (
+        if key in foreign or (
             current is None
             and kind != "Namespace"
             and live_namespace is not None
+            and key not in read_by_name
             and kube.get(kind, name, obj_namespace) is not None
         ):
             raise NotOwned(

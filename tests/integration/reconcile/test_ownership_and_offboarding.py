@@ -7,7 +7,8 @@ from django.test import Client
 from kubernetes import client
 from rest_framework.test import APIClient
 
-from tenants import services
+from clusters.kube import NotOwned
+from tenants import reconcile, services
 from tenants.models import Membership, QuotaGrant, TeamCluster
 from tests import factories
 from tests.integration.conftest import wait_for
@@ -65,6 +66,26 @@ def test_a_namespace_someone_else_made_is_reported_on_the_team_and_left_alone(
     page.force_login(lead)
     html = page.get(f"/teams/{team.slug}/").content.decode()
     assert "not created by the portal" in html
+
+
+def test_an_object_someone_else_made_under_a_portal_name_is_reported_and_left_alone(
+    celery_worker_process, core, kube_cluster, make_team, approve
+):
+    team = make_team("squatted")
+    approve(team, kube_cluster, gpus=4)
+    in_sync(team, kube_cluster)
+    core.delete_namespaced_resource_quota("gpu-portal-quota", team.slug)
+    theirs = {"metadata": {"name": "gpu-portal-quota"}, "spec": {"hard": {"pods": "7"}}}
+    core.create_namespaced_resource_quota(team.slug, theirs)
+
+    with pytest.raises(NotOwned):
+        reconcile.reconcile_team_on_cluster(team_id=team.pk, cluster_id=kube_cluster.pk)
+
+    state = TeamCluster.objects.get(team=team, cluster=kube_cluster)
+    assert state.status == TeamCluster.Status.ERROR
+    assert "ResourceQuota gpu-portal-quota in namespace" in state.last_error
+    assert "not created by the portal" in state.last_error
+    assert quota_hard(core, team.slug) == {"pods": "7"}
 
 
 def test_archiving_a_team_removes_its_bindings_and_quota_and_keeps_the_namespace(

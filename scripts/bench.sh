@@ -14,4 +14,5 @@ psql "${DATABASE_URL%/*}/postgres" -qtAc "SELECT 1 FROM pg_database WHERE datnam
 export DJANGO_DEBUG=0 DJANGO_SECRET_KEY=bench-only-secret
 
 .venv/bin/python tests/bench/bench_quota_requests_api.py
+.venv/bin/python tests/bench/bench_reconcile.py
 .venv/bin/python tests/bench/bench_monitoring.py

@@ -47,6 +47,7 @@ class Reason:
     JOB_GONE = "JobDeleted"
     SUBMIT_FAILED = "SubmitFailed"
     CANCELLED = "Cancelled"
+    IDLE_STOPPED = "IdleStopped"
 
 
 QUOTA_USED_UP = "The team's GPU quota is used up"

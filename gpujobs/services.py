@@ -726,39 +726,21 @@ def _may_move(current: str, new: str) -> bool:
     return STATE_RANK[new] >= STATE_RANK[current]
 
 
-def job_observe(
-    *,
-    job_id: int,
-    cluster_id: int,
-    namespace: str,
-    observation: Observation,
-    kube_uid: str = "",
-) -> bool:
-    """Write what the cluster shows for the job. Only the job's own Job counts: same cluster,
-    the team's namespace and, once known, the same uid. Finished jobs are left as they are, and
-    states never go back (but for a retried pod). Returns whether the row changed."""
-    row = (
-        GpuJob.objects.filter(pk=job_id, cluster_id=cluster_id, team__slug=namespace)
-        .values(
-            "state",
-            "reason",
-            "message",
-            "node",
-            "pods",
-            "exit_code",
-            "started_at",
-            "finished_at",
-            "kube_uid",
-            "submitted_at",
-        )
-        .first()
-    )
-    if row is None or (kube_uid and row["kube_uid"] and kube_uid != row["kube_uid"]):
-        return False
+OBSERVED_FIELDS = (
+    "pk", "team__slug", "state", "reason", "message", "node", "pods", "exit_code", "started_at",
+    "finished_at", "kube_uid", "submitted_at",
+)  # fmt: skip
+
+
+def observed_changes(row: dict, observation: Observation, *, kube_uid: str, now) -> dict:
+    """What to write to a job's row (as ``OBSERVED_FIELDS`` read it) for what the cluster
+    shows: nothing when the Job is not the job's own (another uid), when the job has finished,
+    or when the state would go back (but for a retried pod)."""
+    if kube_uid and row["kube_uid"] and kube_uid != row["kube_uid"]:
+        return {}
     current = row["state"]
     if not _may_move(current, observation.state):
-        return False
-    now = timezone.now()
+        return {}
     changes: dict[str, Any] = {}
     if observation.state != current:
         changes["state"] = observation.state
@@ -783,24 +765,89 @@ def job_observe(
         changes["kube_uid"] = kube_uid
     if row["submitted_at"] is None and observation.state != State.QUEUED:
         changes["submitted_at"] = now
-    if not changes:
-        return False
-    # Conditional on the state read: a stop written meanwhile wins over what the cluster said.
-    return GpuJob.objects.filter(pk=job_id, state=current).update(**changes) == 1
+    return changes
+
+
+def jobs_observe(*, cluster_id: int, seen: Sequence[tuple[str, int, Observation, str]]) -> int:
+    """Write what the cluster shows for many jobs at once: ``seen`` holds (namespace, job id,
+    observation, the Job's uid). Only a job's own Job counts: same cluster, the team's
+    namespace and, once known, the same uid. One read for all of them, one conditional update
+    per job that changed, one commit. Returns how many rows changed."""
+    wanted = {job_id: (namespace, observation, uid) for namespace, job_id, observation, uid in seen}
+    if not wanted:
+        return 0
+    rows = GpuJob.objects.filter(cluster_id=cluster_id, pk__in=list(wanted)).values(
+        *OBSERVED_FIELDS
+    )
+    now = timezone.now()
+    changed = 0
+    with transaction.atomic():
+        for row in rows:
+            namespace, observation, uid = wanted[row["pk"]]
+            if row["team__slug"] != namespace:
+                continue
+            changes = observed_changes(row, observation, kube_uid=uid, now=now)
+            if not changes:
+                continue
+            # Conditional on the state read: a stop written meanwhile wins over the cluster.
+            changed += GpuJob.objects.filter(pk=row["pk"], state=row["state"]).update(**changes)
+    return changed
+
+
+def job_observe(
+    *,
+    job_id: int,
+    cluster_id: int,
+    namespace: str,
+    observation: Observation,
+    kube_uid: str = "",
+) -> bool:
+    """Write what the cluster shows for one job (see ``jobs_observe``); whether it changed."""
+    seen = [(namespace, job_id, observation, kube_uid)]
+    return jobs_observe(cluster_id=cluster_id, seen=seen) == 1
+
+
+def idle_stop_message(*, cluster_id: int, namespace: str, pods: Sequence[str]) -> str | None:
+    """Why the portal's idle-GPU policy (``monitoring``) stopped one of these pods, if it did."""
+    try:
+        from monitoring.models import IdlePod
+    except ImportError:  # the jobs app works without monitoring
+        return None
+    if not pods:
+        return None
+    episode = (
+        IdlePod.objects.filter(
+            cluster_id=cluster_id, namespace=namespace, pod__in=list(pods), stopped_at__isnull=False
+        )
+        .order_by("-stopped_at")
+        .first()
+    )
+    if episode is None:
+        return None
+    return (
+        f"Stopped by the idle-GPU policy: its GPUs averaged "
+        f"{episode.average_utilisation:.0f}% utilisation."
+    )
 
 
 def job_vanished(*, job_id: int, cluster_id: int, namespace: str, kube_uid: str = "") -> bool:
-    """The job's Job is gone from the cluster while the portal still thought it active (deleted
-    by hand, or with its namespace). Returns whether the row changed."""
+    """The job's Job is gone from the cluster while the portal still thought it active: stopped
+    by the idle-GPU policy (cancelled), or deleted by hand or with its namespace (failed).
+    Returns whether the row changed."""
     row = (
         GpuJob.objects.filter(pk=job_id, cluster_id=cluster_id, team__slug=namespace)
-        .values("state", "kube_uid")
+        .values("state", "kube_uid", "pods")
         .first()
     )
     if row is None or row["state"] in FINAL_STATES or row["state"] == State.QUEUED:
         return False
     if kube_uid and row["kube_uid"] and kube_uid != row["kube_uid"]:
         return False
+    idle = idle_stop_message(cluster_id=cluster_id, namespace=namespace, pods=row["pods"])
+    if idle is not None:
+        finished = _finish(job_id, state=State.CANCELLED, reason=Reason.IDLE_STOPPED,
+                           message=idle, only_from=[row["state"]])  # fmt: skip
+        return bool(finished)
     return bool(
         _finish(
             job_id,

@@ -173,9 +173,10 @@ class ClusterWatch:
     def _flush(self, dirty: set, deleted: dict, pending_lists: dict) -> None:
         try:
             close_old_connections()
-            for key in sorted(dirty):
-                self.tracker.write(key)
-                dirty.discard(key)
+            if dirty:
+                batch = sorted(dirty)
+                self.tracker.write_many(batch)
+                dirty.difference_update(batch)
             for key in sorted(deleted):
                 self.tracker.job_deleted(key, deleted[key])
                 del deleted[key]

@@ -187,3 +187,28 @@ def test_job_deleted_outside_the_portal_shows_failed(
 
     assert job.reason == "JobDeleted"
     assert job.message == "The Job was deleted from the cluster outside the portal."
+
+
+def test_job_stopped_by_the_idle_gpu_policy_shows_cancelled_with_why(
+    running_services, make_gpu_team, gpu_cluster
+):
+    from clusters import inventory
+    from monitoring.models import IdlePod
+
+    gpu = make_gpu_team(gpus=1)
+    job_id = submit(gpu.member, gpu.team, gpu_cluster).data["id"]
+    job = wait_for_job(job_id, lambda j: j.state == "running" and j.pods, what="its pod")
+    (pod,) = job.pods
+    now = timezone.now()
+    # What monitoring's idle check records, and then does, when a team's policy stops a pod.
+    IdlePod.objects.create(
+        cluster=gpu_cluster, team=gpu.team, namespace=gpu.namespace, pod=pod, gpus=1,
+        average_utilisation=2.0, first_idle_at=now, last_idle_at=now, stopped_at=now,
+    )  # fmt: skip
+    inventory.stop_managed_pod(gpu_cluster, namespace=gpu.namespace, pod=pod)
+
+    job = wait_for_job(job_id, lambda j: j.is_final, what="the stop to be seen")
+
+    assert job.state == "cancelled"
+    assert job.reason == "IdleStopped"
+    assert job.message == "Stopped by the idle-GPU policy: its GPUs averaged 2% utilisation."

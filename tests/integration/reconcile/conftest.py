@@ -8,6 +8,8 @@ Every test makes its own teams with unique slugs (so namespaces never clash with
 sessions) and deletes their namespaces afterwards.
 """
 
+import hashlib
+import json
 import os
 import signal
 import subprocess
@@ -66,21 +68,22 @@ def core(k8s):
 
 @pytest.fixture(scope="session")
 def portal_kubeconfig(devcluster, k8s) -> Path:
-    """Credentials bound to deploy/rbac.yaml's ClusterRole and nothing else."""
+    """Credentials bound to deploy/rbac.yaml's ClusterRole and nothing else.
+
+    The role is created under a name taken from its rules, so test sessions of other versions
+    of the file sharing the devcluster never replace each other's role halfway through.
+    """
     rbac = client.RbacAuthorizationV1Api(k8s)
     role = portal_cluster_role()
+    digest = hashlib.sha256(json.dumps(role["rules"], sort_keys=True).encode()).hexdigest()[:10]
+    name = f"{PORTAL_TEST_USER}-{digest}"
+    role = {**role, "metadata": {**role["metadata"], "name": name}}
     binding = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRoleBinding",
-        "metadata": {"name": PORTAL_TEST_USER},
-        "roleRef": {
-            "apiGroup": "rbac.authorization.k8s.io",
-            "kind": "ClusterRole",
-            "name": role["metadata"]["name"],
-        },
-        "subjects": [
-            {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": PORTAL_TEST_USER}
-        ],
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": name}],
     }
     for create, replace, body in (
         (rbac.create_cluster_role, rbac.replace_cluster_role, role),
@@ -92,7 +95,7 @@ def portal_kubeconfig(devcluster, k8s) -> Path:
             if error.status != 409:
                 raise
             replace(body["metadata"]["name"], body)
-    return devcluster.mint(PORTAL_TEST_USER)
+    return devcluster.mint(name)
 
 
 @pytest.fixture

@@ -4,10 +4,9 @@
 Shared by tests/integration/gpujobs (through its conftest) and the browser tests
 (tests/e2e/test_gpujobs_flow.py imports them).
 
-Team namespaces and their ResourceQuota are made here with the devcluster's admin client,
-labelled as the portal's reconcile labels them: these tests are about jobs, and must not wait
-on (or depend on the state of) the reconcile. Each test's team has a unique slug; its namespace
-is deleted when the test ends.
+A team's namespace and ResourceQuota come from the portal's own reconcile: an admin approves a
+grant and the worker brings the namespace in line, as in production. Each test's team has a
+unique slug; its namespace is deleted when the test ends.
 """
 
 from __future__ import annotations
@@ -28,13 +27,13 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 import yaml
-from django.conf import settings
 from django.utils import timezone
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from gpujobs.models import GpuJob
-from tenants.models import Membership
+from tenants import services as tenant_services
+from tenants.models import Membership, TeamCluster
 from tests import factories
 from tests.integration.conftest import REPO_ROOT, _database_url, wait_for
 
@@ -116,37 +115,30 @@ def read_or_none(read, *args):
         raise
 
 
-def portal_labels(slug: str) -> dict:
-    return {"app.kubernetes.io/managed-by": settings.PORTAL_NAME, "gpuportal.io/team": slug}
+def wait_for_quota(core, namespace: str, gpus: int, *, timeout: float = 120) -> None:
+    """Wait until the namespace's GPU quota is ``gpus`` and the quota controller has counted
+    usage against it: until then the API server refuses every pod."""
+    wait_for(
+        lambda: (
+            (q := read_or_none(core.read_namespaced_resource_quota, QUOTA_NAME, namespace))
+            is not None
+            and (q.spec.hard or {}).get("requests.nvidia.com/gpu") == str(gpus)
+            and q.status is not None
+            and q.status.hard == q.spec.hard
+            and q.status.used is not None
+        ),
+        timeout=timeout,
+        what=f"requests.nvidia.com/gpu={gpus} counted in namespace {namespace}",
+    )
 
 
 def set_gpu_quota(core, namespace: str, gpus: int) -> None:
-    """Set the namespace's GPU ResourceQuota (as the reconcile would), and wait until the quota
-    controller has counted usage against it: until then the API server refuses every pod."""
-    body = {
-        "apiVersion": "v1",
-        "kind": "ResourceQuota",
-        "metadata": {
-            "name": QUOTA_NAME,
-            "namespace": namespace,
-            "labels": portal_labels(namespace),
-        },
-        "spec": {"hard": {"requests.nvidia.com/gpu": str(gpus), "pods": "20"}},
-    }
-    if read_or_none(core.read_namespaced_resource_quota, QUOTA_NAME, namespace) is None:
-        core.create_namespaced_resource_quota(namespace, body)
-    else:
-        core.replace_namespaced_resource_quota(QUOTA_NAME, namespace, body)
-    wait_for(
-        lambda: (
-            (q := core.read_namespaced_resource_quota(QUOTA_NAME, namespace)).status is not None
-            and q.status.hard is not None
-            and q.status.hard.get("requests.nvidia.com/gpu") == str(gpus)
-            and q.status.used is not None
-        ),
-        timeout=60,
-        what=f"the quota controller to count usage in {namespace}",
+    """Change the namespace's GPU quota by hand, as a cluster admin would (the reconcile puts
+    it back on its next pass; none runs during a test unless the test asks for one)."""
+    core.patch_namespaced_resource_quota(
+        QUOTA_NAME, namespace, {"spec": {"hard": {"requests.nvidia.com/gpu": str(gpus)}}}
     )
+    wait_for_quota(core, namespace, gpus)
 
 
 def delete_namespace(core, name: str) -> None:
@@ -226,10 +218,13 @@ class GpuTeam:
 
 
 @pytest.fixture
-def make_gpu_team(transactional_db, gpu_cluster, core):
-    """``make_gpu_team(gpus=2)``: a team with a lead, a member and a viewer, an active grant of
-    ``gpus`` on the devcluster, and its namespace there with that GPU quota."""
+def make_gpu_team(transactional_db, gpu_cluster, core, celery_worker_process):
+    """``make_gpu_team(gpus=2)``: a team with a lead, a member and a viewer, and a grant of
+    ``gpus`` on the devcluster approved by an admin, so that the reconcile (run by the real
+    worker) makes its namespace there with that GPU quota. ``quota=`` then changes the
+    namespace's quota by hand, as if it had been shrunk meanwhile."""
     made = []
+    admin = factories.AdminFactory(username="gj-admin")
 
     def make(gpus: int = 2, *, name: str = "team", quota: int | None = None) -> GpuTeam:
         slug = f"gj-{uuid.uuid4().hex[:8]}"
@@ -239,24 +234,27 @@ def make_gpu_team(transactional_db, gpu_cluster, core):
             user = factories.UserFactory(username=f"{role}-{slug}")
             Membership.objects.create(team=team, user=user, role=role)
             users[role] = user
-        today = timezone.localdate()
         grants = []
         if gpus:
+            made.append(slug)
+            request = tenant_services.quota_request_create(
+                requested_by=users["lead"], team=team, cluster=gpu_cluster, gpus=gpus,
+                justification="GPU job tests.",
+                ends_on=timezone.localdate() + datetime.timedelta(days=30),
+            )  # fmt: skip
             grants.append(
-                factories.QuotaGrantFactory(
-                    request__team=team,
-                    request__cluster=gpu_cluster,
-                    request__requested_by=users["lead"],
-                    request__gpus=gpus,
-                    request__starts_on=today,
-                    request__ends_on=today + datetime.timedelta(days=30),
-                )
+                tenant_services.quota_request_approve(reviewer=admin, quota_request=request)
             )
-        core.create_namespace(
-            {"metadata": {"name": slug, "labels": portal_labels(slug)}, "apiVersion": "v1"}
-        )
-        made.append(slug)
-        set_gpu_quota(core, slug, gpus if quota is None else quota)
+            wait_for(
+                lambda: TeamCluster.objects.filter(
+                    team=team, cluster=gpu_cluster, status=TeamCluster.Status.IN_SYNC
+                ).exists(),
+                timeout=120,
+                what=f"the reconcile of {slug} (its namespace and quota)",
+            )
+            wait_for_quota(core, slug, gpus)
+            if quota is not None:
+                set_gpu_quota(core, slug, quota)
         return GpuTeam(team=team, namespace=slug, grants=grants, **users)
 
     yield make

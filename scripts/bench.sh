@@ -16,3 +16,4 @@ export DJANGO_DEBUG=0 DJANGO_SECRET_KEY=bench-only-secret
 .venv/bin/python tests/bench/bench_quota_requests_api.py
 .venv/bin/python tests/bench/bench_reconcile.py
 .venv/bin/python tests/bench/bench_monitoring.py
+.venv/bin/python tests/bench/bench_gpujobs.py

@@ -1,0 +1,546 @@
+"""Benchmark: submit 500 one-GPU jobs through the portal's API on the devcluster, beside creating
+the same 500 Jobs with one ``kubectl create -f``.
+
+The portal's side is what production runs: ``POST /api/v1/jobs/`` (the checks, the team's quota
+under its row lock, the row, the enqueue), a real Celery worker creating the Jobs, and the
+watcher (``manage.py watch_jobs``) writing back what the cluster does. It reports
+
+* submission throughput: 500 API calls (accepted jobs per second), and from the first call to
+  the last Job created on the cluster (end to end, through the worker);
+* the lag from a pod's state change to the portal showing it: this process watches the pods
+  itself and notes when each one is seen Running and Succeeded, and polls the jobs' rows (what
+  the pages and the API read) for when each shows ``running`` and ``succeeded``; p50 and p99;
+* ``kubectl create -f`` of the same 500 Job manifests (``gpujobs.manifests``, another
+  namespace) in one call.
+
+The cluster's load is bounded: the jobs run on temporary GPU nodes of their own (labelled
+``hardware-type: gpu-bench``, so nobody else's GPU pods land there and the benchmark never takes
+the shared nodes' GPUs), each pod finishes 5 s after it starts, and the namespaces and nodes are
+removed at the end. Results go to ``bench-results/gpujobs.{json,md}``. Run through ``make
+bench`` (a scratch database, DEBUG off); it starts the devcluster if it is not running.
+"""
+
+import contextlib
+import datetime
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO_ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+os.environ.setdefault("LOG_LEVEL", "WARNING")
+# The worker and the watcher started below take this benchmark's tasks only.
+os.environ["CELERY_TASK_DEFAULT_QUEUE"] = f"bench-gpujobs-{os.getpid()}"
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.conf import settings  # noqa: E402
+from django.contrib.auth.models import User  # noqa: E402
+from django.db.models import ProtectedError  # noqa: E402
+from django.test import Client, override_settings  # noqa: E402
+from django.utils import timezone  # noqa: E402
+from kubernetes import client, watch  # noqa: E402
+from kubernetes.client.rest import ApiException  # noqa: E402
+
+from clusters.models import Cluster, GpuCapacity  # noqa: E402
+from devcluster import api as devcluster_api  # noqa: E402
+from devcluster import builder  # noqa: E402
+from gpujobs import manifests, services  # noqa: E402
+from gpujobs.models import GpuJob  # noqa: E402
+from tenants.models import Membership, QuotaGrant, QuotaRequest, Team  # noqa: E402
+
+JOBS = int(os.environ.get("BENCH_GPUJOBS", "500"))
+RUN_SECONDS = int(os.environ.get("BENCH_GPUJOBS_RUN_SECONDS", "5"))
+NODE_GPUS = 64
+NODE_PODS = 110  # the simulated nodes' pod capacity
+BENCH_LABEL = "gpu-bench"
+CLUSTER_NAME = "bench-gpujobs"
+WORKER_THREADS = int(os.environ.get("BENCH_GPUJOBS_WORKER_THREADS", "8"))
+TIMEOUT = float(os.environ.get("BENCH_GPUJOBS_TIMEOUT", "900"))
+POLL_SECONDS = 0.02
+RESULTS = REPO_ROOT / "bench-results"
+
+
+def log(message: str) -> None:
+    print(f"[bench_gpujobs {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    ordered = sorted(values)
+    if not ordered:
+        return None
+    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def summary(values: list[float]) -> dict:
+    if not values:
+        return {"count": 0, "p50_ms": None, "p99_ms": None, "max_ms": None, "mean_ms": None}
+    return {
+        "count": len(values),
+        "p50_ms": round(percentile(values, 50) * 1000, 1),
+        "p99_ms": round(percentile(values, 99) * 1000, 1),
+        "max_ms": round(max(values) * 1000, 1) if values else None,
+        "mean_ms": round(statistics.fmean(values) * 1000, 1) if values else None,
+    }
+
+
+# --- the cluster -------------------------------------------------------------------------------
+
+
+def add_bench_nodes(handle, run_id: str) -> list[str]:
+    count = max(1, -(-JOBS // min(NODE_GPUS, NODE_PODS - 10)))
+    names = []
+    for i in range(count):
+        names.append(
+            handle.add_gpu_node(
+                name=f"bench-gpujobs-{run_id}-{i}",
+                gpus=NODE_GPUS,
+                labels={"hardware-type": BENCH_LABEL},
+                wait=False,
+            )
+        )
+    from devcluster import nodes
+
+    nodes.wait_for_ready(handle.api_client(), names)
+    return names
+
+
+def make_namespace(core, name: str, *, gpus: int | None) -> None:
+    labels = {"app.kubernetes.io/managed-by": settings.PORTAL_NAME, "gpuportal.io/team": name}
+    core.create_namespace({"apiVersion": "v1", "metadata": {"name": name, "labels": labels}})
+    if gpus is None:
+        return
+    core.create_namespaced_resource_quota(
+        name,
+        {
+            "apiVersion": "v1",
+            "metadata": {"name": "gpu-portal-quota", "labels": labels},
+            "spec": {"hard": {"requests.nvidia.com/gpu": str(gpus), "pods": str(gpus + 100)}},
+        },
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        quota = core.read_namespaced_resource_quota("gpu-portal-quota", name)
+        if quota.status and quota.status.used is not None:
+            return
+        time.sleep(0.2)
+    sys.exit(f"the quota controller never counted usage in {name}")
+
+
+def patiently(what: str, action, *, seconds: float = 120) -> None:
+    """Run a cleanup step, retrying while the shared cluster's API server is away."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            action()
+            return
+        except ApiException as error:
+            if error.status == 404:
+                return
+            problem = error
+        except Exception as error:
+            problem = error
+        if time.monotonic() > deadline:
+            log(f"could not {what}: {problem}")
+            return
+        time.sleep(2)
+
+
+def delete_namespace(core, name: str) -> None:
+    patiently(
+        f"delete namespace {name}",
+        lambda: core.delete_namespace(name, propagation_policy="Background"),
+    )
+
+
+class PodWatch(threading.Thread):
+    """This process's own watch of a namespace's pods: when each job's pod was first seen
+    Running and Succeeded (wall clock), keyed by the job-id label."""
+
+    def __init__(self, api_client, namespace: str):
+        super().__init__(daemon=True)
+        self.core = client.CoreV1Api(api_client)
+        self.namespace = namespace
+        self.seen: dict[str, dict[int, float]] = {"Running": {}, "Succeeded": {}}
+        self.stop = threading.Event()
+        self.ready = threading.Event()
+
+    def run(self) -> None:
+        version = None
+        while not self.stop.is_set():
+            try:
+                if version is None:
+                    listed = self.core.list_namespaced_pod(self.namespace)
+                    version = listed.metadata.resource_version
+                    self.ready.set()
+                stream = watch.Watch().stream(
+                    self.core.list_namespaced_pod,
+                    self.namespace,
+                    resource_version=version,
+                    timeout_seconds=30,
+                )
+                for event in stream:
+                    now = time.time()
+                    pod = event["raw_object"]
+                    version = pod["metadata"]["resourceVersion"]
+                    job_id = (pod["metadata"].get("labels") or {}).get(manifests.JOB_ID_LABEL)
+                    phase = (pod.get("status") or {}).get("phase")
+                    if job_id and phase in self.seen:
+                        self.seen[phase].setdefault(int(job_id), now)
+                    if self.stop.is_set():
+                        return
+            except Exception as error:  # the shared cluster's API server may restart
+                log(f"pod watch interrupted ({type(error).__name__}); resuming")
+                time.sleep(1)
+
+
+# --- the portal's processes --------------------------------------------------------------------
+
+
+def start(command: list[str], log_path: Path, ready: str, env: dict) -> subprocess.Popen:
+    with open(log_path, "w") as out:
+        process = subprocess.Popen(
+            command, cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT
+        )
+    deadline = time.monotonic() + 120
+    while ready not in log_path.read_text():
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            sys.exit(f"{command[2:4]} did not start:\n{log_path.read_text()[-3000:]}")
+        time.sleep(0.2)
+    return process
+
+
+def stop(process: subprocess.Popen) -> None:
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+# --- the two sides -----------------------------------------------------------------------------
+
+
+def seed(cluster: Cluster, slug: str) -> tuple[Team, User]:
+    team = Team.objects.create(slug=slug, name=f"Bench {slug}")
+    user = User.objects.create(username=f"{slug}-member")
+    admin, _ = User.objects.get_or_create(username="bench-admin", defaults={"is_staff": True})
+    Membership.objects.create(team=team, user=user, role=Membership.Role.MEMBER)
+    today = timezone.localdate()
+    request = QuotaRequest.objects.create(
+        team=team, cluster=cluster, gpus=JOBS, starts_on=today, justification="Benchmark.",
+        requested_by=user, state=QuotaRequest.State.APPROVED,
+    )  # fmt: skip
+    QuotaGrant.objects.create(
+        request=request, team=team, cluster=cluster, gpus=JOBS, starts_on=today,
+        granted_by=admin,
+    )  # fmt: skip
+    return team, user
+
+
+def forget(slug: str) -> None:
+    """Take the benchmark's rows out of the shared benchmark database (other benchmarks count
+    theirs), whatever state the run left them in."""
+    from django.db import connection
+
+    from tenants.models import AuditEvent
+
+    connection.close()  # the threads may have left it broken
+    team = Team.objects.filter(slug=slug).first()
+    if team is None:
+        return
+    GpuJob.objects.filter(team=team).delete()
+    AuditEvent.objects.filter(team=team).delete()
+    QuotaGrant.objects.filter(team=team).delete()
+    QuotaRequest.objects.filter(team=team).delete()
+    User.objects.filter(username=f"{slug}-member").delete()
+    team.delete()
+    with contextlib.suppress(ProtectedError):  # another run's rows may still name it
+        Cluster.objects.filter(name=CLUSTER_NAME).delete()
+
+
+@override_settings(ALLOWED_HOSTS=["testserver"])
+def submit_all(user: User, team: Team, cluster: Cluster) -> tuple[float, float]:
+    api = Client()
+    api.force_login(user)
+    body = {
+        "team": team.slug,
+        "cluster": cluster.name,
+        "image": "registry.example.com/bench/trainer:1",
+        "command": ["python", "train.py"],
+        "gpus": 1,
+        "max_runtime_seconds": 3600,
+        "annotations": {"devcluster.gpuportal.io/complete-after-seconds": str(RUN_SECONDS)},
+    }
+    started_wall = time.time()
+    started = time.perf_counter()
+    for i in range(JOBS):
+        response = api.post(
+            "/api/v1/jobs/", {**body, "name": f"bench-{i}"}, content_type="application/json"
+        )
+        if response.status_code != 201:
+            sys.exit(f"submission {i} failed: {response.status_code} {response.content[:500]}")
+    return started_wall, time.perf_counter() - started
+
+
+class RowPoller(threading.Thread):
+    """Polls the jobs' rows (what the pages and the API read) from before the first submission
+    until every job ended: when each first showed ``running`` and ``succeeded``, and when the
+    last one reached the cluster."""
+
+    def __init__(self, team: Team):
+        super().__init__(daemon=True)
+        self.team = team
+        self.shown: dict[str, dict[int, float]] = {"running": {}, "succeeded": {}}
+        self.created_all_at: float | None = None
+        self.done_at: float | None = None
+        self.error = ""
+
+    def run(self) -> None:
+        from django.db import connection
+
+        deadline = time.monotonic() + TIMEOUT
+        try:
+            while time.monotonic() < deadline:
+                rows = list(
+                    GpuJob.objects.filter(team=self.team).values_list("pk", "state", "submitted_at")
+                )
+                now = time.time()
+                for pk, state, _ in rows:
+                    if state in self.shown:
+                        self.shown[state].setdefault(pk, now)
+                if len(rows) == JOBS:
+                    submitted = [at for _, _, at in rows]
+                    if self.created_all_at is None and all(submitted):
+                        self.created_all_at = max(submitted).timestamp()
+                    states = {state for _, state, _ in rows}
+                    if states <= {"succeeded", "failed", "cancelled"}:
+                        failed = sum(1 for _, state, _ in rows if state != "succeeded")
+                        if failed:
+                            self.error = f"{failed} benchmark jobs did not succeed"
+                        self.done_at = now
+                        return
+                time.sleep(POLL_SECONDS)
+            self.error = f"the benchmark jobs did not all finish within {TIMEOUT:.0f} s"
+        finally:
+            connection.close()
+
+
+def lags(pods: PodWatch, shown: dict) -> dict:
+    result = {}
+    for phase, state in (("Running", "running"), ("Succeeded", "succeeded")):
+        values = [
+            max(shown[state][job] - seen, 0.0)
+            for job, seen in pods.seen[phase].items()
+            if job in shown[state]
+        ]
+        result[state] = summary(values)
+    return result
+
+
+def kubectl_side(kubectl: str, kubeconfig: Path, namespace: str, placement) -> dict:
+    """The same Job manifests, in one file, created by one ``kubectl create -f``."""
+    items = []
+    for i in range(1, JOBS + 1):
+        spec = manifests.JobSpec(
+            job_id=i, namespace=namespace, name=f"bench-{i}",
+            image="registry.example.com/bench/trainer:1", gpus=1, max_runtime_seconds=3600,
+            ttl_seconds_after_finished=600, command=("python", "train.py"),
+            annotations=(("devcluster.gpuportal.io/complete-after-seconds", str(RUN_SECONDS)),),
+        )  # fmt: skip
+        items.append(manifests.job_manifest(spec, placement))
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as file:
+        json.dump({"apiVersion": "v1", "kind": "List", "items": items}, file)
+        path = file.name
+    started = time.perf_counter()
+    run = subprocess.run(
+        [kubectl, "--kubeconfig", str(kubeconfig), "create", "-f", path, "-o", "name"],
+        capture_output=True, text=True, timeout=TIMEOUT,
+    )  # fmt: skip
+    seconds = time.perf_counter() - started
+    Path(path).unlink()
+    if run.returncode != 0:
+        sys.exit(f"kubectl create failed:\n{run.stderr[-3000:]}")
+    created = len(run.stdout.split())
+    return {
+        "jobs": created,
+        "seconds": round(seconds, 2),
+        "jobs_per_s": round(created / seconds, 1),
+    }
+
+
+def wait_kubectl_jobs_done(batch, namespace: str, started: float) -> float:
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        jobs = batch.list_namespaced_job(namespace).items
+        if len(jobs) >= JOBS and all((j.status.succeeded or 0) >= 1 for j in jobs):
+            return time.perf_counter() - started
+        time.sleep(1)
+    sys.exit("the kubectl benchmark jobs did not all finish")
+
+
+def run() -> dict:
+    handle = devcluster_api.up()
+    kubectl = str(builder.binary("kubectl"))
+    api_client = handle.api_client()
+    core, batch = client.CoreV1Api(api_client), client.BatchV1Api(api_client)
+    run_id = uuid.uuid4().hex[:6]
+    portal_ns, kubectl_ns = f"bench-gj-{run_id}", f"bench-gk-{run_id}"
+    results: dict = {
+        "jobs": JOBS,
+        "run_seconds_per_job": RUN_SECONDS,
+        "worker_threads": WORKER_THREADS,
+        "cpus": os.cpu_count(),
+        "load_average_at_start": round(os.getloadavg()[0], 2),
+    }
+    log(f"adding GPU nodes for {JOBS} one-GPU jobs")
+    nodes = add_bench_nodes(handle, run_id)
+    results["bench_nodes"] = {"count": len(nodes), "gpus_each": NODE_GPUS}
+    processes = []
+    try:
+        cluster, _ = Cluster.objects.update_or_create(
+            name=CLUSTER_NAME,
+            defaults={
+                "kubeconfig_path": str(handle.kubeconfig),
+                "gpu_node_selector": {"hardware-type": BENCH_LABEL},
+            },
+        )
+        GpuCapacity.objects.update_or_create(
+            cluster=cluster, resource_name="nvidia.com/gpu",
+            defaults={"allocatable": len(nodes) * NODE_GPUS},
+        )  # fmt: skip
+        team, user = seed(cluster, portal_ns)
+        make_namespace(core, portal_ns, gpus=JOBS)
+        make_namespace(core, kubectl_ns, gpus=None)
+
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "GPUJOBS_TTL_SECONDS_AFTER_FINISHED": "600"}
+        logs = Path(tempfile.mkdtemp(prefix="bench-gpujobs-"))
+        processes.append(start(
+            [sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool=threads",
+             f"--concurrency={WORKER_THREADS}", "--loglevel=INFO", "--without-gossip",
+             "--without-mingle", "-n", f"bench-{run_id}@%h"],
+            logs / "worker.log", "ready.", {**env, "LOG_LEVEL": "INFO"},
+        ))  # fmt: skip
+        processes.append(start(
+            [sys.executable, "manage.py", "watch_jobs", "--discover-every", "1"],
+            logs / "watcher.log", "following GPU jobs", env,
+        ))  # fmt: skip
+        pods = PodWatch(api_client, portal_ns)
+        pods.start()
+        if not pods.ready.wait(120):
+            sys.exit("could not list the benchmark's pods")
+        rows = RowPoller(team)
+        rows.start()
+
+        log(f"submitting {JOBS} jobs through the API")
+        started_wall, api_seconds = submit_all(user, team, cluster)
+        results["api"] = {
+            "seconds": round(api_seconds, 2),
+            "jobs_per_s": round(JOBS / api_seconds, 1),
+            "ms_per_job": round(api_seconds / JOBS * 1000, 1),
+        }
+        log(f"submitted in {api_seconds:.1f} s; following them to the end")
+        rows.join(TIMEOUT + 60)
+        if rows.error or rows.done_at is None:
+            sys.exit(rows.error or "the row poller did not finish")
+        end_to_end = rows.created_all_at - started_wall
+        results["portal_end_to_end"] = {
+            "seconds_to_all_jobs_on_cluster": round(end_to_end, 2),
+            "jobs_per_s": round(JOBS / end_to_end, 1),
+            "seconds_to_all_succeeded": round(rows.done_at - started_wall, 2),
+        }
+        results["lag_from_pod_change_to_portal"] = lags(pods, rows.shown)
+        pods.stop.set()
+
+        log("creating the same Jobs with one kubectl create -f")
+        kubectl_started = time.perf_counter()
+        results["kubectl_create"] = kubectl_side(
+            kubectl, handle.kubeconfig, kubectl_ns, services.placement(cluster)
+        )
+        results["kubectl_create"]["seconds_to_all_succeeded"] = round(
+            wait_kubectl_jobs_done(batch, kubectl_ns, kubectl_started), 2
+        )
+        results["portal_api_to_kubectl_time_ratio"] = round(
+            results["api"]["seconds"] / results["kubectl_create"]["seconds"], 2
+        )
+        results["portal_end_to_end_to_kubectl_time_ratio"] = round(
+            end_to_end / results["kubectl_create"]["seconds"], 2
+        )
+        results["watcher_log_tail"] = (logs / "watcher.log").read_text()[-400:]
+    finally:
+        for process in processes:
+            stop(process)
+        log("cleaning up: namespaces, nodes and the benchmark's rows")
+        forget(portal_ns)
+        delete_namespace(core, portal_ns)
+        delete_namespace(core, kubectl_ns)
+        for name in nodes:
+            patiently(f"remove node {name}", lambda n=name: handle.remove_node(n, wait=False))
+    results["load_average_at_end"] = round(os.getloadavg()[0], 2)
+    results["finished_at"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    return results
+
+
+def write(results: dict) -> None:
+    RESULTS.mkdir(exist_ok=True)
+    results = {k: v for k, v in results.items() if k != "watcher_log_tail"}
+    (RESULTS / "gpujobs.json").write_text(json.dumps(results, indent=2) + "\n")
+    lag = results["lag_from_pod_change_to_portal"]
+    api, e2e, kc = results["api"], results["portal_end_to_end"], results["kubectl_create"]
+    lines = [
+        f"# Submitting {results['jobs']} one-GPU jobs on the devcluster",
+        "",
+        f"{results['bench_nodes']['count']} temporary simulated nodes of "
+        f"{results['bench_nodes']['gpus_each']} GPUs; every pod finishes "
+        f"{results['run_seconds_per_job']} s after it starts. One Celery worker "
+        f"({results['worker_threads']} threads) and the watcher, DEBUG off, PostgreSQL; "
+        f"{results['cpus']} CPUs shared with everything else (load average "
+        f"{results['load_average_at_start']} at the start, {results['load_average_at_end']} at "
+        "the end). API calls are made one after another, in-process (Django test client).",
+        "",
+        "| | jobs | seconds | jobs/s |",
+        "| --- | ---: | ---: | ---: |",
+        f"| portal API (`POST /api/v1/jobs/`, accepted and queued) | {results['jobs']} "
+        f"| {api['seconds']} | {api['jobs_per_s']} |",
+        f"| portal end to end (first POST to last Job created by the worker) | {results['jobs']} "
+        f"| {e2e['seconds_to_all_jobs_on_cluster']} | {e2e['jobs_per_s']} |",
+        f"| `kubectl create -f` (one call, same manifests) | {kc['jobs']} | {kc['seconds']} "
+        f"| {kc['jobs_per_s']} |",
+        "",
+        f"All {results['jobs']} succeeded: {e2e['seconds_to_all_succeeded']} s after the first "
+        f"POST through the portal; {kc['seconds_to_all_succeeded']} s after `kubectl create` "
+        "started.",
+        "",
+        "Lag from a pod's state change (seen by this benchmark's own watch) to the portal "
+        "showing it (the job's row, which the pages and the API read):",
+        "",
+        "| pod change | portal state | pods | p50 ms | p99 ms | max ms |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
+        f"| Running | running | {lag['running']['count']} | {lag['running']['p50_ms']} "
+        f"| {lag['running']['p99_ms']} | {lag['running']['max_ms']} |",
+        f"| Succeeded | succeeded | {lag['succeeded']['count']} | {lag['succeeded']['p50_ms']} "
+        f"| {lag['succeeded']['p99_ms']} | {lag['succeeded']['max_ms']} |",
+        "",
+        "Pods that went from Pending to Succeeded between two watch events show no Running "
+        f"state; the rows are polled every {POLL_SECONDS * 1000:.0f} ms, which bounds the "
+        "lags' resolution.",
+    ]
+    (RESULTS / "gpujobs.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    write(run())

@@ -12,7 +12,9 @@ unique slug; its namespace is deleted when the test ends.
 from __future__ import annotations
 
 import datetime
+import hashlib
 import http.server
+import json
 import os
 import signal
 import ssl
@@ -164,21 +166,22 @@ def portal_cluster_role() -> dict:
 @pytest.fixture(scope="session")
 def portal_kubeconfig(devcluster, k8s) -> Path:
     """Credentials bound to deploy/rbac.yaml's ClusterRole and nothing else: the worker and the
-    watcher act with these, so a verb the job work needs and the role lacks fails a test."""
+    watcher act with these, so a verb the job work needs and the role lacks fails a test.
+
+    The role is created under a name taken from its rules, so test sessions of other versions
+    of the file sharing the devcluster never replace each other's role halfway through.
+    """
     rbac = client.RbacAuthorizationV1Api(k8s)
     role = portal_cluster_role()
+    digest = hashlib.sha256(json.dumps(role["rules"], sort_keys=True).encode()).hexdigest()[:10]
+    name = f"{PORTAL_JOBS_USER}-{digest}"
+    role = {**role, "metadata": {**role["metadata"], "name": name}}
     binding = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRoleBinding",
-        "metadata": {"name": PORTAL_JOBS_USER},
-        "roleRef": {
-            "apiGroup": "rbac.authorization.k8s.io",
-            "kind": "ClusterRole",
-            "name": role["metadata"]["name"],
-        },
-        "subjects": [
-            {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": PORTAL_JOBS_USER}
-        ],
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": name}],
     }
     for create, replace, body in (
         (rbac.create_cluster_role, rbac.replace_cluster_role, role),
@@ -190,7 +193,7 @@ def portal_kubeconfig(devcluster, k8s) -> Path:
             if error.status != 409:
                 raise
             replace(body["metadata"]["name"], body)
-    return devcluster.mint(PORTAL_JOBS_USER)
+    return devcluster.mint(name)
 
 
 @pytest.fixture

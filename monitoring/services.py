@@ -184,33 +184,71 @@ def _first_error(charts: Sequence[Chart], *errors: str) -> str:
     return next((c.message for c in charts if c.failed), "") or next((e for e in errors if e), "")
 
 
-def _gauge_charts(
+def _line_chart(
+    prometheus: PrometheusClient,
+    window: promql.Window,
+    *,
+    key: str,
+    title: str,
+    query: str,
+    axis: Axis,
+    name: Callable[[dict], str],
+    empty: str,
+    scale: float = 1.0,
+) -> Chart:
+    """A line per series of a range query over the window."""
+    start, end = window.aligned()
+
+    def build():
+        series = prometheus.query_range(query, start=start, end=end, step=window.step)
+        if not series:
+            return None
+        return figures.time_series(
+            series, title=title, axis=axis, name=name, scale=scale, x_range=(start, end)
+        )
+
+    return _chart(key, title, build, empty=empty)
+
+
+def _gpu_name(labels: dict) -> str:
+    return f"{labels.get(promql.NODE_LABEL, '?')}/{labels.get(promql.GPU_LABEL, '?')}"
+
+
+def _gpu_charts(
     prometheus: PrometheusClient,
     config: promql.MetricsConfig,
     window: promql.Window,
     *,
     namespace: str,
-    by: Sequence[str],
-    name: Callable[[dict], str],
     pods: Sequence[str] | None,
     empty: str,
-    per: str,
 ) -> list[Chart]:
-    start, end = window.aligned()
-    charts = []
+    """Utilisation, memory, power and temperature of the GPUs a namespace's pods hold: a line
+    per pod, or, for the given ``pods``, a line per GPU they hold."""
+    if pods is None:
+        per, by = "per pod", [config.labels.pod]
+        utilisation = promql.utilisation_by_pod(config, namespace=namespace)
+
+        def name(labels: dict) -> str:
+            return labels.get(config.labels.pod, "?")
+
+    else:
+        per, by, name = "per GPU", [promql.NODE_LABEL, promql.GPU_LABEL], _gpu_name
+        utilisation = promql.utilisation_by_gpu(config, namespace=namespace, pods=pods)
+    charts = [
+        _line_chart(
+            prometheus, window, key="utilisation", title=f"GPU utilisation {per}",
+            query=utilisation, axis=UTILISATION_AXIS, name=name, empty=empty,
+        )
+    ]  # fmt: skip
     for gauge in GAUGE_CHARTS:
-
-        def build(gauge=gauge):
-            query = promql.gauge_by(gauge.metric, config, by, namespace=namespace, pods=pods)
-            series = prometheus.query_range(query, start=start, end=end, step=window.step)
-            if not series:
-                return None
-            return figures.time_series(
-                series, title=f"{gauge.title} {per}", axis=gauge.axis, name=name,
-                scale=gauge.scale, x_range=(start, end),
-            )  # fmt: skip
-
-        charts.append(_chart(gauge.key, gauge.title, build, empty=empty))
+        query = promql.gauge_by(gauge.metric, config, by, namespace=namespace, pods=pods)
+        charts.append(
+            _line_chart(
+                prometheus, window, key=gauge.key, title=f"{gauge.title} {per}", query=query,
+                axis=gauge.axis, name=name, empty=empty, scale=gauge.scale,
+            )
+        )  # fmt: skip
     return charts
 
 
@@ -222,36 +260,17 @@ def team_dashboard(*, team: Team, cluster: Cluster, window: promql.Window) -> Da
     granted = selectors.gpus_granted_now(team=team, cluster=cluster)
     start, end = window.aligned()
     empty = f"No pod of {team} held GPUs on {cluster.name} in this window."
-
-    def pod_name(labels: dict) -> str:
-        return labels.get(config.labels.pod, "?")
-
-    held_now: list[int] = []
     with prometheus_for(cluster) as prometheus:
-
-        def utilisation_figure():
-            query = promql.utilisation_by_pod(config, namespace=namespace)
-            series = prometheus.query_range(query, start=start, end=end, step=window.step)
-            if not series:
-                return None
-            return figures.time_series(
-                series, title="GPU utilisation per pod", axis=UTILISATION_AXIS, name=pod_name,
-                x_range=(start, end),
-            )  # fmt: skip
 
         def held_figure():
             query = promql.gpus_held(config, namespace=namespace)
             series = prometheus.query_range(query, start=start, end=end, step=window.step)
-            held_now.extend(int(s.values[-1]) for s in series[:1] if s.values)
             return figures.held_vs_granted(
                 series, granted=granted, title="GPUs held vs granted", x_range=(start, end)
             )
 
-        charts = [_chart("utilisation", "GPU utilisation", utilisation_figure, empty=empty)]
-        charts += _gauge_charts(
-            prometheus, config, window, namespace=namespace, by=[config.labels.pod],
-            name=pod_name, pods=None, empty=empty, per="per pod",
-        )  # fmt: skip
+        charts = _gpu_charts(prometheus, config, window, namespace=namespace, pods=None,
+                             empty=empty)  # fmt: skip
         charts.append(_chart("held", "GPUs held vs granted", held_figure, empty=empty))
         pods, pods_error = _pod_usage_or_error(prometheus, cluster, namespace=namespace)
     return Dashboard(
@@ -260,7 +279,7 @@ def team_dashboard(*, team: Team, cluster: Cluster, window: promql.Window) -> Da
         charts=charts,
         pods=pods,
         error=_first_error(charts, pods_error),
-        gpus_held=held_now[0] if held_now else None,
+        gpus_held=None if pods_error else sum(p.gpus for p in pods),
         gpus_granted=granted,
     )
 
@@ -288,34 +307,14 @@ def pod_dashboard(
     """
     if isinstance(cluster, str):
         cluster = Cluster.objects.get(name=cluster)
-    config = metrics_config(cluster)
     pods = list(pod_names)
-    start, end = window.aligned()
-    by = [promql.NODE_LABEL, promql.GPU_LABEL]
-    empty = f"No GPU held by {', '.join(pods) or 'these pods'} in this window."
-
-    def gpu_name(labels: dict) -> str:
-        return f"{labels.get(promql.NODE_LABEL, '?')}/{labels.get(promql.GPU_LABEL, '?')}"
-
     if not pods:
-        return Dashboard(cluster=cluster, window=window, charts=[], error="")
+        return Dashboard(cluster=cluster, window=window, charts=[])
+    config = metrics_config(cluster)
+    empty = f"No GPU held by {', '.join(pods)} in this window."
     with prometheus_for(cluster) as prometheus:
-
-        def utilisation_figure():
-            query = promql.utilisation_by_gpu(config, namespace=namespace, pods=pods)
-            series = prometheus.query_range(query, start=start, end=end, step=window.step)
-            if not series:
-                return None
-            return figures.time_series(
-                series, title="GPU utilisation per GPU", axis=UTILISATION_AXIS, name=gpu_name,
-                x_range=(start, end),
-            )  # fmt: skip
-
-        charts = [_chart("utilisation", "GPU utilisation", utilisation_figure, empty=empty)]
-        charts += _gauge_charts(
-            prometheus, config, window, namespace=namespace, by=by, name=gpu_name, pods=pods,
-            empty=empty, per="per GPU",
-        )  # fmt: skip
+        charts = _gpu_charts(prometheus, config, window, namespace=namespace, pods=pods,
+                             empty=empty)  # fmt: skip
         usage, usage_error = _pod_usage_or_error(prometheus, cluster, namespace=namespace)
     mine = [p for p in usage if p.pod in pods]
     return Dashboard(
@@ -436,9 +435,7 @@ def cluster_dashboard(*, cluster: Cluster, window: promql.Window) -> ClusterDash
             return figures.heatmap(
                 series,
                 title="GPU utilisation by node and GPU",
-                row=lambda labels: (
-                    f"{labels.get(promql.NODE_LABEL, '?')}/{labels.get(promql.GPU_LABEL, '?')}"
-                ),
+                row=_gpu_name,
                 start=start,
                 end=end,
                 step=step,

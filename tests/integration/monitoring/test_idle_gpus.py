@@ -27,6 +27,7 @@ from .workloads import (
     delete_namespace,
     eventually,
     gpu_pod,
+    patiently,
     portal_job,
     prometheus_has,
     run_pod,
@@ -46,12 +47,12 @@ def workloads(devcluster, core, batch):
     try:
         run_pod(core, pods_ns, gpu_pod("sleepy", gpus=1, utilisation=0))
         run_pod(core, pods_ns, gpu_pod("busy", gpus=1, utilisation=80))
-        batch.create_namespaced_job(job_ns, portal_job("train-idle", utilisation=3))
+        patiently(batch.create_namespaced_job, job_ns, portal_job("train-idle", utilisation=3))
         job_pod = eventually(
             lambda: [
                 p.metadata.name
-                for p in core.list_namespaced_pod(
-                    job_ns, label_selector="job-name=train-idle"
+                for p in patiently(
+                    core.list_namespaced_pod, job_ns, label_selector="job-name=train-idle"
                 ).items
                 if p.status.phase == "Running"
             ],
@@ -197,7 +198,7 @@ def test_the_policy_never_stops_a_pod_the_portal_did_not_create(workloads, clust
     assert result["stopped"] == []
     episode = IdlePod.objects.get(team=team)
     assert "only stops what it created" in episode.stop_error
-    assert core.read_namespaced_pod("sleepy", team.slug).status.phase == "Running"
+    assert patiently(core.read_namespaced_pod, "sleepy", team.slug).status.phase == "Running"
     assert not Notification.objects.filter(kind=Notification.Kind.IDLE_WARNING).exists()
 
 
@@ -240,7 +241,7 @@ def test_the_policy_warns_then_stops_an_idle_portal_job(workloads, cluster, batc
 
     def job_gone():
         try:
-            job = batch.read_namespaced_job("train-idle", team.slug)
+            job = patiently(batch.read_namespaced_job, "train-idle", team.slug)
         except ApiException as error:
             return error.status == 404
         return job.metadata.deletion_timestamp is not None

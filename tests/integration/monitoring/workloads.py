@@ -10,6 +10,7 @@ import uuid
 import httpx
 import pytest
 from kubernetes.client.rest import ApiException
+from urllib3.exceptions import HTTPError
 
 UTILISATION = "devcluster.gpuportal.io/gpu-util"
 MANAGED_BY = "app.kubernetes.io/managed-by"
@@ -34,13 +35,30 @@ def eventually(predicate, *, timeout=60.0, interval=1.0, what="condition"):
         time.sleep(interval)
 
 
+# Other sessions share the devcluster, and some restart its API server on purpose (the
+# reconcile tests); a call that cannot connect is tried again for this long.
+API_SERVER_GRACE_SECONDS = 90
+
+
+def patiently(call, *args, **kwargs):
+    """``call(*args, **kwargs)``, tried again while the API server cannot be reached."""
+    deadline = time.monotonic() + API_SERVER_GRACE_SECONDS
+    while True:
+        try:
+            return call(*args, **kwargs)
+        except (HTTPError, OSError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1)
+
+
 def create_namespace(core_api, prefix="mon") -> str:
     name = f"{prefix}-{uuid.uuid4().hex[:8]}"
-    core_api.create_namespace({"metadata": {"name": name}})
+    patiently(core_api.create_namespace, {"metadata": {"name": name}})
 
     def service_account_ready():
         try:
-            return core_api.read_namespaced_service_account("default", name)
+            return patiently(core_api.read_namespaced_service_account, "default", name)
         except ApiException as error:
             if error.status == 404:
                 return None
@@ -52,7 +70,7 @@ def create_namespace(core_api, prefix="mon") -> str:
 
 def delete_namespace(core_api, name: str) -> None:
     try:
-        core_api.delete_namespace(name, propagation_policy="Background")
+        patiently(core_api.delete_namespace, name, propagation_policy="Background")
     except ApiException as error:
         if error.status != 404:
             raise
@@ -85,11 +103,13 @@ def gpu_pod(name, *, gpus=1, utilisation=None, labels=None):
 
 
 def run_pod(core_api, namespace, manifest) -> dict:
-    core_api.create_namespaced_pod(namespace, manifest)
+    patiently(core_api.create_namespaced_pod, namespace, manifest)
     name = manifest["metadata"]["name"]
     pod = eventually(
         lambda: (
-            (p := core_api.read_namespaced_pod(name, namespace)).status.phase == "Running" and p
+            (p := patiently(core_api.read_namespaced_pod, name, namespace)).status.phase
+            == "Running"
+            and p
         ),
         timeout=60,
         interval=0.25,

@@ -155,18 +155,19 @@ def sync(kube: KubeClient, desired: list[dict], *, slug: str, rules: manifests.P
     def ensure(obj: dict) -> str | None:
         """Apply the object unless the cluster already holds it; what was applied, if anything."""
         key = manifests.object_key(obj)
+        kind, obj_namespace, name = key
         current = live.get(key)
+        unread = kind != "Namespace" and live_namespace is not None and key not in read_by_name
+        if current is None and unread:
+            # Not among the portal's listed objects: make sure nobody else's has the name.
+            found = kube.get(kind, name, obj_namespace)
+            if found is not None and manifests.is_owned(found, slug=slug, policy=rules):
+                current = found
+            elif found is not None:
+                foreign[key] = found
         if current is not None and manifests.matches(obj, current):
             return None
-        kind, obj_namespace, name = key
-        # Not among the portal's objects: make sure nobody else's has the name.
-        if key in foreign or (
-            current is None
-            and kind != "Namespace"
-            and live_namespace is not None
-            and key not in read_by_name
-            and kube.get(kind, name, obj_namespace) is not None
-        ):
+        if key in foreign:
             raise NotOwned(
                 f"{describe(kind, name, obj_namespace)} on cluster {kube.cluster_name} was "
                 "not created by the portal, so the portal leaves it alone. A cluster admin "

@@ -229,3 +229,14 @@ def test_team_page_without_jobs(client_as, viewer, team):
 
     assert 'data-testid="gpus-in-use-none"' in html
     assert "/jobs/new/" not in html  # viewers cannot submit
+
+
+def test_django_admin_lists_jobs_read_only(client_as, member, team, cluster):
+    job(team, cluster, member, name="listed")
+    superuser = factories.AdminFactory(username="root-admin", is_superuser=True)
+
+    response = client_as(superuser).get("/django-admin/gpujobs/gpujob/")
+
+    assert response.status_code == 200
+    assert "listed" in response.content.decode()
+    assert client_as(superuser).get("/django-admin/gpujobs/gpujob/add/").status_code == 403

@@ -6,6 +6,7 @@ and exports DATABASE_URL and CELERY_BROKER_URL; these fixtures refuse to run on 
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -25,6 +26,30 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 SESSION_QUEUE = f"pytest-{os.getpid()}"
 os.environ["CELERY_TASK_DEFAULT_QUEUE"] = SESSION_QUEUE
 celery_app.conf.task_default_queue = SESSION_QUEUE
+WORKER_NAME = f"{SESSION_QUEUE}@{socket.gethostname()}"
+_running_workers: list[subprocess.Popen] = []
+
+
+def _worker_busy() -> bool:
+    """Whether the session worker has tasks queued, reserved or running."""
+    with celery_app.connection_for_read() as conn:
+        queued = conn.default_channel.client.llen(SESSION_QUEUE)
+    inspect = celery_app.control.inspect(destination=[WORKER_NAME], timeout=2)
+    active = (inspect.active() or {}).get(WORKER_NAME, [])
+    reserved = (inspect.reserved() or {}).get(WORKER_NAME, [])
+    return bool(queued or active or reserved)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """Let the session worker finish what a test enqueued before the test's data is flushed:
+    a task still writing while the flush truncates the tables can deadlock with it, and would
+    leak into the next test."""
+    if _running_workers:
+        deadline = time.monotonic() + 30
+        while _worker_busy() and time.monotonic() < deadline:
+            time.sleep(0.1)
+    yield
 
 
 def pytest_collection_modifyitems(items):
@@ -69,7 +94,7 @@ def celery_worker_process(postgres_database, tmp_path_factory):
     with open(log_path, "w") as log:
         worker = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool=solo",
-             "--loglevel=INFO", "--without-gossip", "--without-mingle", "-n", "test@%h"],
+             "--loglevel=INFO", "--without-gossip", "--without-mingle", "-n", WORKER_NAME],
             cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
     deadline = time.monotonic() + 60
@@ -78,7 +103,9 @@ def celery_worker_process(postgres_database, tmp_path_factory):
             worker.kill()
             pytest.fail(f"Celery worker did not start:\n{log_path.read_text()[-3000:]}")
         time.sleep(0.2)
+    _running_workers.append(worker)
     yield worker
+    _running_workers.remove(worker)
     worker.send_signal(signal.SIGTERM)
     try:
         worker.wait(timeout=20)

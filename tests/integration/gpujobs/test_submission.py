@@ -43,7 +43,8 @@ def test_creating_twice_makes_one_job(make_gpu_team, gpu_cluster, batch):
     first = services.job_create_on_cluster(job_id=job.pk)
     second = services.job_create_on_cluster(job_id=job.pk)
 
-    assert first == "created"
+    # The watcher (running for other tests) may see the new Job before the row is marked.
+    assert first in ("created", "created (the watcher saw it first)")
     assert second == "not queued, or another worker holds it"
     (kube_job,) = kube_jobs(batch, gpu.namespace)
     job.refresh_from_db()

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The demo: the portal on embedded defaults (SQLite), with a private Redis and a Celery worker,
-# seeded with an admin, two teams and a cluster. Ctrl-C stops everything it started.
+# the job watcher, seeded with an admin, two teams and the local GPU cluster. Ctrl-C stops
+# everything it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,8 +25,10 @@ eval "$(.venv/bin/python -m devcluster up)"
 worker=$!
 .venv/bin/celery -A portal beat --loglevel=INFO >"$STATE/beat.log" 2>&1 &
 beat=$!
+.venv/bin/python manage.py watch_jobs >"$STATE/watcher.log" 2>&1 &
+watcher=$!
 stop() {
-  kill "$worker" "$beat" 2>/dev/null || true
+  kill "$worker" "$beat" "$watcher" 2>/dev/null || true
   if [ "$cluster_was_running" = 0 ]; then .venv/bin/python -m devcluster down || true; fi
 }
 trap stop EXIT INT TERM
@@ -39,7 +42,7 @@ cat <<MSG
   API docs:    http://127.0.0.1:$PORT/api/v1/docs/
   Cluster:     export KUBECONFIG=$KUBECONFIG   (kubectl: $(.venv/bin/python -c "from devcluster import builder; print(builder.bin_dir())")/kubectl)
   Prometheus:  $PROMETHEUS_URL
-  Logs:        $STATE/  (worker.log, beat.log)    Stop with Ctrl-C.
+  Logs:        $STATE/  (worker.log, beat.log, watcher.log)    Stop with Ctrl-C.
 
 MSG
 .venv/bin/python manage.py runserver "127.0.0.1:$PORT" --noreload

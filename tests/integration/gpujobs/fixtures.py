@@ -12,9 +12,7 @@ unique slug; its namespace is deleted when the test ends.
 from __future__ import annotations
 
 import datetime
-import hashlib
 import http.server
-import json
 import os
 import signal
 import ssl
@@ -28,7 +26,6 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-import yaml
 from django.utils import timezone
 from kubernetes import client
 from kubernetes.client.rest import ApiException
@@ -38,6 +35,7 @@ from tenants import services as tenant_services
 from tenants.models import Membership, TeamCluster
 from tests import factories
 from tests.integration.conftest import REPO_ROOT, _database_url, wait_for
+from tests.integration.portal_identity import mint_portal_identity
 
 QUOTA_NAME = "gpu-portal-quota"
 DEVCLUSTER_GPU_MODEL = "NVIDIA-A100-SXM4-80GB"
@@ -154,46 +152,14 @@ def delete_namespace(core, name: str) -> None:
 # --- the portal's side -------------------------------------------------------------------------
 
 
-DEPLOY_RBAC = REPO_ROOT / "deploy" / "rbac.yaml"
 PORTAL_JOBS_USER = "gpu-portal-jobs-tests"
-
-
-def portal_cluster_role() -> dict:
-    (role,) = [d for d in yaml.safe_load_all(DEPLOY_RBAC.read_text()) if d["kind"] == "ClusterRole"]
-    return role
 
 
 @pytest.fixture(scope="session")
 def portal_kubeconfig(devcluster, k8s) -> Path:
     """Credentials bound to deploy/rbac.yaml's ClusterRole and nothing else: the worker and the
-    watcher act with these, so a verb the job work needs and the role lacks fails a test.
-
-    The role is created under a name taken from its rules, so test sessions of other versions
-    of the file sharing the devcluster never replace each other's role halfway through.
-    """
-    rbac = client.RbacAuthorizationV1Api(k8s)
-    role = portal_cluster_role()
-    digest = hashlib.sha256(json.dumps(role["rules"], sort_keys=True).encode()).hexdigest()[:10]
-    name = f"{PORTAL_JOBS_USER}-{digest}"
-    role = {**role, "metadata": {**role["metadata"], "name": name}}
-    binding = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRoleBinding",
-        "metadata": {"name": name},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": name}],
-    }
-    for create, replace, body in (
-        (rbac.create_cluster_role, rbac.replace_cluster_role, role),
-        (rbac.create_cluster_role_binding, rbac.replace_cluster_role_binding, binding),
-    ):
-        try:
-            create(body)
-        except ApiException as error:
-            if error.status != 409:
-                raise
-            replace(body["metadata"]["name"], body)
-    return devcluster.mint(name)
+    watcher act with these, so a verb the job work needs and the role lacks fails a test."""
+    return mint_portal_identity(devcluster, k8s, user=PORTAL_JOBS_USER)
 
 
 @pytest.fixture

@@ -3,7 +3,9 @@ events; read logs) and no more: it never creates or changes pods, nor execs into
 Every cluster test of jobs runs with exactly these credentials."""
 
 import pytest
-from kubernetes import client, config
+from kubernetes import config
+
+from tests.integration.portal_identity import access_allowed
 
 pytestmark = [pytest.mark.devcluster]
 
@@ -13,25 +15,6 @@ def portal_api(portal_kubeconfig):
     api = config.new_client_from_config(config_file=str(portal_kubeconfig))
     yield api
     api.close()
-
-
-def allowed(api, verb, resource, *, group="", subresource="", namespace=None) -> bool:
-    review = client.AuthorizationV1Api(api).create_self_subject_access_review(
-        {
-            "apiVersion": "authorization.k8s.io/v1",
-            "kind": "SelfSubjectAccessReview",
-            "spec": {
-                "resourceAttributes": {
-                    "verb": verb,
-                    "resource": resource,
-                    "group": group,
-                    "subresource": subresource,
-                    "namespace": namespace,
-                }
-            },
-        }
-    )
-    return review.status.allowed
 
 
 @pytest.mark.parametrize(
@@ -49,7 +32,7 @@ def allowed(api, verb, resource, *, group="", subresource="", namespace=None) ->
 def test_the_portal_may_do_what_gpu_jobs_need(
     portal_api, verb, resource, group, subresource, namespace
 ):
-    assert allowed(portal_api, verb, resource, group=group, subresource=subresource,
+    assert access_allowed(portal_api, verb, resource, group=group, subresource=subresource,
                    namespace=namespace)  # fmt: skip
 
 
@@ -67,5 +50,5 @@ def test_the_portal_may_do_what_gpu_jobs_need(
     ],
 )
 def test_the_portal_may_not_do_more_with_workloads(portal_api, verb, resource, group, subresource):
-    assert not allowed(portal_api, verb, resource, group=group, subresource=subresource,
+    assert not access_allowed(portal_api, verb, resource, group=group, subresource=subresource,
                        namespace="any-team")  # fmt: skip

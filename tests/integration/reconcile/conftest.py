@@ -8,8 +8,6 @@ Every test makes its own teams with unique slugs (so namespaces never clash with
 sessions) and deletes their namespaces afterwards.
 """
 
-import hashlib
-import json
 import os
 import signal
 import subprocess
@@ -19,7 +17,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-import yaml
 from django.conf import settings
 from kubernetes import client
 from kubernetes.client.rest import ApiException
@@ -29,8 +26,8 @@ from tenants import services
 from tenants.models import Membership, TeamCluster
 from tests import factories
 from tests.integration.conftest import REPO_ROOT, _database_url, wait_for
+from tests.integration.portal_identity import mint_portal_identity
 
-DEPLOY_RBAC = REPO_ROOT / "deploy" / "rbac.yaml"
 PORTAL_TEST_USER = "gpu-portal-tests"
 GPU_AFFINITY = {
     "nodeAffinity": {
@@ -48,11 +45,6 @@ GPU_AFFINITY = {
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
 
-def portal_cluster_role() -> dict:
-    (role,) = [d for d in yaml.safe_load_all(DEPLOY_RBAC.read_text()) if d["kind"] == "ClusterRole"]
-    return role
-
-
 @pytest.fixture(scope="session")
 def k8s(devcluster):
     """The devcluster's admin: for setting up and for checking what the cluster holds."""
@@ -68,34 +60,8 @@ def core(k8s):
 
 @pytest.fixture(scope="session")
 def portal_kubeconfig(devcluster, k8s) -> Path:
-    """Credentials bound to deploy/rbac.yaml's ClusterRole and nothing else.
-
-    The role is created under a name taken from its rules, so test sessions of other versions
-    of the file sharing the devcluster never replace each other's role halfway through.
-    """
-    rbac = client.RbacAuthorizationV1Api(k8s)
-    role = portal_cluster_role()
-    digest = hashlib.sha256(json.dumps(role["rules"], sort_keys=True).encode()).hexdigest()[:10]
-    name = f"{PORTAL_TEST_USER}-{digest}"
-    role = {**role, "metadata": {**role["metadata"], "name": name}}
-    binding = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRoleBinding",
-        "metadata": {"name": name},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": name}],
-    }
-    for create, replace, body in (
-        (rbac.create_cluster_role, rbac.replace_cluster_role, role),
-        (rbac.create_cluster_role_binding, rbac.replace_cluster_role_binding, binding),
-    ):
-        try:
-            create(body)
-        except ApiException as error:
-            if error.status != 409:
-                raise
-            replace(body["metadata"]["name"], body)
-    return devcluster.mint(name)
+    """Credentials bound to deploy/rbac.yaml's ClusterRole and nothing else."""
+    return mint_portal_identity(devcluster, k8s, user=PORTAL_TEST_USER)
 
 
 @pytest.fixture

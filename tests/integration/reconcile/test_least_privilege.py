@@ -5,7 +5,7 @@ these check that what it must not do is refused."""
 import pytest
 from kubernetes import client, config
 
-from .conftest import portal_cluster_role
+from tests.integration.portal_identity import access_allowed, portal_cluster_role
 
 pytestmark = [pytest.mark.devcluster]
 
@@ -15,25 +15,6 @@ def portal_api(portal_kubeconfig):
     api = config.new_client_from_config(config_file=str(portal_kubeconfig))
     yield api
     api.close()
-
-
-def allowed(api, verb, resource, *, group="", namespace=None, name=None) -> bool:
-    review = client.AuthorizationV1Api(api).create_self_subject_access_review(
-        {
-            "apiVersion": "authorization.k8s.io/v1",
-            "kind": "SelfSubjectAccessReview",
-            "spec": {
-                "resourceAttributes": {
-                    "verb": verb,
-                    "resource": resource,
-                    "group": group,
-                    "namespace": namespace,
-                    "name": name,
-                }
-            },
-        }
-    )
-    return review.status.allowed
 
 
 @pytest.mark.parametrize(
@@ -51,7 +32,7 @@ def allowed(api, verb, resource, *, group="", namespace=None, name=None) -> bool
 def test_the_portal_may_do_what_reconcile_and_inventory_need(
     portal_api, verb, resource, group, name
 ):
-    assert allowed(portal_api, verb, resource, group=group, namespace="any-team", name=name)
+    assert access_allowed(portal_api, verb, resource, group=group, namespace="any-team", name=name)
 
 
 @pytest.mark.parametrize(
@@ -68,7 +49,9 @@ def test_the_portal_may_do_what_reconcile_and_inventory_need(
     ],
 )
 def test_the_portal_may_not_do_more(portal_api, verb, resource, group, name):
-    assert not allowed(portal_api, verb, resource, group=group, namespace="any-team", name=name)
+    assert not access_allowed(
+        portal_api, verb, resource, group=group, namespace="any-team", name=name
+    )
 
 
 def test_the_portal_cannot_hand_out_cluster_admin_in_a_namespace(portal_api, core):

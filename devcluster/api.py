@@ -140,9 +140,10 @@ class DevCluster:
         return backfill_module.backfill(spec, restart_prometheus=restart_prometheus)
 
 
-def up(node_options: cluster.NodeOptions | None = None) -> DevCluster:
-    """Start the devcluster (or reuse a healthy one) and return a handle on it."""
-    settings, started_here = cluster.up(node_options)
+def up(node_options: cluster.NodeOptions | None = None, fresh: bool = False) -> DevCluster:
+    """Start the devcluster (or reuse a healthy one) and return a handle on it; ``fresh`` as in
+    ``cluster.up``."""
+    settings, started_here = cluster.up(node_options, fresh=fresh)
     return DevCluster(settings=settings, started_here=started_here)
 
 

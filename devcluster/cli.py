@@ -40,7 +40,9 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 def cmd_up(args: argparse.Namespace) -> int:
     settings, _ = cluster.up(
-        _node_options(args), reconcile_nodes_when_reused=_explicit_node_options(args)
+        _node_options(args),
+        reconcile_nodes_when_reused=_explicit_node_options(args),
+        fresh=args.fresh,
     )
     print("\n".join(cluster.env_lines(settings)))
     return 0
@@ -143,6 +145,12 @@ def build_parser() -> argparse.ArgumentParser:
         f"NVIDIA-A100-SXM4-80GB; known: {', '.join(KNOWN_MODELS)})",
     )
     up.add_argument("--gpus-per-node", type=int, help="allocatable nvidia.com/gpu (default 8)")
+    up.add_argument(
+        "--fresh",
+        action="store_true",
+        help="when starting, first discard earlier runs' objects and metrics (etcd and Prometheus "
+        "data; the CA and credentials stay); a running cluster is reused as it is",
+    )
     up.set_defaults(handler=cmd_up)
 
     down = commands.add_parser("down", help="stop everything")

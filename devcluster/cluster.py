@@ -113,7 +113,7 @@ def _etcd_command(s: Settings) -> list[str]:
     return [
         _bin("etcd"),
         "--name=devcluster",
-        f"--data-dir={s.state_dir / 'etcd'}",
+        f"--data-dir={s.etcd_data_dir}",
         f"--listen-client-urls={s.etcd_url}",
         f"--advertise-client-urls={s.etcd_url}",
         f"--listen-peer-urls=http://127.0.0.1:{s.etcd_peer_port}",
@@ -232,7 +232,7 @@ def _kwok_command(s: Settings) -> list[str]:
 
 def _kwok_env(s: Settings) -> dict[str, str]:
     # kwok reads and writes ~/.kwok; keep it inside the state directory.
-    return {**os.environ, "HOME": str(s.state_dir / "kwok-home")}
+    return {**os.environ, "HOME": str(s.kwok_home)}
 
 
 def _dcgm_command(s: Settings) -> list[str]:
@@ -517,9 +517,14 @@ def _wait_for_default_service_account(api: client.ApiClient, timeout: float = 60
 
 
 def up(
-    node_options: NodeOptions | None = None, reconcile_nodes_when_reused: bool = False
+    node_options: NodeOptions | None = None,
+    reconcile_nodes_when_reused: bool = False,
+    fresh: bool = False,
 ) -> tuple[Settings, bool]:
-    """Start the devcluster, or reuse a healthy one. Returns (settings, started_here)."""
+    """Start the devcluster, or reuse a healthy one. Returns (settings, started_here).
+
+    ``fresh`` applies only when a cluster is started here: it first discards what earlier runs
+    left behind (see ``discard_cluster_data``). A running cluster is reused as it is."""
     settings = Settings.from_env()
     with state_lock(settings):
         running = current()
@@ -533,6 +538,8 @@ def up(
         _stop_all(running)
         (settings.state_dir / STARTED_BY_PYTEST_FLAG).unlink(missing_ok=True)
         _ensure_ports_free(settings)
+        if fresh:
+            discard_cluster_data(settings)
         try:
             _start_cluster(settings, node_options or NodeOptions.from_env())
         except BaseException:
@@ -541,6 +548,18 @@ def up(
             raise
         progress(f"devcluster up in {time.monotonic() - started:.1f}s")
         return settings, True
+
+
+def discard_cluster_data(settings: Settings) -> None:
+    """Delete the stopped cluster's objects (etcd) and metrics history (Prometheus).
+
+    Pods and namespaces an earlier run left behind would otherwise hold GPUs again, and the
+    series Prometheus scraped last time would stay visible for its 5-minute lookback beside the
+    new ones. The CA, credentials and binaries are kept, so minted kubeconfigs stay valid."""
+    for directory in (settings.etcd_data_dir, settings.prometheus_data_dir):
+        if directory.exists():
+            shutil.rmtree(directory)
+            progress(f"discarded {directory}")
 
 
 def _start_cluster(settings: Settings, node_options: NodeOptions) -> None:

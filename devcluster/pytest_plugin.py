@@ -2,8 +2,9 @@
 
 Enable with `-p devcluster.pytest_plugin` or `pytest_plugins = ["devcluster.pytest_plugin"]`.
 
-The fixture reuses a devcluster that is already running and healthy, otherwise starts one (building
-the binaries first if the cache is empty). A cluster the fixture started is stopped at the end of
+The fixture reuses a devcluster that is already running and healthy, otherwise starts a fresh one
+(building the binaries first if the cache is empty): no namespace, pod or metric an earlier run left
+behind is there. A cluster the fixture started is stopped at the end of
 the session by the last test session still using it; a cluster someone started by hand is never
 stopped. Set DEVCLUSTER_KEEP=1 to leave a fixture-started cluster running for the next session.
 """
@@ -66,7 +67,7 @@ def devcluster() -> Iterator[api.DevCluster]:
     lease.parent.mkdir(parents=True, exist_ok=True)
     lease.touch()
     try:
-        handle = api.up()
+        handle = api.up(fresh=True)
         flag = handle.settings.state_dir / STARTED_BY_PYTEST_FLAG
         if handle.started_here:
             flag.touch()

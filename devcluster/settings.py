@@ -96,6 +96,14 @@ class Settings:
         return self.state_dir / "logs"
 
     @property
+    def etcd_data_dir(self) -> Path:
+        return self.state_dir / "etcd"
+
+    @property
+    def kwok_home(self) -> Path:
+        return self.state_dir / "kwok-home"
+
+    @property
     def prometheus_data_dir(self) -> Path:
         return self.state_dir / "prometheus" / "data"
 

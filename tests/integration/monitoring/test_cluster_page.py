@@ -20,7 +20,10 @@ def test_the_cluster_page_shows_nodes_heatmap_and_team_rankings(
     page = client_as(admin)
 
     def held_cells(response) -> list:
-        heatmap = figure_on_page(response, "heatmap")["data"][0]
+        figure = figure_on_page(response, "heatmap")
+        if figure is None:  # a Prometheus that has just started has no sample at a step yet
+            return []
+        heatmap = figure["data"][0]
         rows = dict(zip(heatmap["y"], heatmap["z"], strict=True))
         return [v for r, z in rows.items() if r.startswith(f"{node}/") for v in z if v == 64]
 
@@ -29,7 +32,10 @@ def test_the_cluster_page_shows_nodes_heatmap_and_team_rankings(
         held = figure_on_page(response, "rank-held")
         return held and team.name in held["data"][0]["y"] and held_cells(response) and response
 
-    response = eventually(ranked_and_charted, what="the team ranked and its GPUs in the heatmap")
+    # The heatmap's steps are whole 30 s, so a new sample shows at the next step boundary.
+    response = eventually(
+        ranked_and_charted, timeout=90, what="the team ranked and its GPUs in the heatmap"
+    )
 
     assert response.status_code == 200
     held = figure_on_page(response, "rank-held")["data"][0]

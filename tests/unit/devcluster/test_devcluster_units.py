@@ -1,6 +1,7 @@
 """Small pure pieces of the devcluster: node manifests, certificate subjects, file names."""
 
-from devcluster import credentials, nodes, pki
+from devcluster import cluster, credentials, nodes, pki
+from devcluster.settings import Settings
 
 
 def test_a_gpu_node_is_labelled_tainted_and_offers_eight_gpus():
@@ -45,3 +46,20 @@ def test_minted_kubeconfig_names_are_readable_and_differ_by_groups():
 
     assert plain.startswith("alice_example.com-")
     assert plain != grouped
+
+
+def test_a_fresh_start_discards_cluster_objects_and_metrics_but_keeps_the_ca(tmp_path, monkeypatch):
+    monkeypatch.setenv("DEVCLUSTER_STATE", str(tmp_path))
+    settings = Settings.from_env()
+    for directory in (settings.etcd_data_dir / "member", settings.prometheus_data_dir / "wal"):
+        directory.mkdir(parents=True)
+        (directory / "data").write_text("from an earlier run")
+    settings.pki_dir.mkdir()
+    (settings.pki_dir / "ca.crt").write_text("the cluster CA")
+
+    cluster.discard_cluster_data(settings)
+
+    assert not settings.etcd_data_dir.exists()
+    assert not settings.prometheus_data_dir.exists()
+    assert (settings.pki_dir / "ca.crt").read_text() == "the cluster CA"
+    cluster.discard_cluster_data(settings)  # nothing left to discard is not an error

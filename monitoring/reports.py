@@ -68,7 +68,10 @@ def periods(start: datetime.datetime, end: datetime.datetime, bucket: str) -> li
 
 @dataclass(frozen=True)
 class GrantSpan:
-    """A grant reduced to what the report needs: its GPUs and when it was in force."""
+    """A grant reduced to what the report needs: its GPUs and when it was in force.
+
+    ``gpus`` is its size now; ``resized`` lists when an admin shrank it, oldest first, as
+    (when, GPUs before, GPUs after), so that each stretch counts the size it had then."""
 
     team_id: int
     cluster_id: int
@@ -76,6 +79,22 @@ class GrantSpan:
     starts_on: datetime.date
     ends_on: datetime.date | None
     ended_at: datetime.datetime | None
+    resized: tuple[tuple[datetime.datetime, int, int], ...] = ()
+
+    def sizes(
+        self, start: datetime.datetime
+    ) -> list[tuple[datetime.datetime, datetime.datetime | None, int]]:
+        """(from, until or None for on, GPUs) stretches from ``start`` on."""
+        stretches = []
+        cursor = start
+        gpus = self.resized[0][1] if self.resized else self.gpus
+        for when, _, after in self.resized:
+            if when > cursor:
+                stretches.append((cursor, when, gpus))
+                cursor = when
+            gpus = after
+        stretches.append((cursor, None, gpus))
+        return stretches
 
 
 def grant_interval(
@@ -97,15 +116,17 @@ def grant_interval(
 def granted_gpu_hours(
     grants: Iterable[GrantSpan], period: Period, *, now: datetime.datetime, tz: datetime.tzinfo
 ) -> float:
-    """GPU-hours the grants allowed within the period, never counting the future."""
+    """GPU-hours the grants allowed within the period, each stretch at the size the grant had
+    then, never counting the future."""
     period_end = min(period.end, now)
     total = 0.0
     for grant in grants:
         start, end = grant_interval(grant, tz)
-        overlap_start = max(start, period.start)
-        overlap_end = period_end if end is None else min(end, period_end)
-        if overlap_end > overlap_start:
-            total += grant.gpus * (overlap_end - overlap_start).total_seconds() / 3600
+        for since, until, gpus in grant.sizes(start):
+            overlap_start = max(since, period.start)
+            overlap_end = min(t for t in (until, end, period_end) if t is not None)
+            if overlap_end > overlap_start:
+                total += gpus * (overlap_end - overlap_start).total_seconds() / 3600
     return total
 
 

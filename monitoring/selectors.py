@@ -4,14 +4,16 @@ notifications. Which teams a user may see is ``tenants.selectors``' business."""
 from __future__ import annotations
 
 import datetime
+from collections import defaultdict
 
 from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import Q, QuerySet, Sum
 from django.utils import timezone
 
 from clusters.models import Cluster
+from monitoring import reports
 from monitoring.models import IdlePod, Notification
-from tenants.models import QuotaGrant, Team
+from tenants.models import AuditEvent, QuotaGrant, Team
 
 
 def clusters_with_metrics() -> QuerySet[Cluster]:
@@ -58,3 +60,21 @@ def notifications_for(user: User | AnonymousUser) -> QuerySet[Notification]:
 
 def unread_notification_count(user: User | AnonymousUser) -> int:
     return notifications_for(user).filter(read_at__isnull=True).count()
+
+
+def grant_spans(grants: QuerySet[QuotaGrant]) -> list[reports.GrantSpan]:
+    """The grants with their size history, read from the audit trail of their shrinks."""
+    rows = list(grants.values_list("pk", "team_id", "cluster_id", "gpus", "starts_on", "ends_on",
+                                   "ended_at"))  # fmt: skip
+    resized: dict[int, list] = defaultdict(list)
+    shrinks = AuditEvent.objects.filter(
+        action="quota_grant.shrunk",
+        target_type=QuotaGrant.__name__,
+        target_id__in=[row[0] for row in rows],
+    ).order_by("created_at", "pk")
+    for grant_id, at, before, after in shrinks.values_list(
+        "target_id", "created_at", "before", "after"
+    ):
+        if before["gpus"] != after["gpus"]:
+            resized[grant_id].append((at, before["gpus"], after["gpus"]))
+    return [reports.GrantSpan(*row[1:], resized=tuple(resized[row[0]])) for row in rows]

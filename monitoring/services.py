@@ -930,12 +930,7 @@ def usage_report(
     by_slug = {t.slug: t for t in teams}
     # Admins see every team: ask for every namespace rather than spell out hundreds of slugs.
     namespaces = None if is_portal_admin(user) else sorted(by_slug)
-    grants = [
-        reports.GrantSpan(g.team_id, g.cluster_id, g.gpus, g.starts_on, g.ends_on, g.ended_at)
-        for g in QuotaGrant.objects.filter(team__in=teams).only(
-            "team_id", "cluster_id", "gpus", "starts_on", "ends_on", "ended_at"
-        )
-    ]
+    grants = selectors.grant_spans(QuotaGrant.objects.filter(team__in=teams))
     report = UsageReport(start=start, end=end, bucket=bucket, rows=[])
     if not teams:
         return report

@@ -54,7 +54,7 @@ def test_bad_ranges_and_buckets_are_refused():
         reports.periods(at(2020, 1, 1), at(2026, 1, 1), "day")
 
 
-def grant(gpus=4, starts_on=(2026, 1, 1), ends_on=(2026, 1, 31), ended_at=None):
+def grant(gpus=4, starts_on=(2026, 1, 1), ends_on=(2026, 1, 31), ended_at=None, resized=()):
     return GrantSpan(
         team_id=1,
         cluster_id=1,
@@ -62,6 +62,7 @@ def grant(gpus=4, starts_on=(2026, 1, 1), ends_on=(2026, 1, 31), ended_at=None):
         starts_on=datetime.date(*starts_on),
         ends_on=datetime.date(*ends_on) if ends_on else None,
         ended_at=ended_at,
+        resized=resized,
     )
 
 
@@ -87,6 +88,21 @@ def test_an_open_ended_grant_counts_until_now_and_never_the_future():
 def test_a_revoked_grant_stops_counting_when_it_was_revoked():
     revoked = grant(ended_at=at(2026, 1, 1, 12))
     assert hours([revoked], at(2026, 1, 1), at(2026, 1, 2), now=at(2026, 3, 1)) == 4 * 12
+
+
+def test_a_shrunk_grant_counts_its_old_size_before_the_shrink_and_its_new_size_after():
+    shrunk = grant(gpus=2, resized=((at(2026, 1, 10, 6), 8, 2),))
+    day = (at(2026, 1, 10), at(2026, 1, 11))
+    assert hours([shrunk], *day, now=at(2026, 3, 1)) == 8 * 6 + 2 * 18
+    assert hours([shrunk], at(2026, 1, 9), at(2026, 1, 10), now=at(2026, 3, 1)) == 8 * 24
+    assert hours([shrunk], at(2026, 1, 11), at(2026, 1, 12), now=at(2026, 3, 1)) == 2 * 24
+
+
+def test_each_of_several_shrinks_starts_a_stretch_and_a_revoke_still_ends_it():
+    resized = ((at(2026, 1, 1, 4), 8, 6), (at(2026, 1, 1, 10), 6, 1))
+    shrunk = grant(gpus=1, resized=resized, ended_at=at(2026, 1, 1, 20))
+    day = (at(2026, 1, 1), at(2026, 1, 2))
+    assert hours([shrunk], *day, now=at(2026, 3, 1)) == 8 * 4 + 6 * 6 + 1 * 10
 
 
 def test_a_grant_outside_the_period_counts_nothing():

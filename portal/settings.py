@@ -189,11 +189,8 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "unacked_restore_interval": int(env("CELERY_UNACKED_RESTORE_INTERVAL", "10")),
 }
 CELERY_BEAT_SCHEDULE = {
-    "expire-quota-grants": {
-        "task": "tenants.tasks.expire_quota_grants",
-        "schedule": float(env("PORTAL_EXPIRE_GRANTS_EVERY_SECONDS", "300")),
-    },
-    # Every team on every cluster: repairs hand edits and shrinks quotas of expired grants.
+    # Expires grants whose period is over, then reconciles every team on every cluster: repairs
+    # hand edits and shrinks the quotas of expired grants.
     "reconcile-sweep": {
         "task": "tenants.tasks.reconcile_sweep",
         "schedule": float(env("PORTAL_RECONCILE_SWEEP_SECONDS", "300")),

@@ -42,11 +42,6 @@ def reconcile_team(*, team_id: int, cluster_id: int) -> dict:
 
 
 @shared_task(acks_late=True)
-def expire_quota_grants() -> list[int]:
-    return services.quota_grants_expire()
-
-
-@shared_task(acks_late=True)
 def reconcile_sweep() -> int:
     """The periodic sweep: expire grants whose period is over, then reconcile every team on every
     cluster it has been on, so hand edits are reverted and expired grants leave the quota."""

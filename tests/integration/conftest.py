@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 from django.db import connection
+from kubernetes import client
 
 from portal.celery import app as celery_app
 
@@ -123,3 +124,23 @@ def wait_for(predicate, *, timeout: float = 30.0, interval: float = 0.2, what: s
         if time.monotonic() > deadline:
             pytest.fail(f"timed out after {timeout}s waiting for {what}")
         time.sleep(interval)
+
+
+# --- the devcluster, as its admin: for setting up and for checking what the cluster holds ---------
+
+
+@pytest.fixture(scope="session")
+def k8s(devcluster):
+    api = devcluster.api_client()
+    yield api
+    api.close()
+
+
+@pytest.fixture(scope="session")
+def core(k8s):
+    return client.CoreV1Api(k8s)
+
+
+@pytest.fixture(scope="session")
+def batch(k8s):
+    return client.BatchV1Api(k8s)

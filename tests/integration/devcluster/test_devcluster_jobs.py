@@ -5,7 +5,8 @@ import time
 import pytest
 from kubernetes import client
 
-from .conftest import eventually, gpu_pod
+from tests.integration.conftest import wait_for
+from tests.integration.kube import gpu_pod
 
 pytestmark = [pytest.mark.integration, pytest.mark.devcluster]
 
@@ -37,7 +38,7 @@ def test_a_job_whose_pod_is_told_to_succeed_completes(k8s, core, namespace):
         namespace, gpu_job("finishes", {"devcluster.gpuportal.io/complete-after-seconds": "1"})
     )
 
-    job = eventually(
+    job = wait_for(
         lambda: job_condition(batch, "finishes", namespace, "Complete"),
         what="the Job to be marked Complete",
     )
@@ -61,7 +62,7 @@ def test_a_job_whose_pod_is_told_to_fail_is_marked_failed_with_the_exit_code(k8s
         ),
     )
 
-    job = eventually(
+    job = wait_for(
         lambda: job_condition(batch, "crashes", namespace, "Failed"),
         what="the Job to be marked Failed",
     )
@@ -75,7 +76,7 @@ def test_a_job_whose_pod_is_told_to_fail_is_marked_failed_with_the_exit_code(k8s
 
 def test_a_pod_without_the_completion_annotation_keeps_running(core, namespace):
     core.create_namespaced_pod(namespace, gpu_pod("server", gpus=1))
-    eventually(
+    wait_for(
         lambda: core.read_namespaced_pod("server", namespace).status.phase == "Running",
         what="the pod to run",
     )

@@ -3,8 +3,8 @@
 import pytest
 
 from devcluster.backfill import BackfillSpec
-
-from .conftest import eventually, gpu_pod
+from tests.integration.conftest import wait_for
+from tests.integration.kube import gpu_pod
 
 pytestmark = [pytest.mark.integration, pytest.mark.devcluster]
 
@@ -14,14 +14,14 @@ UTILISATION = "devcluster.gpuportal.io/gpu-util"
 def run_pod(core, namespace, manifest):
     core.create_namespaced_pod(namespace, manifest)
     name = manifest["metadata"]["name"]
-    eventually(
+    wait_for(
         lambda: core.read_namespaced_pod(name, namespace).status.phase == "Running",
         what=f"pod {name} to run",
     )
 
 
 def series_for(devcluster, promql, count):
-    return eventually(
+    return wait_for(
         lambda: len(result := devcluster.prometheus_query(promql)) == count and result,
         timeout=45,
         interval=1,

@@ -4,7 +4,8 @@ controller manager."""
 import pytest
 from kubernetes.client.rest import ApiException
 
-from .conftest import eventually, gpu_pod
+from tests.integration.conftest import wait_for
+from tests.integration.kube import gpu_pod
 
 pytestmark = [pytest.mark.integration, pytest.mark.devcluster]
 
@@ -16,7 +17,7 @@ def gpu_quota(core, namespace):
         {"metadata": {"name": "gpus"}, "spec": {"hard": {"requests.nvidia.com/gpu": "2"}}},
     )
     # The apiserver only admits pods against a quota once the controller has computed its usage.
-    eventually(
+    wait_for(
         lambda: core.read_namespaced_resource_quota("gpus", namespace).status.used is not None,
         what="the quota controller to compute initial usage",
     )
@@ -37,7 +38,7 @@ def test_a_pod_asking_for_more_gpus_than_the_quota_allows_is_refused_with_exceed
 def test_gpu_quota_usage_shows_in_the_resource_quota_status(core, namespace, gpu_quota):
     core.create_namespaced_pod(namespace, gpu_pod("modest", gpus=2))
 
-    quota = eventually(
+    quota = wait_for(
         lambda: (
             (q := core.read_namespaced_resource_quota(gpu_quota, namespace)).status.used.get(
                 "requests.nvidia.com/gpu"

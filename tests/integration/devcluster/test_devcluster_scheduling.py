@@ -2,7 +2,8 @@
 
 import pytest
 
-from .conftest import eventually, gpu_pod
+from tests.integration.conftest import wait_for
+from tests.integration.kube import gpu_pod
 
 pytestmark = [pytest.mark.integration, pytest.mark.devcluster]
 
@@ -12,7 +13,7 @@ def test_a_gpu_pod_with_the_gpu_affinity_and_toleration_lands_on_a_gpu_node_and_
 ):
     core.create_namespaced_pod(namespace, gpu_pod("trainer", gpus=2))
 
-    pod = eventually(
+    pod = wait_for(
         lambda: (
             (p := core.read_namespaced_pod("trainer", namespace)).status.phase == "Running" and p
         ),
@@ -35,7 +36,7 @@ def test_a_pod_asking_for_more_gpus_than_any_node_has_stays_pending_as_unschedul
         ).items
         return events[0] if events else None
 
-    event = eventually(failed_scheduling_event, what="a FailedScheduling event")
+    event = wait_for(failed_scheduling_event, what="a FailedScheduling event")
     assert "nvidia.com/gpu" in event.message
 
     pod = core.read_namespaced_pod("too-big", namespace)
@@ -52,7 +53,7 @@ def test_a_cpu_pod_without_the_toleration_never_lands_on_a_gpu_node(core, namesp
     }
     core.create_namespaced_pod(namespace, pod)
 
-    running = eventually(
+    running = wait_for(
         lambda: (p := core.read_namespaced_pod("web", namespace)).status.phase == "Running" and p,
         what="the CPU pod to reach Running",
     )
@@ -69,7 +70,7 @@ def test_a_gpu_node_added_at_runtime_takes_pods_and_can_be_removed(devcluster, c
         pod = gpu_pod("pinned", gpus=4)
         pod["spec"]["nodeSelector"] = {"pool": namespace}
         core.create_namespaced_pod(namespace, pod)
-        eventually(
+        wait_for(
             lambda: core.read_namespaced_pod("pinned", namespace).status.phase == "Running",
             what="the pod on the new node to run",
         )

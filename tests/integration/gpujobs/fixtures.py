@@ -27,7 +27,6 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 from django.utils import timezone
-from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from gpujobs.models import GpuJob
@@ -35,6 +34,7 @@ from tenants import services as tenant_services
 from tenants.models import Membership, TeamCluster
 from tests import factories
 from tests.integration.conftest import REPO_ROOT, _database_url, wait_for
+from tests.integration.kube import delete_namespace, read_or_none
 from tests.integration.portal_identity import mint_portal_identity
 
 QUOTA_NAME = "gpu-portal-quota"
@@ -89,32 +89,6 @@ def running_services(celery_worker_process, watcher_process):
 # --- the cluster, as the devcluster's admin ----------------------------------------------------
 
 
-@pytest.fixture(scope="session")
-def k8s(devcluster):
-    api = devcluster.api_client()
-    yield api
-    api.close()
-
-
-@pytest.fixture(scope="session")
-def core(k8s):
-    return client.CoreV1Api(k8s)
-
-
-@pytest.fixture(scope="session")
-def batch(k8s):
-    return client.BatchV1Api(k8s)
-
-
-def read_or_none(read, *args):
-    try:
-        return read(*args)
-    except ApiException as error:
-        if error.status == 404:
-            return None
-        raise
-
-
 def wait_for_quota(core, namespace: str, gpus: int, *, timeout: float = 120) -> None:
     """Wait until the namespace's GPU quota is ``gpus`` and the quota controller has counted
     usage against it: until then the API server refuses every pod."""
@@ -139,14 +113,6 @@ def set_gpu_quota(core, namespace: str, gpus: int) -> None:
         QUOTA_NAME, namespace, {"spec": {"hard": {"requests.nvidia.com/gpu": str(gpus)}}}
     )
     wait_for_quota(core, namespace, gpus)
-
-
-def delete_namespace(core, name: str) -> None:
-    try:
-        core.delete_namespace(name, propagation_policy="Background")
-    except ApiException as error:
-        if error.status != 404:
-            raise
 
 
 # --- the portal's side -------------------------------------------------------------------------

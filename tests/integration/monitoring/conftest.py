@@ -14,7 +14,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from django.test import Client
-from kubernetes import client
 
 from tests import factories
 from tests.integration.monitoring.workloads import create_namespace, delete_namespace
@@ -64,23 +63,6 @@ def client_as():
 
 
 # --- the cluster's side ------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def k8s(devcluster):
-    api = devcluster.api_client()
-    yield api
-    api.close()
-
-
-@pytest.fixture(scope="session")
-def core(k8s):
-    return client.CoreV1Api(k8s)
-
-
-@pytest.fixture(scope="session")
-def batch(k8s):
-    return client.BatchV1Api(k8s)
 
 
 @pytest.fixture

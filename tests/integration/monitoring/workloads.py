@@ -5,34 +5,20 @@ from __future__ import annotations
 
 import socket
 import time
-import uuid
 
 import httpx
-import pytest
-from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
+
+from tests.integration import kube
+from tests.integration.conftest import wait_for
 
 UTILISATION = "devcluster.gpuportal.io/gpu-util"
 MANAGED_BY = "app.kubernetes.io/managed-by"
-GPU_TERM = {"matchExpressions": [{"key": "hardware-type", "operator": "In", "values": ["gpu"]}]}
-GPU_AFFINITY = {
-    "nodeAffinity": {
-        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [GPU_TERM]}
-    }
-}
-GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
 
 def eventually(predicate, *, timeout=60.0, interval=1.0, what="condition"):
-    """Poll predicate() until it returns something truthy and return it; fail after timeout."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
+    """``wait_for`` at the pace of Prometheus' scrapes: a minute, polling each second."""
+    return wait_for(predicate, timeout=timeout, interval=interval, what=what)
 
 
 # Other sessions share the devcluster, and some restart its API server on purpose (the
@@ -53,53 +39,18 @@ def patiently(call, *args, **kwargs):
 
 
 def create_namespace(core_api, prefix="mon") -> str:
-    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
-    patiently(core_api.create_namespace, {"metadata": {"name": name}})
-
-    def service_account_ready():
-        try:
-            return patiently(core_api.read_namespaced_service_account, "default", name)
-        except ApiException as error:
-            if error.status == 404:
-                return None
-            raise
-
-    eventually(service_account_ready, timeout=30, interval=0.25, what=f"default SA in {name}")
-    return name
+    return kube.create_namespace(core_api, prefix, call=patiently)
 
 
 def delete_namespace(core_api, name: str) -> None:
-    try:
-        patiently(core_api.delete_namespace, name, propagation_policy="Background")
-    except ApiException as error:
-        if error.status != 404:
-            raise
+    kube.delete_namespace(core_api, name, call=patiently)
 
 
 def gpu_pod(name, *, gpus=1, utilisation=None, labels=None):
-    """A pod the way the portal builds GPU pods: the seed's node affinity, the GPU toleration,
-    nvidia.com/gpu in its limits; the devcluster annotation sets its simulated utilisation."""
+    """A GPU pod the way the portal builds them; the devcluster annotation sets its simulated
+    utilisation (a number, or one per GPU: "90,10")."""
     annotations = {UTILISATION: str(utilisation)} if utilisation is not None else {}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "annotations": annotations, "labels": dict(labels or {})},
-        "spec": {
-            "restartPolicy": "Never",
-            "affinity": GPU_AFFINITY,
-            "tolerations": [GPU_TOLERATION],
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "registry.example/trainer:1",
-                    "resources": {
-                        "requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": str(gpus)},
-                        "limits": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": str(gpus)},
-                    },
-                }
-            ],
-        },
-    }
+    return kube.gpu_pod(name, gpus, annotations=annotations, labels=labels)
 
 
 def run_pod(core_api, namespace, manifest) -> dict:

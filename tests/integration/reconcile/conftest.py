@@ -18,44 +18,17 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
-from kubernetes import client
-from kubernetes.client.rest import ApiException
 
 from portal.celery import app as celery_app
 from tenants import services
 from tenants.models import Membership, TeamCluster
 from tests import factories
+from tests.integration import kube
 from tests.integration.conftest import REPO_ROOT, _database_url, wait_for
+from tests.integration.kube import delete_namespace, read_or_none
 from tests.integration.portal_identity import mint_portal_identity
 
 PORTAL_TEST_USER = "gpu-portal-tests"
-GPU_AFFINITY = {
-    "nodeAffinity": {
-        "requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [
-                {
-                    "matchExpressions": [
-                        {"key": "hardware-type", "operator": "In", "values": ["gpu"]}
-                    ]
-                }
-            ]
-        }
-    }
-}
-GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
-
-
-@pytest.fixture(scope="session")
-def k8s(devcluster):
-    """The devcluster's admin: for setting up and for checking what the cluster holds."""
-    api = devcluster.api_client()
-    yield api
-    api.close()
-
-
-@pytest.fixture(scope="session")
-def core(k8s):
-    return client.CoreV1Api(k8s)
 
 
 @pytest.fixture(scope="session")
@@ -114,23 +87,6 @@ def approve(admin_user):
 # --- reading the cluster -----------------------------------------------------------------------
 
 
-def delete_namespace(core, name: str) -> None:
-    try:
-        core.delete_namespace(name, propagation_policy="Background")
-    except ApiException as error:
-        if error.status != 404:
-            raise
-
-
-def read_or_none(read, *args):
-    try:
-        return read(*args)
-    except ApiException as error:
-        if error.status == 404:
-            return None
-        raise
-
-
 def quota_hard(core, namespace: str) -> dict | None:
     quota = read_or_none(core.read_namespaced_resource_quota, "gpu-portal-quota", namespace)
     return None if quota is None else dict(quota.spec.hard or {})
@@ -183,23 +139,8 @@ def in_sync(team, cluster, *, timeout: float = 60) -> TeamCluster:
 
 
 def gpu_pod(name: str, gpus: int) -> dict:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "restartPolicy": "Never",
-            "affinity": GPU_AFFINITY,
-            "tolerations": [GPU_TOLERATION],
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "registry.example/trainer:1",
-                    "resources": {"limits": {"nvidia.com/gpu": str(gpus)}},
-                }
-            ],
-        },
-    }
+    """A pod asking for GPUs only: its CPU and memory come from the team's LimitRange."""
+    return kube.gpu_pod(name, gpus, cpu=None, memory=None)
 
 
 # --- workers of a test's own -------------------------------------------------------------------

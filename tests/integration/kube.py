@@ -1,0 +1,90 @@
+"""The cluster side of the integration tests, in one place: the devcluster's admin clients (as
+fixtures in conftest.py), throwaway namespaces, reads that may find nothing, and GPU pods built
+the way the portal builds them (the seed's node affinity, the GPU taint's toleration)."""
+
+from __future__ import annotations
+
+import uuid
+
+from kubernetes.client.rest import ApiException
+
+from tests.integration.conftest import wait_for
+
+GPU_NODE_TERM = {
+    "matchExpressions": [{"key": "hardware-type", "operator": "In", "values": ["gpu"]}]
+}
+GPU_AFFINITY = {
+    "nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [GPU_NODE_TERM]}
+    }
+}
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def read_or_none(read, *args):
+    """``read(*args)``, or None when the object is not there (404)."""
+    try:
+        return read(*args)
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+
+
+def create_namespace(core, prefix: str, *, call=lambda f, *a, **k: f(*a, **k)) -> str:
+    """A uniquely named namespace, returned once pods may be created in it (its ``default``
+    service account exists). ``call`` wraps each API call, e.g. to retry through an outage."""
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    call(core.create_namespace, {"metadata": {"name": name}})
+    wait_for(
+        lambda: call(read_or_none, core.read_namespaced_service_account, "default", name),
+        timeout=30,
+        interval=0.25,
+        what=f"the default service account in {name}",
+    )
+    return name
+
+
+def delete_namespace(core, name: str, *, call=lambda f, *a, **k: f(*a, **k)) -> None:
+    """Delete a namespace and, in the background, everything in it; gone already is fine."""
+    try:
+        call(core.delete_namespace, name, propagation_policy="Background")
+    except ApiException as error:
+        if error.status != 404:
+            raise
+
+
+def gpu_pod(
+    name: str,
+    gpus: int = 1,
+    *,
+    annotations: dict | None = None,
+    labels: dict | None = None,
+    cpu: str | None = "1",
+    memory: str | None = "1Gi",
+) -> dict:
+    """A pod asking for ``gpus`` nvidia.com/gpu (and ``cpu``/``memory`` unless None), placed
+    on GPU nodes by the seed's affinity and tolerating their taint."""
+    amounts = {"cpu": cpu, "memory": memory, "nvidia.com/gpu": str(gpus)}
+    amounts = {resource: value for resource, value in amounts.items() if value is not None}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "annotations": dict(annotations or {}),
+            "labels": dict(labels or {}),
+        },
+        "spec": {
+            "restartPolicy": "Never",
+            "affinity": GPU_AFFINITY,
+            "tolerations": [GPU_TOLERATION],
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "registry.example/trainer:1",
+                    "resources": {"requests": dict(amounts), "limits": dict(amounts)},
+                }
+            ],
+        },
+    }

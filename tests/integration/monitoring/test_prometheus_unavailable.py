@@ -1,11 +1,17 @@
 """Prometheus down, slow or answering with an error: pages say so in place of the charts, the
-API answers 503 with the reason. Never a 500. The shared Prometheus is left alone: these
-clusters point at a closed port or a local stand-in."""
+API answers 503 with the reason. Never a 500. The devcluster's shared Prometheus is left alone
+(other tests read it): these clusters point at a Prometheus of the test's own that it stops and
+starts, a closed port, or a local stand-in."""
 
+import shutil
+import subprocess
+
+import httpx
 import pytest
 
 from tenants.models import Membership
 from tests import factories
+from tests.integration.conftest import wait_for
 
 from .pages import member_of
 from .workloads import closed_port
@@ -27,6 +33,76 @@ def lead(team):
 
 def point_cluster_at(url: str):
     return factories.ClusterFactory(name="broken", prometheus_url=url)
+
+
+class OwnPrometheus:
+    """Debian's Prometheus on a free port with its own data, scraping itself."""
+
+    def __init__(self, directory):
+        self.port = closed_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.directory = directory
+        self.config = directory / "prometheus.yml"
+        self.config.write_text(
+            "global:\n  scrape_interval: 5s\nscrape_configs:\n  - job_name: self\n"
+            f"    static_configs:\n      - targets: ['127.0.0.1:{self.port}']\n"
+        )
+        self.process = None
+
+    def start(self):
+        with open(self.directory / "prometheus.log", "a") as log:
+            self.process = subprocess.Popen(
+                [shutil.which("prometheus"), f"--config.file={self.config}",
+                 f"--storage.tsdb.path={self.directory / 'data'}",
+                 f"--web.listen-address=127.0.0.1:{self.port}"],
+                stdout=log, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        wait_for(self._ready, timeout=60, what=f"Prometheus on port {self.port}")
+
+    def stop(self):
+        self.process.terminate()
+        self.process.wait(timeout=30)
+
+    def _ready(self) -> bool:
+        try:
+            return httpx.get(f"{self.url}/-/ready", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+
+@pytest.fixture
+def own_prometheus(tmp_path):
+    prometheus = OwnPrometheus(tmp_path)
+    prometheus.start()
+    yield prometheus
+    if prometheus.process.poll() is None:
+        prometheus.stop()
+
+
+def test_stopping_prometheus_gives_the_message_and_the_503_until_it_is_back(
+    team, lead, api, client_as, own_prometheus
+):
+    point_cluster_at(own_prometheus.url)
+    utilisation = f"/api/v1/monitoring/teams/{team.slug}/utilisation/"
+    page = client_as(lead)
+    assert api.as_user(lead).get(utilisation).status_code == 200
+    assert (
+        'data-testid="metrics-error"'
+        not in page.get(f"/monitoring/teams/{team.slug}/").content.decode()
+    )
+
+    own_prometheus.stop()
+
+    response = api.get(utilisation)
+    assert response.status_code == 503
+    assert response.json()["reason"] == "unreachable"
+    html = page.get(f"/monitoring/teams/{team.slug}/").content.decode()
+    assert 'data-testid="metrics-error"' in html
+    assert "GPU metrics are unavailable right now" in html
+
+    own_prometheus.start()
+
+    assert api.get(utilisation).status_code == 200
 
 
 def test_an_unreachable_prometheus_gives_the_message_on_every_chart(team, lead, client_as):

@@ -4,11 +4,11 @@ server built, auto refresh swaps in fresh ones, and nothing is logged to the con
 import re
 
 import pytest
-from kubernetes import client
 from playwright.sync_api import expect
 
 from tenants.models import Membership
 from tests import factories
+from tests.integration import conftest as integration
 from tests.integration.monitoring.workloads import (
     create_namespace,
     delete_namespace,
@@ -22,11 +22,9 @@ pytestmark = [pytest.mark.e2e, pytest.mark.devcluster, pytest.mark.django_db(tra
 TEAM_CHARTS = 5  # utilisation, memory, power, temperature, GPUs held vs granted
 
 
-@pytest.fixture
-def core(devcluster):
-    api = devcluster.api_client()
-    yield client.CoreV1Api(api)
-    api.close()
+# The integration suite's admin clients of the devcluster.
+k8s = integration.k8s
+core = integration.core
 
 
 @pytest.fixture

@@ -3,11 +3,8 @@
 import pytest
 
 from tests.integration.gpujobs.fixtures import (  # noqa: F401 (fixtures)
-    batch,
-    core,
     fake_kubelet,
     gpu_cluster,
-    k8s,
     make_gpu_team,
     portal_kubeconfig,
     running_services,

@@ -122,7 +122,7 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "staticfiles"
+STATIC_ROOT = Path(env("DJANGO_STATIC_ROOT", str(BASE_DIR / "staticfiles")))
 STATICFILES_DIRS = [
     BASE_DIR / "static",
     # plotly.js as the plotly package ships it (static/plotly/plotly.min.js): served by the

@@ -4,6 +4,7 @@ handle = devcluster.api.up()          # or DevCluster(current()) for one already
 handle.api_client()                   # kubernetes ApiClient as the admin
 handle.mint("alice", ["team-a"])      # kubeconfig path for a user
 handle.add_gpu_node(gpus=8)           # another simulated GPU node
+handle.write_pod_log("ns", "pod", ["epoch 1"])  # what `kubectl logs ns/pod` will show
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 from kubernetes import client
 
 from devcluster import backfill as backfill_module
-from devcluster import cluster, credentials, nodes, processes
+from devcluster import cluster, credentials, nodes, podlogs, processes
 from devcluster.gpu_models import DEFAULT_GPU_MODEL
 from devcluster.settings import Settings, current
 
@@ -132,6 +133,33 @@ class DevCluster:
         if body.get("status") != "success":
             raise RuntimeError(f"Prometheus query failed: {body}")
         return body["data"]["result"]
+
+    def write_pod_log(
+        self, namespace: str, pod: str, lines: list[str] | tuple[str, ...], container: str = "main"
+    ) -> Path:
+        """Append lines to a simulated container's log, which the API server's ``pods/log``
+        then serves through kwok (tail, follow and all); returns the log file. The first call
+        for a container points its pod's kwok ``Logs`` object at the file."""
+        path = podlogs.log_path(self.settings.pod_logs_dir, namespace, pod, container)
+        is_new = not path.exists()
+        podlogs.append_lines(path, lines)
+        if is_new:
+            files = {log.stem: log for log in path.parent.glob("*.log")}
+            body = podlogs.logs_object(namespace, pod, files)
+            with self.api_client() as api:
+                objects = client.CustomObjectsApi(api)
+                args = (podlogs.GROUP, podlogs.VERSION, namespace, podlogs.LOGS_PLURAL)
+                try:
+                    objects.create_namespaced_custom_object(*args, body)
+                except client.ApiException as error:
+                    if error.status != 409:
+                        raise
+                    current_object = objects.get_namespaced_custom_object(*args, pod)
+                    body["metadata"]["resourceVersion"] = current_object["metadata"][
+                        "resourceVersion"
+                    ]
+                    objects.replace_namespaced_custom_object(*args, pod, body)
+        return path
 
     def backfill(
         self, spec: backfill_module.BackfillSpec, restart_prometheus: bool = True

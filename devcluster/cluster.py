@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 from kubernetes import client, config
 
-from devcluster import builder, kubeconfig, nodes, pki, processes
+from devcluster import builder, kubeconfig, nodes, pki, podlogs, processes
 from devcluster.log import progress
 from devcluster.settings import Settings, current
 
@@ -163,6 +163,8 @@ def _apiserver_command(s: Settings) -> list[str]:
         # endpoint for the `kubernetes` Service, so do not maintain its endpoints.
         "--endpoint-reconciler-type=none",
         "--allow-privileged=true",
+        # kwok gives each node a Hostname address too, which nothing resolves.
+        "--kubelet-preferred-address-types=InternalIP",
         "--profiling=false",
     ]
 
@@ -221,13 +223,34 @@ def _kwok_command(s: Settings) -> list[str]:
         _bin("kwok"),
         f"--kubeconfig={_kubeconfig_path(s, 'kwok')}",
         f"--config={ASSETS_DIR / 'kwok-stages.yaml'}",
+        f"--config={_kwok_logs_config(s)}",
+        "--enable-crds=Logs",
         "--manage-all-nodes=false",
         f"--manage-nodes-with-annotation-selector={nodes.KWOK_ANNOTATION}=fake",
         "--cidr=10.244.0.1/16",
-        "--node-ip=10.240.0.1",
+        # Every simulated node's kubelet is kwok's own server: the API server sends pods/log
+        # (and exec, port-forward) for any node to 127.0.0.1:<kwok port> over TLS.
+        "--node-ip=127.0.0.1",
+        f"--node-port={s.kwok_port}",
         "--node-lease-duration-seconds=40",
         f"--server-address=127.0.0.1:{s.kwok_port}",
+        f"--tls-cert-file={s.pki_dir / 'kwok.crt'}",
+        f"--tls-private-key-file={s.pki_dir / 'kwok.key'}",
     ]
+
+
+def _kwok_logs_config(s: Settings) -> Path:
+    return s.state_dir / "kwok-logs.yaml"
+
+
+def _write_pod_logs_config(settings: Settings) -> None:
+    """The default log every simulated container serves, and kwok's rule pointing at it."""
+    default_log = settings.pod_logs_dir / "default.log"
+    default_log.unlink(missing_ok=True)
+    podlogs.append_lines(default_log, podlogs.DEFAULT_LINES)
+    _kwok_logs_config(settings).write_text(
+        yaml.safe_dump(podlogs.cluster_logs_rule(default_log), sort_keys=False)
+    )
 
 
 def _kwok_env(s: Settings) -> dict[str, str]:
@@ -289,7 +312,7 @@ COMPONENTS = (
         "kwok",
         "kwok",
         _kwok_command,
-        lambda s: _http_ok(f"http://127.0.0.1:{s.kwok_port}/healthz"),
+        lambda s: _http_ok(f"https://127.0.0.1:{s.kwok_port}/healthz", _cluster_ca_context(s)),
         env=_kwok_env,
     ),
     Component(
@@ -365,6 +388,8 @@ def _prepare_credentials(settings: Settings) -> None:
         ],
         server_ips=["127.0.0.1", KUBERNETES_SERVICE_IP],
     )
+    pki.ensure_issued(ca, settings.pki_dir, "kwok", "kwok", server_names=["localhost"],
+                      server_ips=["127.0.0.1"])  # fmt: skip
     front_proxy_ca = pki.ensure_ca(settings.pki_dir, "front-proxy-ca", "front-proxy-ca")
     pki.ensure_issued(front_proxy_ca, settings.pki_dir, "front-proxy-client", "front-proxy-client")
     identities = {
@@ -416,6 +441,25 @@ def _write_prometheus_config(settings: Settings) -> None:
         "    static_configs:\n"
         f"      - targets: ['127.0.0.1:{settings.prometheus_port}']\n"
     )
+
+
+def _install_logs_crd(api: client.ApiClient, timeout: float = 60.0) -> None:
+    """kwok's ``Logs`` resource, established before kwok starts watching it."""
+    extensions = client.ApiextensionsV1Api(api)
+    crd = podlogs.logs_crd()
+    try:
+        extensions.create_custom_resource_definition(crd)
+    except client.ApiException as error:
+        if error.status != 409:
+            raise
+
+    def established() -> bool:
+        conditions = extensions.read_custom_resource_definition(
+            crd["metadata"]["name"]
+        ).status.conditions
+        return any(c.type == "Established" and c.status == "True" for c in conditions or [])
+
+    processes.wait_until(established, timeout, "kwok's Logs resource to be established")
 
 
 def _bootstrap_rbac(api: client.ApiClient) -> None:
@@ -551,12 +595,12 @@ def up(
 
 
 def discard_cluster_data(settings: Settings) -> None:
-    """Delete the stopped cluster's objects (etcd) and metrics history (Prometheus).
+    """Delete the stopped cluster's objects (etcd), metrics history (Prometheus) and pod logs.
 
     Pods and namespaces an earlier run left behind would otherwise hold GPUs again, and the
     series Prometheus scraped last time would stay visible for its 5-minute lookback beside the
     new ones. The CA, credentials and binaries are kept, so minted kubeconfigs stay valid."""
-    for directory in (settings.etcd_data_dir, settings.prometheus_data_dir):
+    for directory in (settings.etcd_data_dir, settings.prometheus_data_dir, settings.pod_logs_dir):
         if directory.exists():
             shutil.rmtree(directory)
             progress(f"discarded {directory}")
@@ -568,11 +612,13 @@ def _start_cluster(settings: Settings, node_options: NodeOptions) -> None:
         directory.mkdir(parents=True, exist_ok=True)
     _prepare_credentials(settings)
     _write_prometheus_config(settings)
+    _write_pod_logs_config(settings)
     settings.record()
     _start_and_wait(settings, [COMPONENTS_BY_NAME["etcd"]])
     _start_and_wait(settings, [COMPONENTS_BY_NAME["kube-apiserver"]])
     api = admin_api_client(settings)
     _bootstrap_rbac(api)
+    _install_logs_crd(api)
     after_apiserver = ("kube-controller-manager", "kube-scheduler", "kwok", "dcgm-simulator",
                        "prometheus")  # fmt: skip
     _start_and_wait(settings, [COMPONENTS_BY_NAME[name] for name in after_apiserver])

@@ -104,6 +104,11 @@ class Settings:
         return self.state_dir / "kwok-home"
 
     @property
+    def pod_logs_dir(self) -> Path:
+        """Simulated containers' log files, which kwok serves (see devcluster.podlogs)."""
+        return self.state_dir / "pod-logs"
+
+    @property
     def prometheus_data_dir(self) -> Path:
         return self.state_dir / "prometheus" / "data"
 

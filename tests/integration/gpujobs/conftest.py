@@ -3,7 +3,6 @@
 import pytest
 
 from tests.integration.gpujobs.fixtures import (  # noqa: F401 (fixtures)
-    fake_kubelet,
     gpu_cluster,
     make_gpu_team,
     portal_kubeconfig,

@@ -12,22 +12,17 @@ unique slug; its namespace is deleted when the test ends.
 from __future__ import annotations
 
 import datetime
-import http.server
 import os
 import signal
-import ssl
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import parse_qs, urlparse
 
 import pytest
 from django.utils import timezone
-from kubernetes.client.rest import ApiException
 
 from gpujobs.models import GpuJob
 from tenants import services as tenant_services
@@ -224,105 +219,6 @@ def job_pods(core, job: GpuJob) -> list:
     return core.list_namespaced_pod(
         job.team.slug, label_selector=f"gpuportal.io/job-id={job.pk}"
     ).items
-
-
-# --- a kubelet that serves logs ----------------------------------------------------------------
-
-
-class _LogHandler(http.server.BaseHTTPRequestHandler):
-    """``GET /containerLogs/<namespace>/<pod>/<container>?tailLines=N[&follow=true]``: numbered
-    lines naming the pod and container, as a kubelet would serve a container's log."""
-
-    total_lines = 50
-    follow_lines = 5
-
-    def do_GET(self):
-        url = urlparse(self.path)
-        parts = url.path.strip("/").split("/")
-        if len(parts) != 4 or parts[0] != "containerLogs":
-            self.send_error(404)
-            return
-        _, namespace, pod, container = parts
-        query = parse_qs(url.query)
-        self.server.requests.append((namespace, pod, container, query))
-        lines = [f"{pod}/{container} line {i}" for i in range(1, self.total_lines + 1)]
-        if "tailLines" in query:
-            lines = lines[-int(query["tailLines"][0]) :] if int(query["tailLines"][0]) else []
-        follow = query.get("follow") == ["true"]
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain")
-        if follow:
-            # HTTP/1.0: no length, the body ends when the connection closes (the log's end).
-            self.end_headers()
-            more = [f"{pod}/{container} followed {i}" for i in range(1, self.follow_lines + 1)]
-            for text in [*lines, *more]:
-                self.wfile.write(f"{text}\n".encode())
-                self.wfile.flush()
-                time.sleep(0.05)
-            return
-        body = "".join(f"{text}\n" for text in lines).encode()
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
-@pytest.fixture
-def fake_kubelet(tmp_path, core):
-    """A kubelet log endpoint for the devcluster's simulated nodes (kwok serves none).
-
-    ``fake_kubelet.serve_logs_of(node)`` points the node's kubelet address and port at this
-    server, so the API server's ``pods/log`` reaches it; the node is put back afterwards.
-    """
-    cert, key = tmp_path / "kubelet.crt", tmp_path / "kubelet.key"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
-         "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "1",
-         "-subj", "/CN=fake-kubelet"],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _LogHandler)
-    server.requests = []
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(str(cert), str(key))
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    patched: dict[str, dict] = {}
-
-    def serve_logs_of(node: str) -> None:
-        status = core.read_node_status(node).status
-        patched.setdefault(
-            node,
-            {
-                "addresses": [{"type": a.type, "address": a.address} for a in status.addresses],
-                "daemonEndpoints": {
-                    "kubeletEndpoint": {"Port": status.daemon_endpoints.kubelet_endpoint.port}
-                },
-            },
-        )
-        core.patch_node_status(
-            node,
-            {
-                "status": {
-                    "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
-                    "daemonEndpoints": {"kubeletEndpoint": {"Port": server.server_address[1]}},
-                }
-            },
-        )
-
-    server.serve_logs_of = serve_logs_of
-    yield server
-    for node, status in patched.items():
-        try:
-            core.patch_node_status(node, {"status": status})
-        except ApiException as error:
-            if error.status != 404:
-                raise
-    server.shutdown()
-    server.server_close()
 
 
 def api_client_for(user):

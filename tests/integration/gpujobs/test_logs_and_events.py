@@ -1,6 +1,9 @@
-"""Logs and events through the API and the job page: the API server's ``pods/log`` reaches a
-kubelet (the devcluster's simulated nodes serve none, so ``fake_kubelet`` plays one for the node
-the job runs on), and the job's events come from the cluster."""
+"""Logs and events through the API and the job page. The API server's ``pods/log`` reaches
+kwok, which serves each simulated container's log from a file the test writes (and appends to,
+for a followed log); the job's events come from the cluster."""
+
+import threading
+import time
 
 import pytest
 from django.test import Client
@@ -14,6 +17,8 @@ from tests.integration.gpujobs.fixtures import (
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.devcluster]
 
+LOG_LINES = 50
+
 
 @pytest.fixture(autouse=True)
 def _services(running_services):
@@ -21,16 +26,18 @@ def _services(running_services):
 
 
 @pytest.fixture
-def running_job(make_gpu_team, gpu_cluster, fake_kubelet):
+def running_job(make_gpu_team, gpu_cluster, devcluster):
     gpu = make_gpu_team(gpus=1)
     job_id = submit(gpu.member, gpu.team, gpu_cluster, name="logs").data["id"]
     job = wait_for_state(job_id, "running")
-    fake_kubelet.serve_logs_of(job.node)
+    (pod,) = job.pods
+    lines = [f"{pod}/main line {i}" for i in range(1, LOG_LINES + 1)]
+    devcluster.write_pod_log(job.team.slug, pod, lines)
     yield gpu, job
     api_client_for(gpu.member).post(f"/api/v1/jobs/{job_id}/cancel/")
 
 
-def test_last_lines_of_the_log_are_readable_through_the_api(running_job, fake_kubelet):
+def test_last_lines_of_the_log_are_readable_through_the_api(running_job):
     gpu, job = running_job
     (pod,) = job.pods
 
@@ -44,9 +51,6 @@ def test_last_lines_of_the_log_are_readable_through_the_api(running_job, fake_ku
         f"{pod}/main line 49",
         f"{pod}/main line 50",
     ]
-    namespace, asked_pod, container, query = fake_kubelet.requests[-1]
-    assert (namespace, asked_pod, container) == (job.team.slug, pod, "main")
-    assert query["tailLines"] == ["3"]
 
 
 def test_log_as_plain_text(running_job):
@@ -61,21 +65,39 @@ def test_log_as_plain_text(running_job):
     assert response.content.decode() == f"{job.pods[0]}/main line 50\n"
 
 
-def test_log_is_followed_while_the_container_writes(running_job):
+def test_log_is_followed_while_the_container_writes(running_job, devcluster, settings):
     gpu, job = running_job
     (pod,) = job.pods
+    settings.GPUJOBS_LOG_FOLLOW_MAX_SECONDS = 3
+    writing = threading.Event()
 
-    response = api_client_for(gpu.member).get(f"/api/v1/jobs/{job.pk}/logs/?tail=2&follow=true")
+    def container_writes():
+        for i in range(1, 41):
+            if writing.is_set():
+                return
+            devcluster.write_pod_log(job.team.slug, pod, [f"{pod}/main followed {i}"])
+            time.sleep(0.25)
 
-    assert response.status_code == 200
-    assert response.streaming
-    lines = b"".join(response.streaming_content).decode().splitlines()
-    assert lines == [
-        f"{pod}/main line 49",
-        f"{pod}/main line 50",
-        *(f"{pod}/main followed {i}" for i in range(1, 6)),
+    writer = threading.Thread(target=container_writes, daemon=True)
+    writer.start()
+    try:
+        response = api_client_for(gpu.member).get(f"/api/v1/jobs/{job.pk}/logs/?tail=2&follow=true")
+        assert response.status_code == 200
+        assert response.streaming
+        assert response["X-Pod"] == pod
+        lines = b"".join(response.streaming_content).decode().splitlines()
+    finally:
+        writing.set()
+        writer.join()
+
+    assert lines[-1] == "[the portal stopped following this log; ask again to go on]"
+    # The tail as it was when the follow began, then every line written after, in order.
+    written = [f"{pod}/main line {i}" for i in range(1, LOG_LINES + 1)] + [
+        f"{pod}/main followed {i}" for i in range(1, 41)
     ]
-    assert response["X-Pod"] == pod
+    start = written.index(lines[0])
+    assert lines[:-1] == written[start : start + len(lines) - 1]
+    assert len(lines) - 1 > 2  # lines written while following came through
 
 
 def test_job_page_shows_the_log(running_job):

@@ -3,18 +3,13 @@ API answers 503 with the reason. Never a 500. The devcluster's shared Prometheus
 (other tests read it): these clusters point at a Prometheus of the test's own that it stops and
 starts, a closed port, or a local stand-in."""
 
-import shutil
-import subprocess
-
-import httpx
 import pytest
 
 from tenants.models import Membership
 from tests import factories
-from tests.integration.conftest import wait_for
 
 from .pages import member_of
-from .workloads import closed_port
+from .workloads import OwnPrometheus, closed_port
 
 pytestmark = [pytest.mark.integration]
 
@@ -33,41 +28,6 @@ def lead(team):
 
 def point_cluster_at(url: str):
     return factories.ClusterFactory(name="broken", prometheus_url=url)
-
-
-class OwnPrometheus:
-    """Debian's Prometheus on a free port with its own data, scraping itself."""
-
-    def __init__(self, directory):
-        self.port = closed_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.directory = directory
-        self.config = directory / "prometheus.yml"
-        self.config.write_text(
-            "global:\n  scrape_interval: 5s\nscrape_configs:\n  - job_name: self\n"
-            f"    static_configs:\n      - targets: ['127.0.0.1:{self.port}']\n"
-        )
-        self.process = None
-
-    def start(self):
-        with open(self.directory / "prometheus.log", "a") as log:
-            self.process = subprocess.Popen(
-                [shutil.which("prometheus"), f"--config.file={self.config}",
-                 f"--storage.tsdb.path={self.directory / 'data'}",
-                 f"--web.listen-address=127.0.0.1:{self.port}"],
-                stdout=log, stderr=subprocess.STDOUT,
-            )  # fmt: skip
-        wait_for(self._ready, timeout=60, what=f"Prometheus on port {self.port}")
-
-    def stop(self):
-        self.process.terminate()
-        self.process.wait(timeout=30)
-
-    def _ready(self) -> bool:
-        try:
-            return httpx.get(f"{self.url}/-/ready", timeout=2).status_code == 200
-        except httpx.HTTPError:
-            return False
 
 
 @pytest.fixture

@@ -3,7 +3,9 @@ the way the portal builds them, throwaway namespaces, and bounded polls of Prome
 
 from __future__ import annotations
 
+import shutil
 import socket
+import subprocess
 import time
 
 import httpx
@@ -110,3 +112,40 @@ def closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+class OwnPrometheus:
+    """Debian's Prometheus on a free port with data of its own: for a test that stops it, or
+    that scrapes the DCGM simulator the way another setup would. ``scrape_configs`` is YAML
+    for that section (default: Prometheus scraping itself)."""
+
+    def __init__(self, directory, scrape_configs: str | None = None):
+        self.port = closed_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.directory = directory
+        self.config = directory / "prometheus.yml"
+        scrape_configs = scrape_configs or (
+            f"  - job_name: self\n    static_configs:\n      - targets: ['127.0.0.1:{self.port}']\n"
+        )
+        self.config.write_text(f"global:\n  scrape_interval: 5s\nscrape_configs:\n{scrape_configs}")
+        self.process = None
+
+    def start(self):
+        with open(self.directory / "prometheus.log", "a") as log:
+            self.process = subprocess.Popen(
+                [shutil.which("prometheus"), f"--config.file={self.config}",
+                 f"--storage.tsdb.path={self.directory / 'data'}",
+                 f"--web.listen-address=127.0.0.1:{self.port}"],
+                stdout=log, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        wait_for(self._ready, timeout=60, what=f"Prometheus on port {self.port}")
+
+    def stop(self):
+        self.process.terminate()
+        self.process.wait(timeout=30)
+
+    def _ready(self) -> bool:
+        try:
+            return httpx.get(f"{self.url}/-/ready", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False

@@ -39,9 +39,9 @@ from gpujobs.observe import (
     Reason,
 )
 from tenants.errors import InvalidTransition
-from tenants.models import Membership, Team
+from tenants.models import Membership, QuotaGrant, Team, TeamCluster
 from tenants.permissions import is_portal_admin, team_role
-from tenants.services import audit
+from tenants.services import audit, schedule_reconcile
 
 logger = logging.getLogger(__name__)
 
@@ -615,6 +615,23 @@ def _owned_by(job_obj: dict, job: GpuJob) -> bool:
     )
 
 
+class NamespaceNotReady(TransientKubeError):
+    """The team's namespace is not on the cluster yet although the team holds quota there: the
+    submission is retried (with backoff, then by the periodic resync) while it is created."""
+
+
+def _namespace_on_its_way(job: GpuJob) -> bool:
+    """Whether the reconcile will create the team's namespace on the job's cluster: the team
+    holds an active grant there and its namespace was not deleted on purpose."""
+    deleted = TeamCluster.objects.filter(
+        team_id=job.team_id, cluster_id=job.cluster_id, namespace_deleted_at__isnull=False
+    ).exists()
+    granted = QuotaGrant.objects.filter(
+        team_id=job.team_id, cluster_id=job.cluster_id, state=QuotaGrant.State.ACTIVE
+    ).exists()
+    return granted and not deleted
+
+
 def job_create_on_cluster(*, job_id: int, kube: WorkloadClient | None = None) -> str:
     """Create the job's Job on its cluster, once. Returns what happened, in words.
 
@@ -653,9 +670,21 @@ def job_create_on_cluster(*, job_id: int, kube: WorkloadClient | None = None) ->
     except KubeError as error:
         message = str(error)
         if "namespaces" in message and "not found" in message:
+            if _namespace_on_its_way(job):
+                # Granted, but the reconcile that creates the namespace has not run yet (or the
+                # cluster was rebuilt): ask for it now and try again, rather than fail the job.
+                schedule_reconcile(team_id=job.team_id, cluster_id=job.cluster_id)
+                waiting = (
+                    f"Waiting for team {job.team.slug}'s namespace on cluster {job.cluster.name}: "
+                    "the portal is applying its quota there; trying again."
+                )
+                GpuJob.objects.filter(pk=job_id, claimed_at=now).update(
+                    claimed_at=None, message=waiting
+                )
+                raise NamespaceNotReady(waiting) from error
             message = (
-                f"Team {job.team.slug} has no namespace on cluster {job.cluster.name} yet (its "
-                f"quota has not reached the cluster). {error}"
+                f"Team {job.team.slug} has no namespace on cluster {job.cluster.name} (no active "
+                f"quota there). {error}"
             )
         if isinstance(error, ClusterNotConfigured):
             message = f"The portal cannot reach cluster {job.cluster.name}: {error}"
@@ -786,12 +815,28 @@ def jobs_observe(*, cluster_id: int, seen: Sequence[tuple[str, int, Observation,
             namespace, observation, uid = wanted[row["pk"]]
             if row["team__slug"] != namespace:
                 continue
-            changes = observed_changes(row, observation, kube_uid=uid, now=now)
-            if not changes:
-                continue
-            # Conditional on the state read: a stop written meanwhile wins over the cluster.
-            changed += GpuJob.objects.filter(pk=row["pk"], state=row["state"]).update(**changes)
+            changed += write_observed(row, observation, kube_uid=uid, now=now)
     return changed
+
+
+def write_observed(row: dict, observation: Observation, *, kube_uid: str, now) -> int:
+    """Write one job's observation, conditional on the state ``row`` was read in; returns 1 if
+    the row changed.
+
+    Another writer may move the state between the read and the write: a stop (which wins, as a
+    finished job never moves again) or the submit task marking the job submitted just as its
+    pod's first events arrive. The row is then read again and judged afresh, so that the
+    cluster's news is not dropped: no later event may come to repeat it."""
+    for _ in range(3):
+        changes = observed_changes(row, observation, kube_uid=kube_uid, now=now)
+        if not changes:
+            return 0
+        if GpuJob.objects.filter(pk=row["pk"], state=row["state"]).update(**changes):
+            return 1
+        row = GpuJob.objects.filter(pk=row["pk"]).values(*OBSERVED_FIELDS).first()
+        if row is None:
+            return 0
+    return 0
 
 
 def job_observe(

@@ -27,6 +27,9 @@ worker=$!
 beat=$!
 .venv/bin/python manage.py watch_jobs >"$STATE/watcher.log" 2>&1 &
 watcher=$!
+# The cluster may be newer than the demo's database (the tests start it afresh): bring every
+# team's namespace, quota and access in line now rather than at the first periodic sweep.
+.venv/bin/celery -A portal call tenants.tasks.reconcile_sweep >/dev/null
 stop() {
   kill "$worker" "$beat" "$watcher" 2>/dev/null || true
   if [ "$cluster_was_running" = 0 ]; then .venv/bin/python -m devcluster down || true; fi

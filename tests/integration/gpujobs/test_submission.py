@@ -4,6 +4,7 @@ by the periodic resync, a stop during creation wins, and the resync repairs what
 missed."""
 
 import datetime
+import uuid
 
 import pytest
 from django.utils import timezone
@@ -11,6 +12,7 @@ from django.utils import timezone
 from clusters.workloads import WorkloadClient
 from gpujobs import services, tasks
 from gpujobs.models import GpuJob
+from tests import factories
 from tests.integration.conftest import wait_for
 from tests.integration.gpujobs.fixtures import (
     api_client_for,
@@ -213,3 +215,38 @@ def test_job_stopped_by_the_idle_gpu_policy_shows_cancelled_with_why(
     assert job.state == "cancelled"
     assert job.reason == "IdleStopped"
     assert job.message == "Stopped by the idle-GPU policy: its GPUs averaged 2% utilisation."
+
+
+def test_a_job_waits_for_its_teams_namespace_and_runs_once_the_reconcile_made_it(
+    make_gpu_team, gpu_cluster, core
+):
+    gpu = make_gpu_team(gpus=1)
+    core.delete_namespace(gpu.namespace)  # as if the cluster had been rebuilt since the grant
+    wait_for(
+        lambda: read_or_none(core.read_namespace, gpu.namespace) is None,
+        timeout=120,
+        what=f"namespace {gpu.namespace} to be gone",
+    )
+
+    job_id = submit(gpu.member, gpu.team, gpu_cluster, name="early").data["id"]
+
+    job = wait_for_state(job_id, "running", timeout=180)
+    assert job.node.startswith("gpu-node-")
+    assert read_or_none(core.read_namespace, gpu.namespace) is not None
+
+
+def test_a_job_of_a_team_without_quota_on_the_cluster_fails_saying_so(make_gpu_team, gpu_cluster):
+    gpu = make_gpu_team(gpus=1)
+    ungranted = factories.TeamFactory(slug=f"nq-{uuid.uuid4().hex[:6]}")
+    job = GpuJob.objects.create(
+        team=ungranted, cluster=gpu_cluster, submitted_by=gpu.member, name="nowhere",
+        image="registry.example.com/ml/trainer:1", gpus=1, max_runtime_seconds=600,
+    )  # fmt: skip
+
+    assert services.job_create_on_cluster(job_id=job.pk).startswith("failed")
+
+    job.refresh_from_db()
+    assert job.state == "failed"
+    assert f"Team {ungranted.slug} has no namespace on cluster devcluster (no active quota" in (
+        job.message
+    )

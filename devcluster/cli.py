@@ -148,8 +148,9 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument(
         "--fresh",
         action="store_true",
-        help="when starting, first discard earlier runs' objects and metrics (etcd and Prometheus "
-        "data; the CA and credentials stay); a running cluster is reused as it is",
+        help="when starting, first discard earlier runs' objects, metrics and pod logs (etcd, "
+        "Prometheus and pod-log data; the CA and credentials stay); a running cluster is reused "
+        "as it is",
     )
     up.set_defaults(handler=cmd_up)
 

@@ -235,6 +235,17 @@ def _decimal(value: Any, *, errors: dict, key: str, what: str, maximum: Decimal)
     return number
 
 
+def _cpu_and_memory(
+    spec: Mapping[str, Any], *, errors: dict
+) -> tuple[Decimal | None, Decimal | None]:
+    """A container's optional CPU cores and memory (GiB), each within the portal's bounds."""
+    cpu = _decimal(spec.get("cpu_cores"), errors=errors, key="cpu_cores", what="CPU cores",
+                   maximum=MAX_CPU_CORES)  # fmt: skip
+    memory = _decimal(spec.get("memory_gib"), errors=errors, key="memory_gib",
+                      what="Memory (GiB)", maximum=MAX_MEMORY_GIB)  # fmt: skip
+    return cpu, memory
+
+
 def _whole(value: Any, *, errors: dict, key: str, low: int, high: int, what: str) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int):
         errors[key] = f"{what} must be a whole number."
@@ -298,20 +309,7 @@ def _check_preprocess(value: Any, *, cluster: Cluster, errors: dict) -> dict | N
         local["mode"] = "Mode must be 'before' (an init container) or 'beside' (alongside)."
     command = _check_strings(value.get("command"), errors=local, key="command", what="command")
     args = _check_strings(value.get("args"), errors=local, key="args", what="arguments")
-    cpu = _decimal(
-        value.get("cpu_cores"),
-        errors=local,
-        key="cpu_cores",
-        what="CPU cores",
-        maximum=MAX_CPU_CORES,
-    )
-    memory = _decimal(
-        value.get("memory_gib"),
-        errors=local,
-        key="memory_gib",
-        what="Memory (GiB)",
-        maximum=MAX_MEMORY_GIB,
-    )
+    cpu, memory = _cpu_and_memory(value, errors=local)
     if local:
         errors["preprocess"] = " ".join(f"{k}: {v}" for k, v in local.items())
         return None
@@ -380,20 +378,7 @@ def check_job_spec(*, team: Team, cluster: Cluster, spec: dict) -> dict:
         errors["gpu_model"] = (
             f"Cluster {cluster.name} has no {gpu_model} GPUs; it has: {', '.join(models)}."
         )
-    cpu = _decimal(
-        spec.get("cpu_cores"),
-        errors=errors,
-        key="cpu_cores",
-        what="CPU cores",
-        maximum=MAX_CPU_CORES,
-    )
-    memory = _decimal(
-        spec.get("memory_gib"),
-        errors=errors,
-        key="memory_gib",
-        what="Memory (GiB)",
-        maximum=MAX_MEMORY_GIB,
-    )
+    cpu, memory = _cpu_and_memory(spec, errors=errors)
     runtime = spec.get("max_runtime_seconds")
     if runtime is None:
         runtime = settings.GPUJOBS_DEFAULT_MAX_RUNTIME_SECONDS

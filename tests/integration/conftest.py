@@ -114,6 +114,13 @@ def celery_worker_process(postgres_database, tmp_path_factory):
         worker.kill()
 
 
+def free_port() -> int:
+    """A local port nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def wait_for(predicate, *, timeout: float = 30.0, interval: float = 0.2, what: str = "condition"):
     """Poll until ``predicate()`` is truthy and return its value; fail the test after timeout."""
     deadline = time.monotonic() + timeout

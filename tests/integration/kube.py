@@ -31,7 +31,11 @@ def read_or_none(read, *args):
         raise
 
 
-def create_namespace(core, prefix: str, *, call=lambda f, *a, **k: f(*a, **k)) -> str:
+def _direct(function, *args, **kwargs):
+    return function(*args, **kwargs)
+
+
+def create_namespace(core, prefix: str, *, call=_direct) -> str:
     """A uniquely named namespace, returned once pods may be created in it (its ``default``
     service account exists). ``call`` wraps each API call, e.g. to retry through an outage."""
     name = f"{prefix}-{uuid.uuid4().hex[:8]}"
@@ -45,7 +49,7 @@ def create_namespace(core, prefix: str, *, call=lambda f, *a, **k: f(*a, **k)) -
     return name
 
 
-def delete_namespace(core, name: str, *, call=lambda f, *a, **k: f(*a, **k)) -> None:
+def delete_namespace(core, name: str, *, call=_direct) -> None:
     """Delete a namespace and, in the background, everything in it; gone already is fine."""
     try:
         call(core.delete_namespace, name, propagation_policy="Background")

@@ -4,22 +4,15 @@ files come from WhiteNoise under hashed names, and errors show no debug page."""
 
 import os
 import re
-import socket
 import subprocess
 import sys
 
 import httpx
 import pytest
 
-from tests.integration.conftest import REPO_ROOT, _database_url, wait_for
+from tests.integration.conftest import REPO_ROOT, _database_url, free_port, wait_for
 
 pytestmark = [pytest.mark.integration]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

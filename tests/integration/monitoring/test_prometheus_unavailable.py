@@ -7,9 +7,10 @@ import pytest
 
 from tenants.models import Membership
 from tests import factories
+from tests.integration.conftest import free_port
 
 from .pages import member_of
-from .workloads import OwnPrometheus, closed_port
+from .workloads import OwnPrometheus
 
 pytestmark = [pytest.mark.integration]
 
@@ -66,7 +67,7 @@ def test_stopping_prometheus_gives_the_message_and_the_503_until_it_is_back(
 
 
 def test_an_unreachable_prometheus_gives_the_message_on_every_chart(team, lead, client_as):
-    point_cluster_at(f"http://127.0.0.1:{closed_port()}")
+    point_cluster_at(f"http://127.0.0.1:{free_port()}")
 
     response = client_as(lead).get(f"/monitoring/teams/{team.slug}/")
 
@@ -81,7 +82,7 @@ def test_an_unreachable_prometheus_gives_the_message_on_every_chart(team, lead, 
 
 
 def test_an_unreachable_prometheus_is_a_503_with_its_reason(team, lead, api):
-    point_cluster_at(f"http://127.0.0.1:{closed_port()}")
+    point_cluster_at(f"http://127.0.0.1:{free_port()}")
     api.as_user(lead)
 
     for url in (
@@ -123,7 +124,7 @@ def test_a_prometheus_error_is_shown_with_its_reason(team, lead, api, client_as,
 
 
 def test_the_cluster_page_and_usage_report_render_with_the_message(team, admin, client_as):
-    point_cluster_at(f"http://127.0.0.1:{closed_port()}")
+    point_cluster_at(f"http://127.0.0.1:{free_port()}")
     page = client_as(admin)
 
     cluster = page.get("/monitoring/clusters/broken/")

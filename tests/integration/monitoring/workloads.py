@@ -4,7 +4,6 @@ the way the portal builds them, throwaway namespaces, and bounded polls of Prome
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import time
 
@@ -12,7 +11,7 @@ import httpx
 from urllib3.exceptions import HTTPError
 
 from tests.integration import kube
-from tests.integration.conftest import wait_for
+from tests.integration.conftest import free_port, wait_for
 
 UTILISATION = "devcluster.gpuportal.io/gpu-util"
 MANAGED_BY = "app.kubernetes.io/managed-by"
@@ -107,20 +106,13 @@ def delete_series(devcluster, selector: str) -> None:
     ).raise_for_status()
 
 
-def closed_port() -> int:
-    """A local port nothing listens on (bound, then released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 class OwnPrometheus:
     """Debian's Prometheus on a free port with data of its own: for a test that stops it, or
     that scrapes the DCGM simulator the way another setup would. ``scrape_configs`` is YAML
     for that section (default: Prometheus scraping itself)."""
 
     def __init__(self, directory, scrape_configs: str | None = None):
-        self.port = closed_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.directory = directory
         self.config = directory / "prometheus.yml"

@@ -5,7 +5,7 @@
 cluster work after commit. The cluster side (``job_create_on_cluster``,
 ``job_delete_from_cluster``) is safe to run twice: the Job's name comes from the job's id, a
 second create finds the first one, and a worker claims a job with a conditional update before
-creating it. ``job_observe`` writes what the watcher (or the periodic resync) saw.
+creating it. What the cluster then shows is recorded by ``recording``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime
 import logging
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -26,21 +26,16 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 from kombu.exceptions import OperationalError
 
-from clusters.kube import ClusterNotConfigured, KubeError, TransientKubeError, connection_configured
+from clusters.kube import ClusterNotConfigured, KubeError, TransientKubeError
 from clusters.models import Cluster
 from clusters.workloads import QuotaExceeded, WorkloadClient
 from gpujobs import manifests, selectors
 from gpujobs.models import MAX_BACKOFF_LIMIT, MAX_GPUS_PER_JOB, MAX_RUNTIME_SECONDS, GpuJob
-from gpujobs.observe import (
-    ACTIVE_STATES,
-    FINAL_STATES,
-    QUOTA_USED_UP,
-    Observation,
-    Reason,
-)
+from gpujobs.observe import FINAL_STATES, QUOTA_USED_UP, Reason
+from gpujobs.permissions import can_stop_job, can_submit_jobs
+from gpujobs.recording import record_finished
 from tenants.errors import InvalidTransition
-from tenants.models import Membership, QuotaGrant, Team, TeamCluster
-from tenants.permissions import is_portal_admin, team_role
+from tenants.models import Team
 from tenants.services import audit, schedule_reconcile
 
 logger = logging.getLogger(__name__)
@@ -73,33 +68,6 @@ IMAGE_RE = re.compile(
 RESERVED_ANNOTATION_DOMAINS = ("kubernetes.io", "k8s.io")
 PORTAL_ANNOTATION_PREFIX = manifests.JOB_ID_LABEL.partition("/")[0]
 PREPROCESS_KEYS = {"image", "mode", "command", "args", "cpu_cores", "memory_gib"}
-
-# How far states move: observations never take a job back, except a running job whose pod
-# failed and is retried (running -> pending).
-STATE_RANK = {
-    State.QUEUED: 0,
-    State.SUBMITTED: 1,
-    State.PENDING: 2,
-    State.RUNNING: 3,
-    State.SUCCEEDED: 4,
-    State.FAILED: 4,
-    State.CANCELLED: 4,
-}
-
-
-# --- permissions -------------------------------------------------------------------------------
-
-
-def can_submit_jobs(user: User, team: Team) -> bool:
-    """Leads and members run jobs; viewers only look."""
-    return team_role(user, team) in (Membership.Role.LEAD, Membership.Role.MEMBER)
-
-
-def can_stop_job(user: User, job: GpuJob) -> bool:
-    """Anyone who may run jobs in the team may stop its jobs (their cluster role, ``edit``,
-    allows as much), and portal admins may stop any."""
-    return is_portal_admin(user) or can_submit_jobs(user, job.team)
-
 
 # --- checks ------------------------------------------------------------------------------------
 
@@ -584,13 +552,6 @@ def job_manifest(job: GpuJob) -> dict:
     return manifests.job_manifest(job_spec(job), placement(job.cluster))
 
 
-def _finish(job_id: int, *, state: str, reason: str, message: str, only_from: Iterable[str]):
-    now = timezone.now()
-    return GpuJob.objects.filter(pk=job_id, state__in=list(only_from)).update(
-        state=state, reason=reason, message=message, finished_at=now, state_changed_at=now
-    )
-
-
 def _owned_by(job_obj: dict, job: GpuJob) -> bool:
     labels = (job_obj.get("metadata") or {}).get("labels") or {}
     return (
@@ -603,18 +564,6 @@ def _owned_by(job_obj: dict, job: GpuJob) -> bool:
 class NamespaceNotReady(TransientKubeError):
     """The team's namespace is not on the cluster yet although the team holds quota there: the
     submission is retried (with backoff, then by the periodic resync) while it is created."""
-
-
-def _namespace_on_its_way(job: GpuJob) -> bool:
-    """Whether the reconcile will create the team's namespace on the job's cluster: the team
-    holds an active grant there and its namespace was not deleted on purpose."""
-    deleted = TeamCluster.objects.filter(
-        team_id=job.team_id, cluster_id=job.cluster_id, namespace_deleted_at__isnull=False
-    ).exists()
-    granted = QuotaGrant.objects.filter(
-        team_id=job.team_id, cluster_id=job.cluster_id, state=QuotaGrant.State.ACTIVE
-    ).exists()
-    return granted and not deleted
 
 
 def job_create_on_cluster(*, job_id: int, kube: WorkloadClient | None = None) -> str:
@@ -644,7 +593,7 @@ def job_create_on_cluster(*, job_id: int, kube: WorkloadClient | None = None) ->
         )
         raise
     except QuotaExceeded as error:
-        _finish(
+        record_finished(
             job_id,
             state=State.FAILED,
             reason=Reason.EXCEEDED_QUOTA,
@@ -655,7 +604,7 @@ def job_create_on_cluster(*, job_id: int, kube: WorkloadClient | None = None) ->
     except KubeError as error:
         message = str(error)
         if "namespaces" in message and "not found" in message:
-            if _namespace_on_its_way(job):
+            if selectors.namespace_on_its_way(team_id=job.team_id, cluster_id=job.cluster_id):
                 # Granted, but the reconcile that creates the namespace has not run yet (or the
                 # cluster was rebuilt): ask for it now and try again, rather than fail the job.
                 schedule_reconcile(team_id=job.team_id, cluster_id=job.cluster_id)
@@ -673,7 +622,7 @@ def job_create_on_cluster(*, job_id: int, kube: WorkloadClient | None = None) ->
             )
         if isinstance(error, ClusterNotConfigured):
             message = f"The portal cannot reach cluster {job.cluster.name}: {error}"
-        _finish(
+        record_finished(
             job_id,
             state=State.FAILED,
             reason=Reason.SUBMIT_FAILED,
@@ -683,7 +632,7 @@ def job_create_on_cluster(*, job_id: int, kube: WorkloadClient | None = None) ->
         return f"failed: {message}"
     metadata = job_obj.get("metadata") or {}
     if not created and not _owned_by(job_obj, job):
-        _finish(
+        record_finished(
             job_id,
             state=State.FAILED,
             reason=Reason.SUBMIT_FAILED,
@@ -729,166 +678,6 @@ def job_delete_from_cluster(*, job_id: int, kube: WorkloadClient | None = None) 
     )
 
 
-# --- what the cluster says ---------------------------------------------------------------------
-
-
-def _may_move(current: str, new: str) -> bool:
-    if current in FINAL_STATES:
-        return False
-    if current == State.RUNNING and new == State.PENDING:
-        return True  # a retry after a failed pod
-    return STATE_RANK[new] >= STATE_RANK[current]
-
-
-OBSERVED_FIELDS = (
-    "pk", "team__slug", "state", "reason", "message", "node", "pods", "exit_code", "started_at",
-    "finished_at", "kube_uid", "submitted_at",
-)  # fmt: skip
-
-
-def observed_changes(row: dict, observation: Observation, *, kube_uid: str, now) -> dict:
-    """What to write to a job's row (as ``OBSERVED_FIELDS`` read it) for what the cluster
-    shows: nothing when the Job is not the job's own (another uid), when the job has finished,
-    or when the state would go back (but for a retried pod)."""
-    if kube_uid and row["kube_uid"] and kube_uid != row["kube_uid"]:
-        return {}
-    current = row["state"]
-    if not _may_move(current, observation.state):
-        return {}
-    changes: dict[str, Any] = {}
-    if observation.state != current:
-        changes["state"] = observation.state
-        changes["state_changed_at"] = now
-    if observation.reason != row["reason"]:
-        changes["reason"] = observation.reason
-    if observation.message and observation.message != row["message"]:
-        changes["message"] = observation.message
-    if observation.node and observation.node != row["node"]:
-        changes["node"] = observation.node
-    if observation.pods and list(observation.pods) != row["pods"]:
-        changes["pods"] = list(observation.pods)
-    if observation.exit_code is not None and observation.exit_code != row["exit_code"]:
-        changes["exit_code"] = observation.exit_code
-    if row["started_at"] is None and observation.state in (State.RUNNING, *FINAL_STATES):
-        started = observation.started_at or (now if observation.state == State.RUNNING else None)
-        if started is not None:
-            changes["started_at"] = started
-    if observation.state in FINAL_STATES and row["finished_at"] is None:
-        changes["finished_at"] = observation.finished_at or now
-    if kube_uid and not row["kube_uid"]:
-        changes["kube_uid"] = kube_uid
-    if row["submitted_at"] is None and observation.state != State.QUEUED:
-        changes["submitted_at"] = now
-    return changes
-
-
-def jobs_observe(*, cluster_id: int, seen: Sequence[tuple[str, int, Observation, str]]) -> int:
-    """Write what the cluster shows for many jobs at once: ``seen`` holds (namespace, job id,
-    observation, the Job's uid). Only a job's own Job counts: same cluster, the team's
-    namespace and, once known, the same uid. One read for all of them, one conditional update
-    per job that changed, one commit. Returns how many rows changed."""
-    wanted = {job_id: (namespace, observation, uid) for namespace, job_id, observation, uid in seen}
-    if not wanted:
-        return 0
-    rows = GpuJob.objects.filter(cluster_id=cluster_id, pk__in=list(wanted)).values(
-        *OBSERVED_FIELDS
-    )
-    now = timezone.now()
-    changed = 0
-    with transaction.atomic():
-        for row in rows:
-            namespace, observation, uid = wanted[row["pk"]]
-            if row["team__slug"] != namespace:
-                continue
-            changed += write_observed(row, observation, kube_uid=uid, now=now)
-    return changed
-
-
-def write_observed(row: dict, observation: Observation, *, kube_uid: str, now) -> int:
-    """Write one job's observation, conditional on the state ``row`` was read in; returns 1 if
-    the row changed.
-
-    Another writer may move the state between the read and the write: a stop (which wins, as a
-    finished job never moves again) or the submit task marking the job submitted just as its
-    pod's first events arrive. The row is then read again and judged afresh, so that the
-    cluster's news is not dropped: no later event may come to repeat it."""
-    for _ in range(3):
-        changes = observed_changes(row, observation, kube_uid=kube_uid, now=now)
-        if not changes:
-            return 0
-        if GpuJob.objects.filter(pk=row["pk"], state=row["state"]).update(**changes):
-            return 1
-        row = GpuJob.objects.filter(pk=row["pk"]).values(*OBSERVED_FIELDS).first()
-        if row is None:
-            return 0
-    return 0
-
-
-def job_observe(
-    *,
-    job_id: int,
-    cluster_id: int,
-    namespace: str,
-    observation: Observation,
-    kube_uid: str = "",
-) -> bool:
-    """Write what the cluster shows for one job (see ``jobs_observe``); whether it changed."""
-    seen = [(namespace, job_id, observation, kube_uid)]
-    return jobs_observe(cluster_id=cluster_id, seen=seen) == 1
-
-
-def idle_stop_message(*, cluster_id: int, namespace: str, pods: Sequence[str]) -> str | None:
-    """Why the portal's idle-GPU policy (``monitoring``) stopped one of these pods, if it did."""
-    try:
-        from monitoring.models import IdlePod
-    except ImportError:  # the jobs app works without monitoring
-        return None
-    if not pods:
-        return None
-    episode = (
-        IdlePod.objects.filter(
-            cluster_id=cluster_id, namespace=namespace, pod__in=list(pods), stopped_at__isnull=False
-        )
-        .order_by("-stopped_at")
-        .first()
-    )
-    if episode is None:
-        return None
-    return (
-        f"Stopped by the idle-GPU policy: its GPUs averaged "
-        f"{episode.average_utilisation:.0f}% utilisation."
-    )
-
-
-def job_vanished(*, job_id: int, cluster_id: int, namespace: str, kube_uid: str = "") -> bool:
-    """The job's Job is gone from the cluster while the portal still thought it active: stopped
-    by the idle-GPU policy (cancelled), or deleted by hand or with its namespace (failed).
-    Returns whether the row changed."""
-    row = (
-        GpuJob.objects.filter(pk=job_id, cluster_id=cluster_id, team__slug=namespace)
-        .values("state", "kube_uid", "pods")
-        .first()
-    )
-    if row is None or row["state"] in FINAL_STATES or row["state"] == State.QUEUED:
-        return False
-    if kube_uid and row["kube_uid"] and kube_uid != row["kube_uid"]:
-        return False
-    idle = idle_stop_message(cluster_id=cluster_id, namespace=namespace, pods=row["pods"])
-    if idle is not None:
-        finished = _finish(job_id, state=State.CANCELLED, reason=Reason.IDLE_STOPPED,
-                           message=idle, only_from=[row["state"]])  # fmt: skip
-        return bool(finished)
-    return bool(
-        _finish(
-            job_id,
-            state=State.FAILED,
-            reason=Reason.JOB_GONE,
-            message="The Job was deleted from the cluster outside the portal.",
-            only_from=[row["state"]],
-        )
-    )
-
-
 def requeue_stuck_jobs(*, older_than_seconds: int | None = None) -> list[int]:
     """Enqueue again the queued jobs no worker is creating: their message was lost (a broker
     outage) or the worker that claimed them died. The claim makes a duplicate harmless."""
@@ -909,35 +698,3 @@ def requeue_stuck_jobs(*, older_than_seconds: int | None = None) -> list[int]:
     for job_id in ids:
         enqueue_submit(job_id=job_id)
     return ids
-
-
-def clusters_with_active_jobs() -> list[Cluster]:
-    """Clusters the portal can reach that have jobs it still follows."""
-    ids = (
-        GpuJob.objects.filter(state__in=ACTIVE_STATES - {State.QUEUED})
-        .values_list("cluster_id", flat=True)
-        .distinct()
-    )
-    return [c for c in Cluster.objects.filter(pk__in=list(ids)) if connection_configured(c)]
-
-
-def followed_jobs(*, cluster_id: int, submitted_before: datetime.datetime) -> list[tuple[str, int]]:
-    """(namespace, id) of the cluster's jobs that should have a Job there: created on the cluster
-    before the given time and not finished."""
-    return [
-        (slug, pk)
-        for pk, slug in GpuJob.objects.filter(
-            cluster_id=cluster_id,
-            state__in=[State.SUBMITTED, State.PENDING, State.RUNNING],
-            submitted_at__lt=submitted_before,
-        ).values_list("pk", "team__slug")
-    ]
-
-
-def cancelled_job_ids(*, cluster_id: int, keys: Sequence[tuple[str, int]]) -> list[int]:
-    """Of the jobs whose Jobs are on the cluster, those the portal has cancelled."""
-    wanted = dict((job_id, namespace) for namespace, job_id in keys)
-    rows = GpuJob.objects.filter(
-        cluster_id=cluster_id, pk__in=list(wanted), state=State.CANCELLED
-    ).values_list("pk", "team__slug")
-    return [pk for pk, slug in rows if wanted.get(pk) == slug]

@@ -26,6 +26,7 @@ from clusters.models import Cluster
 from gpujobs import cluster_reads, selectors, services
 from gpujobs.forms import JobFilterForm, JobForm, add_job_errors
 from gpujobs.models import GpuJob
+from gpujobs.permissions import can_stop_job
 from tenants.errors import InvalidTransition
 from tenants.models import Membership
 from tenants.selectors import teams_visible_to
@@ -141,7 +142,7 @@ def _live_context(request: HttpRequest, job: GpuJob) -> dict:
     return {
         "job": job,
         "refresh_seconds": settings.GPUJOBS_REFRESH_SECONDS,
-        "can_stop": not job.is_final and services.can_stop_job(request.user, job),
+        "can_stop": not job.is_final and can_stop_job(request.user, job),
     }
 
 

@@ -111,9 +111,13 @@ def job_new(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         form = JobForm(request.POST, teams=teams)
         if form.is_valid():
-            arguments = form.service_arguments()
             try:
-                job = services.job_submit(user=request.user, **arguments)
+                job = services.job_submit(
+                    user=request.user,
+                    team=form.cleaned_data["team"],
+                    cluster=form.cleaned_data["cluster"],
+                    job_request=form.job_request,
+                )
             except ValidationError as error:
                 add_job_errors(form, error)
             else:

@@ -7,8 +7,18 @@ from gpujobs.models import GpuJob
 class GpuJobAdmin(admin.ModelAdmin):
     """For looking, not changing: jobs change through the portal's services (submit, stop)."""
 
-    list_display = ["id", "name", "team", "cluster", "gpus", "state", "node", "exit_code",
-                    "submitted_by", "created_at"]  # fmt: skip
+    list_display = [
+        "id",
+        "name",
+        "team",
+        "cluster",
+        "gpus",
+        "state",
+        "node",
+        "exit_code",
+        "submitted_by",
+        "created_at",
+    ]
     list_filter = ["state", "cluster", "team"]
     search_fields = ["name", "image", "node", "submitted_by__username"]
     readonly_fields = [field.name for field in GpuJob._meta.fields]

@@ -94,9 +94,11 @@ def job_log(
             if getattr(error.__cause__, "status", None) == 404:
                 # The pod exists (it was just listed), but its node serves no log for it.
                 return LogResult(
-                    pod=name, container=container, text="",
+                    pod=name,
+                    container=container,
+                    text="",
                     detail=f"The node does not serve a log for pod {name} ({container}).",
-                )  # fmt: skip
+                )
             raise
         message = str(error)
         if "waiting to start" in message or "is not valid for pod" in message:

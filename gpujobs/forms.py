@@ -1,5 +1,7 @@
-"""The job pages' forms. They shape input into the service's arguments; the rules are in
-``gpujobs.services``, whose errors come back beside the fields they name.
+"""The job pages' forms. The job form turns what was typed into a ``JobRequest`` (its fields'
+shapes are checked by ``JobRequest.parse``, as for the API; the team's and the cluster's rules
+by ``admission`` and ``services.job_submit``), and their errors come back beside the fields
+they name.
 
 Command, arguments and the preprocessor's lists are typed one item per line: each line is one
 argument as it is, never split or interpreted by a shell.
@@ -11,12 +13,13 @@ from django import forms
 from django.core.exceptions import ValidationError
 
 from clusters.models import Cluster
-from gpujobs import manifests, selectors
+from gpujobs import admission, selectors
 from gpujobs.models import GpuJob
+from gpujobs.specs import JobRequest, PreprocessMode
 from tenants.models import Team
 
-# Service field -> the form field its errors belong to.
-SERVICE_FIELDS = {
+# Request field -> the form field its errors belong to.
+REQUEST_FIELDS = {
     "max_runtime_seconds": "max_runtime_minutes",
     "preprocess": "preprocess_image",
 }
@@ -43,12 +46,13 @@ def env_pairs(text: str) -> list[dict]:
 
 
 def add_job_errors(form: forms.Form, error: ValidationError) -> None:
-    """A service's ValidationError on the form, each message beside its field."""
+    """A request's or a service's ValidationError on the form, each message beside its
+    field."""
     if not hasattr(error, "error_dict"):
         form.add_error(None, error)
         return
     for key, messages in error.message_dict.items():
-        field = SERVICE_FIELDS.get(key, key)
+        field = REQUEST_FIELDS.get(key, key)
         if field not in form.fields:
             messages = [f"{key.replace('_', ' ').capitalize()}: {m}" for m in messages]
             field = None
@@ -65,41 +69,50 @@ class ListField(forms.CharField):
         super().__init__(**kwargs)
 
 
+def number_input(**attrs) -> forms.NumberInput:
+    """The browser's hint of a bound; ``JobRequest.parse`` checks it."""
+    return forms.NumberInput(attrs=attrs)
+
+
 class JobForm(forms.Form):
+    """A new job. Its fields convert what was typed (lines, NAME=value, minutes); the bounds
+    and shapes are ``JobRequest.parse``'s. A valid form holds the request in ``job_request``."""
+
     team = forms.ModelChoiceField(queryset=Team.objects.none(), empty_label=None)
     cluster = forms.ModelChoiceField(queryset=Cluster.objects.all(), empty_label=None)
-    name = forms.CharField(max_length=63, help_text="A short name, e.g. bert-finetune.")
-    image = forms.CharField(
-        max_length=500, help_text="e.g. registry.example.com/vision/trainer:1.4"
-    )
+    name = forms.CharField(help_text="A short name, e.g. bert-finetune.")
+    image = forms.CharField(help_text="e.g. registry.example.com/vision/trainer:1.4")
     command = ListField(
         help_text="Replaces the image's entrypoint. One argument per line (no shell)."
     )
     args = ListField(label="Arguments", help_text="One argument per line.")
     env = ListField(label="Environment", help_text="One NAME=value per line.")
-    gpus = forms.IntegerField(label="GPUs", min_value=1, initial=1)
+    gpus = forms.IntegerField(label="GPUs", initial=1, widget=number_input(min=1))
     gpu_model = forms.ChoiceField(label="GPU model", required=False)
     cpu_cores = forms.DecimalField(
-        label="CPU cores", required=False, max_digits=7, decimal_places=2, min_value=0
+        label="CPU cores", required=False, widget=number_input(min=0, step="0.01")
     )
     memory_gib = forms.DecimalField(
-        label="Memory (GiB)", required=False, max_digits=8, decimal_places=2, min_value=0
+        label="Memory (GiB)", required=False, widget=number_input(min=0, step="0.01")
     )
     max_runtime_minutes = forms.IntegerField(
         label="Maximum run time (minutes)",
-        min_value=1,
         initial=60,
         help_text="The job is stopped after this long.",
+        widget=number_input(min=1),
     )
     backoff_limit = forms.IntegerField(
-        label="Retries", min_value=0, initial=0, help_text="Times a failed pod is tried again."
+        label="Retries",
+        initial=0,
+        help_text="Times a failed pod is tried again.",
+        widget=number_input(min=0),
     )
     preprocess_mode = forms.ChoiceField(
         label="Preprocessing container",
         choices=[
             ("", "None"),
-            (manifests.PreprocessMode.BEFORE, "Runs before the GPU container (init container)"),
-            (manifests.PreprocessMode.BESIDE, "Runs beside the GPU container"),
+            (PreprocessMode.BEFORE, "Runs before the GPU container (init container)"),
+            (PreprocessMode.BESIDE, "Runs beside the GPU container"),
         ],
         required=False,
     )
@@ -109,20 +122,17 @@ class JobForm(forms.Form):
     preprocess_cpu_cores = forms.DecimalField(
         label="Preprocessing CPU cores",
         required=False,
-        max_digits=7,
-        decimal_places=2,
-        min_value=0,
+        widget=number_input(min=0, step="0.01"),
     )
     preprocess_memory_gib = forms.DecimalField(
         label="Preprocessing memory (GiB)",
         required=False,
-        max_digits=8,
-        decimal_places=2,
-        min_value=0,
+        widget=number_input(min=0, step="0.01"),
     )
 
     def __init__(self, *args, teams, cluster: Cluster | None = None, **kwargs):
         super().__init__(*args, **kwargs)
+        self.job_request: JobRequest | None = None
         self.fields["team"].queryset = teams
         chosen = cluster
         if chosen is None and self.is_bound:
@@ -139,15 +149,22 @@ class JobForm(forms.Form):
         data = super().clean()
         if data.get("preprocess_mode") and not (data.get("preprocess_image") or "").strip():
             self.add_error("preprocess_image", "Give the preprocessing container's image.")
+        if not self.errors:
+            try:
+                self.job_request = admission.parse_job_request(
+                    self.request_data(), team=data["team"], cluster=data["cluster"]
+                )
+            except ValidationError as error:
+                add_job_errors(self, error)
         return data
 
-    def service_arguments(self) -> dict:
-        """The cleaned data as ``services.job_submit``'s keyword arguments."""
+    def request_data(self) -> dict:
+        """The cleaned data in the shape ``JobRequest.parse`` reads (the API's JSON body)."""
         data = self.cleaned_data
         preprocess = None
         if data.get("preprocess_mode"):
             preprocess = {
-                "image": data["preprocess_image"].strip(),
+                "image": data["preprocess_image"],
                 "mode": data["preprocess_mode"],
                 "command": lines(data["preprocess_command"]),
                 "args": lines(data["preprocess_args"]),
@@ -155,10 +172,8 @@ class JobForm(forms.Form):
                 "memory_gib": data.get("preprocess_memory_gib"),
             }
         return {
-            "team": data["team"],
-            "cluster": data["cluster"],
-            "name": data["name"].strip(),
-            "image": data["image"].strip(),
+            "name": data["name"],
+            "image": data["image"],
             "command": lines(data["command"]),
             "args": lines(data["args"]),
             "env": data["env"],

@@ -1,5 +1,7 @@
 """A GPU job as the ``batch/v1`` Job the cluster runs: a pure function of the job's spec and the
-cluster's GPU placement rules. No database, no network.
+cluster's GPU placement rules. No database, no network; ``cluster_placement``,
+``stored_job_spec`` and ``stored_job_manifest`` only read those from a cluster's and a job's
+rows and the settings.
 
 What every Job gets:
 
@@ -16,12 +18,23 @@ What every Job gets:
 * the portal's ownership label, the team label and the job-id label on the Job and its pods, so
   the watcher finds both with one label selector;
 * the command and arguments as the lists the user gave: nothing is joined into a shell string.
+
+``container`` builds any workload's container from a ``specs.ContainerRequest``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from decimal import Decimal
+from typing import TYPE_CHECKING
+
+from django.conf import settings
+
+from gpujobs.specs import ContainerRequest, EnvPairs, JobRequest, PreprocessMode
+
+if TYPE_CHECKING:
+    from clusters.models import Cluster
+    from gpujobs.models import GpuJob
 
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 TEAM_LABEL = "gpuportal.io/team"  # the same key tenants.manifests puts on a team's objects
@@ -31,23 +44,6 @@ SUBMITTED_BY_ANNOTATION = "gpuportal.io/submitted-by"
 JOB_NAME_PREFIX = "gpujob-"
 GPU_CONTAINER = "main"
 PREPROCESS_CONTAINER = "preprocess"
-
-
-class PreprocessMode:
-    BESIDE = "beside"  # a second container in the same pod, running alongside
-    BEFORE = "before"  # an init container that must finish before the GPU container starts
-
-
-@dataclass(frozen=True)
-class Preprocess:
-    """A CPU-only container that prepares data for the GPU container."""
-
-    image: str
-    mode: str = PreprocessMode.BEFORE
-    command: tuple[str, ...] = ()
-    args: tuple[str, ...] = ()
-    cpu_cores: Decimal | None = None
-    memory_gib: Decimal | None = None
 
 
 @dataclass(frozen=True)
@@ -62,25 +58,14 @@ class Placement:
 
 @dataclass(frozen=True)
 class JobSpec:
-    """What a user asked to run (a ``GpuJob`` row gives exactly these figures)."""
+    """A job as the builder takes it: what the user asked for (``request``), and what the
+    portal adds: the job's id, the team's namespace, how long a finished Job stays, and who
+    submitted it."""
 
     job_id: int
     namespace: str
-    name: str
-    image: str
-    gpus: int
-    max_runtime_seconds: int
+    request: JobRequest
     ttl_seconds_after_finished: int
-    command: tuple[str, ...] = ()
-    args: tuple[str, ...] = ()
-    env: tuple[tuple[str, str], ...] = ()
-    gpu_resource: str = "nvidia.com/gpu"
-    gpu_model: str = ""
-    cpu_cores: Decimal | None = None
-    memory_gib: Decimal | None = None
-    backoff_limit: int = 0
-    preprocess: Preprocess | None = None
-    annotations: tuple[tuple[str, str], ...] = ()
     submitted_by: str = ""
 
 
@@ -138,45 +123,57 @@ def _resources(limits: dict[str, str], requests: dict[str, str]) -> dict:
     return resources
 
 
-def _env(pairs: tuple[tuple[str, str], ...]) -> list[dict]:
+def _env(pairs: EnvPairs) -> list[dict]:
     return [{"name": name, "value": value} for name, value in pairs]
 
 
+def hide_gpus(env: EnvPairs) -> EnvPairs:
+    """The environment of a container that asks for no GPUs. Images built on CUDA set
+    NVIDIA_VISIBLE_DEVICES=all, and on a GPU node the NVIDIA runtime would then hand every GPU
+    of the node to that container: "void" stops it."""
+    kept = tuple((name, value) for name, value in env if name != "NVIDIA_VISIBLE_DEVICES")
+    return (*kept, ("NVIDIA_VISIBLE_DEVICES", "void"))
+
+
+def container(
+    name: str,
+    request: ContainerRequest,
+    *,
+    gpus: dict[str, str] | None = None,
+    env: EnvPairs | None = None,
+) -> dict:
+    """A workload's container: its image, command and arguments as the user's lists, its
+    environment (``env`` in place of the request's own when given), and its resources. CPU and
+    memory are asked for as much as they are limited to: a GPU workload that is throttled or
+    evicted wastes the GPUs it holds. GPUs are limits only (the API server defaults the request
+    to the limit for extended resources, which is what the team's ResourceQuota counts)."""
+    cpu_memory = _cpu_memory(request.cpu_cores, request.memory_gib)
+    manifest: dict = {"name": name, "image": request.image}
+    if request.command:
+        manifest["command"] = list(request.command)
+    if request.args:
+        manifest["args"] = list(request.args)
+    pairs = request.env if env is None else env
+    if pairs:
+        manifest["env"] = _env(pairs)
+    resources = _resources({**(gpus or {}), **cpu_memory}, cpu_memory)
+    if resources:
+        manifest["resources"] = resources
+    return manifest
+
+
 def gpu_container(spec: JobSpec) -> dict:
-    cpu_memory = _cpu_memory(spec.cpu_cores, spec.memory_gib)
-    container = {
-        "name": GPU_CONTAINER,
-        "image": spec.image,
-        # CPU and memory are asked for as much as they are limited to: a GPU job that is
-        # throttled or evicted wastes the GPUs it holds.
-        "resources": _resources({spec.gpu_resource: str(spec.gpus), **cpu_memory}, cpu_memory),
-    }
-    if spec.command:
-        container["command"] = list(spec.command)
-    if spec.args:
-        container["args"] = list(spec.args)
-    if spec.env:
-        container["env"] = _env(spec.env)
-    return container
+    job = spec.request
+    return container(GPU_CONTAINER, job.main, gpus={job.gpu_resource: str(job.gpus)})
 
 
 def preprocess_container(spec: JobSpec) -> dict:
-    pre = spec.preprocess
+    """The preprocessing container: no GPUs, and the job's environment (and its own) with the
+    node's GPUs hidden."""
+    pre = spec.request.preprocess
     assert pre is not None
-    cpu_memory = _cpu_memory(pre.cpu_cores, pre.memory_gib)
-    # Images built on CUDA set NVIDIA_VISIBLE_DEVICES=all, and on a GPU node the NVIDIA runtime
-    # would then hand every GPU of the node to a container that asked for none: "void" stops it.
-    env = [e for e in _env(spec.env) if e["name"] != "NVIDIA_VISIBLE_DEVICES"]
-    env.append({"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"})
-    container = {"name": PREPROCESS_CONTAINER, "image": pre.image, "env": env}
-    if pre.command:
-        container["command"] = list(pre.command)
-    if pre.args:
-        container["args"] = list(pre.args)
-    resources = _resources(dict(cpu_memory), dict(cpu_memory))
-    if resources:
-        container["resources"] = resources
-    return container
+    env = hide_gpus((*spec.request.main.env, *pre.container.env))
+    return container(PREPROCESS_CONTAINER, pre.container, env=env)
 
 
 def node_affinity(spec: JobSpec, placement: Placement) -> dict:
@@ -185,9 +182,10 @@ def node_affinity(spec: JobSpec, placement: Placement) -> dict:
         {"key": key, "operator": "In", "values": [value]}
         for key, value in sorted(placement.node_selector.items())
     ]
-    if spec.gpu_model:
+    gpu_model = spec.request.gpu_model
+    if gpu_model:
         expressions.append(
-            {"key": placement.gpu_model_label, "operator": "In", "values": [spec.gpu_model]}
+            {"key": placement.gpu_model_label, "operator": "In", "values": [gpu_model]}
         )
     return {
         "nodeAffinity": {
@@ -205,8 +203,9 @@ def gpu_toleration(placement: Placement) -> dict:
 
 def job_manifest(spec: JobSpec, placement: Placement) -> dict:
     """The ``batch/v1`` Job for the spec, as the plain dict the API takes."""
+    job = spec.request
     job_labels = labels(spec, placement)
-    annotations = {JOB_NAME_ANNOTATION: spec.name}
+    annotations = {JOB_NAME_ANNOTATION: job.name}
     if spec.submitted_by:
         annotations[SUBMITTED_BY_ANNOTATION] = spec.submitted_by
     pod_spec: dict = {
@@ -218,14 +217,14 @@ def job_manifest(spec: JobSpec, placement: Placement) -> dict:
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
     }
-    if spec.preprocess is not None:
-        if spec.preprocess.mode == PreprocessMode.BEFORE:
+    if job.preprocess is not None:
+        if job.preprocess.mode == PreprocessMode.BEFORE:
             pod_spec["initContainers"] = [preprocess_container(spec)]
         else:
             pod_spec["containers"].append(preprocess_container(spec))
     template_metadata: dict = {"labels": dict(job_labels)}
-    if spec.annotations:
-        template_metadata["annotations"] = dict(spec.annotations)
+    if job.annotations:
+        template_metadata["annotations"] = dict(job.annotations)
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -238,9 +237,35 @@ def job_manifest(spec: JobSpec, placement: Placement) -> dict:
         "spec": {
             "completions": 1,
             "parallelism": 1,
-            "backoffLimit": spec.backoff_limit,
-            "activeDeadlineSeconds": spec.max_runtime_seconds,
+            "backoffLimit": job.backoff_limit,
+            "activeDeadlineSeconds": job.max_runtime_seconds,
             "ttlSecondsAfterFinished": spec.ttl_seconds_after_finished,
             "template": {"metadata": template_metadata, "spec": pod_spec},
         },
     }
+
+
+def cluster_placement(cluster: Cluster) -> Placement:
+    """A cluster's GPU placement rules, as its row holds them."""
+    return Placement(
+        node_selector={str(k): str(v) for k, v in (cluster.gpu_node_selector or {}).items()},
+        gpu_taint_key=cluster.gpu_taint_key,
+        gpu_model_label=cluster.gpu_model_label,
+        portal_name=settings.PORTAL_NAME,
+    )
+
+
+def stored_job_spec(job: GpuJob) -> JobSpec:
+    """The spec of a stored job (reads its team and submitter: select them with it)."""
+    return JobSpec(
+        job_id=job.pk,
+        namespace=job.team.slug,
+        request=JobRequest.from_model(job),
+        ttl_seconds_after_finished=settings.GPUJOBS_TTL_SECONDS_AFTER_FINISHED,
+        submitted_by=job.submitted_by.get_username(),
+    )
+
+
+def stored_job_manifest(job: GpuJob) -> dict:
+    """The Job of a stored job on its cluster."""
+    return job_manifest(stored_job_spec(job), cluster_placement(job.cluster))

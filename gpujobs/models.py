@@ -5,12 +5,9 @@ from django.db.models import Q
 
 from clusters.models import Cluster
 from gpujobs import manifests, observe
+from gpujobs.specs import MAX_BACKOFF_LIMIT, MAX_GPUS_PER_JOB, MAX_RUNTIME_SECONDS
 from portal.validators import extended_resource_name_validator
 from tenants.models import Team
-
-MAX_GPUS_PER_JOB = 1024
-MAX_BACKOFF_LIMIT = 10
-MAX_RUNTIME_SECONDS = 30 * 24 * 3600
 
 
 class GpuJob(models.Model):

@@ -1,17 +1,21 @@
-"""Reads: which jobs a user may see, and what a team's quota has left for new ones."""
+"""Reads: which jobs a user may see, what a team's quota has left for new ones, what a cluster
+offers, and which jobs the watcher and the periodic resync follow."""
 
 from __future__ import annotations
 
+import datetime
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import Q, QuerySet, Sum
 from django.utils import timezone
 
+from clusters.kube import connection_configured
 from clusters.models import Cluster, GpuCapacity
 from gpujobs.models import GpuJob
 from gpujobs.observe import ACTIVE_STATES
-from tenants.models import QuotaGrant, Team
+from tenants.models import QuotaGrant, Team, TeamCluster
 from tenants.permissions import is_portal_admin
 
 
@@ -115,3 +119,70 @@ def gpu_resources(cluster: Cluster) -> list[str]:
         .values_list("resource_name", flat=True)
     )
     return names or ["nvidia.com/gpu"]
+
+
+def namespace_on_its_way(*, team_id: int, cluster_id: int) -> bool:
+    """Whether the reconcile will create the team's namespace on the cluster: the team holds an
+    active grant there and its namespace was not deleted on purpose."""
+    deleted = TeamCluster.objects.filter(
+        team_id=team_id, cluster_id=cluster_id, namespace_deleted_at__isnull=False
+    ).exists()
+    granted = QuotaGrant.objects.filter(
+        team_id=team_id, cluster_id=cluster_id, state=QuotaGrant.State.ACTIVE
+    ).exists()
+    return granted and not deleted
+
+
+def clusters_with_active_jobs() -> list[Cluster]:
+    """Clusters the portal can reach that have jobs it still follows."""
+    ids = (
+        GpuJob.objects.filter(state__in=ACTIVE_STATES - {GpuJob.State.QUEUED})
+        .values_list("cluster_id", flat=True)
+        .distinct()
+    )
+    return [c for c in Cluster.objects.filter(pk__in=list(ids)) if connection_configured(c)]
+
+
+def followed_jobs(*, cluster_id: int, submitted_before: datetime.datetime) -> list[tuple[str, int]]:
+    """(namespace, id) of the cluster's jobs that should have a Job there: created on the cluster
+    before the given time and not finished."""
+    return [
+        (slug, pk)
+        for pk, slug in GpuJob.objects.filter(
+            cluster_id=cluster_id,
+            state__in=[GpuJob.State.SUBMITTED, GpuJob.State.PENDING, GpuJob.State.RUNNING],
+            submitted_at__lt=submitted_before,
+        ).values_list("pk", "team__slug")
+    ]
+
+
+def cancelled_job_ids(*, cluster_id: int, keys: Sequence[tuple[str, int]]) -> list[int]:
+    """Of the jobs whose Jobs are on the cluster, those the portal has cancelled."""
+    wanted = dict((job_id, namespace) for namespace, job_id in keys)
+    rows = GpuJob.objects.filter(
+        cluster_id=cluster_id, pk__in=list(wanted), state=GpuJob.State.CANCELLED
+    ).values_list("pk", "team__slug")
+    return [pk for pk, slug in rows if wanted.get(pk) == slug]
+
+
+def idle_stop_message(*, cluster_id: int, namespace: str, pods: Sequence[str]) -> str | None:
+    """Why the portal's idle-GPU policy (``monitoring``) stopped one of these pods, if it did."""
+    try:
+        from monitoring.models import IdlePod
+    except ImportError:  # the jobs app works without monitoring
+        return None
+    if not pods:
+        return None
+    episode = (
+        IdlePod.objects.filter(
+            cluster_id=cluster_id, namespace=namespace, pod__in=list(pods), stopped_at__isnull=False
+        )
+        .order_by("-stopped_at")
+        .first()
+    )
+    if episode is None:
+        return None
+    return (
+        f"Stopped by the idle-GPU policy: its GPUs averaged "
+        f"{episode.average_utilisation:.0f}% utilisation."
+    )

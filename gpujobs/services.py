@@ -1,427 +1,44 @@
-"""Changes to GPU jobs. Views, serializers, tasks and the watcher call these and nothing else.
+"""Changes to GPU jobs: submit, cancel, create on the cluster, delete from it, and requeue.
+Views, serializers and tasks call these.
 
-``job_submit`` and ``job_cancel`` validate first (``ValidationError`` naming every bad field,
-``PermissionDenied``, ``InvalidTransition``) and then write in one transaction, enqueueing the
+``job_submit`` and ``job_cancel`` check first (``PermissionDenied``, ``ValidationError`` naming
+every bad field, ``InvalidTransition``) and then write in one transaction, enqueueing the
 cluster work after commit. The cluster side (``job_create_on_cluster``,
 ``job_delete_from_cluster``) is safe to run twice: the Job's name comes from the job's id, a
 second create finds the first one, and a worker claims a job with a conditional update before
-creating it. ``job_observe`` writes what the watcher (or the periodic resync) saw.
+creating it. What the cluster then shows is recorded by ``recording``.
 """
 
 from __future__ import annotations
 
 import datetime
 import logging
-import re
-from collections.abc import Iterable, Mapping, Sequence
-from decimal import Decimal, InvalidOperation
-from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import F, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 from kombu.exceptions import OperationalError
 
-from clusters.kube import ClusterNotConfigured, KubeError, TransientKubeError, connection_configured
+from clusters.kube import ClusterNotConfigured, KubeError, TransientKubeError
 from clusters.models import Cluster
 from clusters.workloads import QuotaExceeded, WorkloadClient
-from gpujobs import manifests, selectors
-from gpujobs.models import MAX_BACKOFF_LIMIT, MAX_GPUS_PER_JOB, MAX_RUNTIME_SECONDS, GpuJob
-from gpujobs.observe import (
-    ACTIVE_STATES,
-    FINAL_STATES,
-    QUOTA_USED_UP,
-    Observation,
-    Reason,
-)
+from gpujobs import admission, manifests, selectors
+from gpujobs.models import GpuJob
+from gpujobs.observe import FINAL_STATES, QUOTA_USED_UP, Reason
+from gpujobs.permissions import can_stop_job, can_submit_jobs
+from gpujobs.recording import record_finished
+from gpujobs.specs import JobRequest
 from tenants.errors import InvalidTransition
-from tenants.models import Membership, QuotaGrant, Team, TeamCluster
-from tenants.permissions import is_portal_admin, team_role
+from tenants.models import Team
 from tenants.services import audit, schedule_reconcile
 
 logger = logging.getLogger(__name__)
 
 State = GpuJob.State
-
-# Input bounds: anything beyond them is a mistake, and must be refused before the database.
-MAX_LIST_ITEMS = 256
-MAX_ARG_LENGTH = 4096
-MAX_ENV_VARS = 128
-MAX_ENV_VALUE_LENGTH = 32_768
-MAX_ANNOTATIONS = 32
-MAX_ANNOTATION_VALUE_LENGTH = 1024
-MAX_CPU_CORES = Decimal("1000")
-MAX_MEMORY_GIB = Decimal("100000")
-
-NAME_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._ -]{0,61}[A-Za-z0-9])?\Z")
-ENV_NAME_RE = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*\Z")
-LABEL_VALUE_RE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?\Z")
-DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
-ANNOTATION_NAME_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?\Z")
-# A container image reference: [registry[:port]/]path[:tag][@digest].
-IMAGE_RE = re.compile(
-    r"^(?:(?P<registry>[a-zA-Z0-9](?:[a-zA-Z0-9.-]*[a-zA-Z0-9])?(?::[0-9]+)?)/)?"
-    r"(?P<path>[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*)"
-    r"(?::(?P<tag>[\w][\w.-]{0,127}))?"
-    r"(?:@(?P<digest>[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}))?\Z"
-)
-# Kubernetes' own annotation prefixes (and their subdomains), and the portal's own prefix.
-RESERVED_ANNOTATION_DOMAINS = ("kubernetes.io", "k8s.io")
-PORTAL_ANNOTATION_PREFIX = manifests.JOB_ID_LABEL.partition("/")[0]
-PREPROCESS_KEYS = {"image", "mode", "command", "args", "cpu_cores", "memory_gib"}
-
-# How far states move: observations never take a job back, except a running job whose pod
-# failed and is retried (running -> pending).
-STATE_RANK = {
-    State.QUEUED: 0,
-    State.SUBMITTED: 1,
-    State.PENDING: 2,
-    State.RUNNING: 3,
-    State.SUCCEEDED: 4,
-    State.FAILED: 4,
-    State.CANCELLED: 4,
-}
-
-
-# --- permissions -------------------------------------------------------------------------------
-
-
-def can_submit_jobs(user: User, team: Team) -> bool:
-    """Leads and members run jobs; viewers only look."""
-    return team_role(user, team) in (Membership.Role.LEAD, Membership.Role.MEMBER)
-
-
-def can_stop_job(user: User, job: GpuJob) -> bool:
-    """Anyone who may run jobs in the team may stop its jobs (their cluster role, ``edit``,
-    allows as much), and portal admins may stop any."""
-    return is_portal_admin(user) or can_submit_jobs(user, job.team)
-
-
-# --- checks ------------------------------------------------------------------------------------
-
-
-def image_registry(image: str) -> str:
-    """The registry an image is pulled from; Docker Hub for references without one."""
-    first, _, rest = image.partition("/")
-    if rest and ("." in first or ":" in first or first == "localhost"):
-        return first
-    return "docker.io"
-
-
-def qualified_image(image: str) -> str:
-    """``busybox`` -> ``docker.io/library/busybox``: the form registry prefixes are matched to."""
-    registry = image_registry(image)
-    if image.startswith(f"{registry}/"):
-        return image
-    return f"docker.io/{image}" if "/" in image else f"docker.io/library/{image}"
-
-
-def image_allowed(image: str, allowed: Sequence[str]) -> bool:
-    """Whether the image comes from one of the allowed registries (or registry paths).
-
-    An entry matches whole path segments: ``registry.example.com`` allows
-    ``registry.example.com/anything`` but not ``registry.example.com.evil.net/x``. An empty list
-    allows every image.
-    """
-    entries = [entry.strip() for entry in allowed if str(entry).strip()]
-    if not entries:
-        return True
-    candidates = {image, qualified_image(image)}
-    for entry in entries:
-        prefix = entry if entry.endswith("/") else f"{entry}/"
-        if any(candidate.startswith(prefix) for candidate in candidates):
-            return True
-    return False
-
-
-def _check_image(image: Any, *, cluster: Cluster, errors: dict, key: str) -> None:
-    if not isinstance(image, str) or not image.strip():
-        errors[key] = "Give the container image, e.g. registry.example.com/team/trainer:1.2."
-        return
-    if len(image) > 500 or not IMAGE_RE.match(image):
-        errors[key] = (
-            f"{image[:100]!r} is not a container image reference "
-            "([registry/]path[:tag][@digest], lower-case path)."
-        )
-        return
-    allowed = cluster.allowed_registries or []
-    if not image_allowed(image, allowed):
-        errors[key] = (
-            f"Image {image} is pulled from {image_registry(image)}, which cluster {cluster.name} "
-            f"does not allow. Allowed registries: {', '.join(allowed)}."
-        )
-
-
-def _check_strings(value: Any, *, errors: dict, key: str, what: str) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, str) or not isinstance(value, (list, tuple)):
-        errors[key] = (
-            f"Give the {what} as a list of strings, one item per argument "
-            '(e.g. ["python", "train.py"]), never as one shell string.'
-        )
-        return ()
-    if len(value) > MAX_LIST_ITEMS:
-        errors[key] = f"At most {MAX_LIST_ITEMS} items; {len(value)} were given."
-        return ()
-    for index, item in enumerate(value):
-        if not isinstance(item, str):
-            errors[key] = f"Item {index} is not a string."
-            return ()
-        if len(item) > MAX_ARG_LENGTH or "\x00" in item:
-            errors[key] = f"Item {index} is longer than {MAX_ARG_LENGTH} characters or has a NUL."
-            return ()
-    return tuple(value)
-
-
-def normalise_env(value: Any, *, errors: dict, key: str = "env") -> tuple[tuple[str, str], ...]:
-    """Environment variables from ``[{"name": ..., "value": ...}]`` or ``{"NAME": "value"}``."""
-    if value is None:
-        return ()
-    if isinstance(value, Mapping):
-        pairs = list(value.items())
-    elif isinstance(value, (list, tuple)):
-        pairs = []
-        for index, item in enumerate(value):
-            if not isinstance(item, Mapping) or set(item) - {"name", "value"} or "name" not in item:
-                errors[key] = f'Item {index} must be {{"name": ..., "value": ...}}.'
-                return ()
-            pairs.append((item["name"], item.get("value", "")))
-    else:
-        errors[key] = 'Give environment variables as [{"name": ..., "value": ...}].'
-        return ()
-    if len(pairs) > MAX_ENV_VARS:
-        errors[key] = f"At most {MAX_ENV_VARS} variables; {len(pairs)} were given."
-        return ()
-    seen = set()
-    for name, val in pairs:
-        if not isinstance(name, str) or not ENV_NAME_RE.match(name):
-            errors[key] = (
-                f"{name!r} is not a valid variable name (letters, digits, '_', '-', '.', not "
-                "starting with a digit)."
-            )
-            return ()
-        if name in seen:
-            errors[key] = f"{name} is given twice."
-            return ()
-        seen.add(name)
-        if not isinstance(val, str) or len(val) > MAX_ENV_VALUE_LENGTH or "\x00" in val:
-            errors[key] = (
-                f"The value of {name} must be a string of at most "
-                f"{MAX_ENV_VALUE_LENGTH:,} characters."
-            )
-            return ()
-    return tuple(pairs)
-
-
-def _decimal(value: Any, *, errors: dict, key: str, what: str, maximum: Decimal):
-    if value is None or value == "":
-        return None
-    try:
-        number = Decimal(str(value))
-    except (InvalidOperation, ValueError):
-        errors[key] = f"{what} must be a number."
-        return None
-    if not number.is_finite() or number <= 0 or number > maximum:
-        errors[key] = f"{what} must be above 0 and at most {maximum:,}."
-        return None
-    if number != number.quantize(Decimal("0.01")):
-        errors[key] = f"{what} takes at most two decimal places."
-        return None
-    return number
-
-
-def _cpu_and_memory(
-    spec: Mapping[str, Any], *, errors: dict
-) -> tuple[Decimal | None, Decimal | None]:
-    """A container's optional CPU cores and memory (GiB), each within the portal's bounds."""
-    cpu = _decimal(spec.get("cpu_cores"), errors=errors, key="cpu_cores", what="CPU cores",
-                   maximum=MAX_CPU_CORES)  # fmt: skip
-    memory = _decimal(spec.get("memory_gib"), errors=errors, key="memory_gib",
-                      what="Memory (GiB)", maximum=MAX_MEMORY_GIB)  # fmt: skip
-    return cpu, memory
-
-
-def _whole(value: Any, *, errors: dict, key: str, low: int, high: int, what: str) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        errors[key] = f"{what} must be a whole number."
-        return None
-    if not low <= value <= high:
-        errors[key] = f"{what} must be between {low:,} and {high:,}; {value:,} was given."
-        return None
-    return value
-
-
-def _check_annotations(value: Any, *, errors: dict) -> dict[str, str]:
-    if not value:
-        return {}
-    if not isinstance(value, Mapping):
-        errors["annotations"] = 'Give annotations as {"key": "value"}.'
-        return {}
-    if len(value) > MAX_ANNOTATIONS:
-        errors["annotations"] = f"At most {MAX_ANNOTATIONS} annotations."
-        return {}
-    for key, val in value.items():
-        prefix, _, name = key.rpartition("/") if isinstance(key, str) else ("", "", "")
-        if (
-            not isinstance(key, str)
-            or not ANNOTATION_NAME_RE.match(name)
-            or (prefix and (len(prefix) > 253 or not DNS_SUBDOMAIN_RE.match(prefix)))
-        ):
-            errors["annotations"] = f"{key!r} is not a valid annotation key."
-            return {}
-        if prefix == PORTAL_ANNOTATION_PREFIX or any(
-            prefix == domain or prefix.endswith(f".{domain}")
-            for domain in RESERVED_ANNOTATION_DOMAINS
-        ):
-            errors["annotations"] = (
-                f"{key} is reserved for Kubernetes and the portal; jobs cannot set it."
-            )
-            return {}
-        if not isinstance(val, str) or len(val) > MAX_ANNOTATION_VALUE_LENGTH:
-            errors["annotations"] = (
-                f"The value of {key} must be a string of at most "
-                f"{MAX_ANNOTATION_VALUE_LENGTH} characters."
-            )
-            return {}
-    return dict(value)
-
-
-def _check_preprocess(value: Any, *, cluster: Cluster, errors: dict) -> dict | None:
-    if not value:
-        return None
-    if not isinstance(value, Mapping):
-        errors["preprocess"] = 'Give the preprocessing container as {"image": ..., ...}.'
-        return None
-    unknown = set(value) - PREPROCESS_KEYS
-    if unknown:
-        known = ", ".join(sorted(PREPROCESS_KEYS))
-        errors["preprocess"] = f"Unknown keys {', '.join(sorted(unknown))}; allowed: {known}."
-        return None
-    local: dict[str, str] = {}
-    _check_image(value.get("image"), cluster=cluster, errors=local, key="image")
-    mode = value.get("mode") or manifests.PreprocessMode.BEFORE
-    if mode not in (manifests.PreprocessMode.BEFORE, manifests.PreprocessMode.BESIDE):
-        local["mode"] = "Mode must be 'before' (an init container) or 'beside' (alongside)."
-    command = _check_strings(value.get("command"), errors=local, key="command", what="command")
-    args = _check_strings(value.get("args"), errors=local, key="args", what="arguments")
-    cpu, memory = _cpu_and_memory(value, errors=local)
-    if local:
-        errors["preprocess"] = " ".join(f"{k}: {v}" for k, v in local.items())
-        return None
-    return {
-        "image": value["image"],
-        "mode": mode,
-        "command": list(command),
-        "args": list(args),
-        "cpu_cores": str(cpu) if cpu is not None else None,
-        "memory_gib": str(memory) if memory is not None else None,
-    }
-
-
-def check_quota(*, team: Team, cluster: Cluster, gpu_resource: str, gpus: int) -> None:
-    """The job's GPUs must fit in what the team's grants in effect leave after its unfinished
-    jobs. The caller must hold the team's row lock, or two submissions could both fit."""
-    figures = selectors.quota_left(team=team, cluster=cluster, gpu_resource=gpu_resource)
-    if gpus <= figures.left:
-        return
-    over = gpus - figures.left
-    if figures.granted == 0:
-        text = (
-            f"{QUOTA_USED_UP}: team {team.slug} has no {gpu_resource} quota in effect on "
-            f"cluster {cluster.name}, so 0 are left; this job asks for {gpus}, exceeding it by "
-            f"{over}. A team lead can request quota."
-        )
-    else:
-        text = (
-            f"{QUOTA_USED_UP}: team {team.slug} has {figures.granted} × {gpu_resource} on "
-            f"cluster {cluster.name}, {figures.held} held by its unfinished jobs, so "
-            f"{figures.left} left; this job asks for {gpus}, exceeding it by {over}."
-        )
-    raise ValidationError({"gpus": text})
-
-
-def check_job_spec(*, team: Team, cluster: Cluster, spec: dict) -> dict:
-    """Every field of a new job, normalised; one ValidationError naming every bad field."""
-    errors: dict[str, str] = {}
-    name = spec.get("name")
-    if not isinstance(name, str) or not NAME_RE.match(name):
-        errors["name"] = (
-            "Give a short name (1-63 letters, digits, spaces, '.', '_' or '-', starting and "
-            "ending with a letter or digit)."
-        )
-    if team.archived_at is not None:
-        errors["team"] = f"Team {team.slug} is archived and cannot run jobs."
-    _check_image(spec.get("image"), cluster=cluster, errors=errors, key="image")
-    command = _check_strings(spec.get("command"), errors=errors, key="command", what="command")
-    args = _check_strings(spec.get("args"), errors=errors, key="args", what="arguments")
-    env = normalise_env(spec.get("env"), errors=errors)
-    gpus = _whole(
-        spec.get("gpus"), errors=errors, key="gpus", low=1, high=MAX_GPUS_PER_JOB, what="GPUs"
-    )
-    gpu_resource = spec.get("gpu_resource") or "nvidia.com/gpu"
-    offered = selectors.gpu_resources(cluster)
-    if gpu_resource not in offered:
-        errors["gpu_resource"] = (
-            f"Cluster {cluster.name} has no GPUs of kind {gpu_resource!r}; it offers: "
-            f"{', '.join(offered)}."
-        )
-    gpu_model = spec.get("gpu_model") or ""
-    models = selectors.gpu_models(cluster)
-    if not isinstance(gpu_model, str) or len(gpu_model) > 63 or not LABEL_VALUE_RE.match(gpu_model):
-        errors["gpu_model"] = "Not a GPU model name (a Kubernetes label value)."
-    elif gpu_model and models and gpu_model not in models:
-        errors["gpu_model"] = (
-            f"Cluster {cluster.name} has no {gpu_model} GPUs; it has: {', '.join(models)}."
-        )
-    cpu, memory = _cpu_and_memory(spec, errors=errors)
-    runtime = spec.get("max_runtime_seconds")
-    if runtime is None:
-        runtime = settings.GPUJOBS_DEFAULT_MAX_RUNTIME_SECONDS
-    runtime = _whole(
-        runtime,
-        errors=errors,
-        key="max_runtime_seconds",
-        low=1,
-        high=MAX_RUNTIME_SECONDS,
-        what="Maximum run time (seconds)",
-    )
-    backoff = spec.get("backoff_limit")
-    backoff = _whole(
-        0 if backoff is None else backoff,
-        errors=errors,
-        key="backoff_limit",
-        low=0,
-        high=MAX_BACKOFF_LIMIT,
-        what="Retries",
-    )
-    preprocess = _check_preprocess(spec.get("preprocess"), cluster=cluster, errors=errors)
-    annotations = _check_annotations(spec.get("annotations"), errors=errors)
-    if errors:
-        raise ValidationError(errors)
-    return {
-        "name": name,
-        "image": spec["image"],
-        "command": list(command),
-        "args": list(args),
-        "env": [{"name": k, "value": v} for k, v in env],
-        "gpus": gpus,
-        "gpu_resource": gpu_resource,
-        "gpu_model": gpu_model,
-        "cpu_cores": cpu,
-        "memory_gib": memory,
-        "max_runtime_seconds": runtime,
-        "backoff_limit": backoff,
-        "preprocess": preprocess,
-        "annotations": annotations,
-    }
-
-
-# --- submit and cancel -------------------------------------------------------------------------
 
 
 def _job_snapshot(job: GpuJob) -> dict:
@@ -436,19 +53,20 @@ def _job_snapshot(job: GpuJob) -> dict:
     }
 
 
-def job_submit(*, user: User, team: Team, cluster: Cluster, **spec: Any) -> GpuJob:
-    """Store a new job (queued) once it passed every check, and create it on the cluster after
-    commit. ``spec`` takes the ``GpuJob`` spec fields (name, image, command, args, env, gpus,
-    gpu_resource, gpu_model, cpu_cores, memory_gib, max_runtime_seconds, backoff_limit,
-    preprocess, annotations)."""
+def job_submit(*, user: User, team: Team, cluster: Cluster, job_request: JobRequest) -> GpuJob:
+    """Store a new job (queued) once the team's and the cluster's rules admit it, and create it
+    on the cluster after commit. ``job_request`` comes from ``JobRequest.parse``."""
     if not can_submit_jobs(user, team):
         raise PermissionDenied(f"Only leads and members of {team.slug} can run jobs there.")
-    fields = check_job_spec(team=team, cluster=cluster, spec=spec)
+    admission.check_job(team=team, cluster=cluster, request=job_request)
     with transaction.atomic():
         # Lock the team's row: two submissions at once must not both fit in the same quota.
         Team.objects.select_for_update().get(pk=team.pk)
-        check_quota(
-            team=team, cluster=cluster, gpu_resource=fields["gpu_resource"], gpus=fields["gpus"]
+        admission.check_quota(
+            team=team,
+            cluster=cluster,
+            gpu_resource=job_request.gpu_resource,
+            gpus=job_request.gpus,
         )
         job = GpuJob.objects.create(
             team=team,
@@ -457,7 +75,7 @@ def job_submit(*, user: User, team: Team, cluster: Cluster, **spec: Any) -> GpuJ
             state=State.QUEUED,
             message="Waiting for a worker to create it on the cluster.",
             state_changed_at=timezone.now(),
-            **fields,
+            **job_request.model_fields(),
         )
         audit(
             actor=user,
@@ -534,63 +152,6 @@ def enqueue_delete(*, job_id: int) -> None:
     _send(delete_job, job_id=job_id)
 
 
-# --- the cluster side --------------------------------------------------------------------------
-
-
-def placement(cluster: Cluster) -> manifests.Placement:
-    return manifests.Placement(
-        node_selector={str(k): str(v) for k, v in (cluster.gpu_node_selector or {}).items()},
-        gpu_taint_key=cluster.gpu_taint_key,
-        gpu_model_label=cluster.gpu_model_label,
-        portal_name=settings.PORTAL_NAME,
-    )
-
-
-def job_spec(job: GpuJob) -> manifests.JobSpec:
-    pre = job.preprocess
-    preprocess = None
-    if pre:
-        preprocess = manifests.Preprocess(
-            image=pre["image"],
-            mode=pre.get("mode") or manifests.PreprocessMode.BEFORE,
-            command=tuple(pre.get("command") or ()),
-            args=tuple(pre.get("args") or ()),
-            cpu_cores=Decimal(pre["cpu_cores"]) if pre.get("cpu_cores") else None,
-            memory_gib=Decimal(pre["memory_gib"]) if pre.get("memory_gib") else None,
-        )
-    return manifests.JobSpec(
-        job_id=job.pk,
-        namespace=job.team.slug,
-        name=job.name,
-        image=job.image,
-        gpus=job.gpus,
-        max_runtime_seconds=job.max_runtime_seconds,
-        ttl_seconds_after_finished=settings.GPUJOBS_TTL_SECONDS_AFTER_FINISHED,
-        command=tuple(job.command or ()),
-        args=tuple(job.args or ()),
-        env=tuple((e["name"], e.get("value", "")) for e in job.env or ()),
-        gpu_resource=job.gpu_resource,
-        gpu_model=job.gpu_model,
-        cpu_cores=job.cpu_cores,
-        memory_gib=job.memory_gib,
-        backoff_limit=job.backoff_limit,
-        preprocess=preprocess,
-        annotations=tuple(sorted((job.annotations or {}).items())),
-        submitted_by=job.submitted_by.get_username(),
-    )
-
-
-def job_manifest(job: GpuJob) -> dict:
-    return manifests.job_manifest(job_spec(job), placement(job.cluster))
-
-
-def _finish(job_id: int, *, state: str, reason: str, message: str, only_from: Iterable[str]):
-    now = timezone.now()
-    return GpuJob.objects.filter(pk=job_id, state__in=list(only_from)).update(
-        state=state, reason=reason, message=message, finished_at=now, state_changed_at=now
-    )
-
-
 def _owned_by(job_obj: dict, job: GpuJob) -> bool:
     labels = (job_obj.get("metadata") or {}).get("labels") or {}
     return (
@@ -603,18 +164,6 @@ def _owned_by(job_obj: dict, job: GpuJob) -> bool:
 class NamespaceNotReady(TransientKubeError):
     """The team's namespace is not on the cluster yet although the team holds quota there: the
     submission is retried (with backoff, then by the periodic resync) while it is created."""
-
-
-def _namespace_on_its_way(job: GpuJob) -> bool:
-    """Whether the reconcile will create the team's namespace on the job's cluster: the team
-    holds an active grant there and its namespace was not deleted on purpose."""
-    deleted = TeamCluster.objects.filter(
-        team_id=job.team_id, cluster_id=job.cluster_id, namespace_deleted_at__isnull=False
-    ).exists()
-    granted = QuotaGrant.objects.filter(
-        team_id=job.team_id, cluster_id=job.cluster_id, state=QuotaGrant.State.ACTIVE
-    ).exists()
-    return granted and not deleted
 
 
 def job_create_on_cluster(*, job_id: int, kube: WorkloadClient | None = None) -> str:
@@ -636,7 +185,7 @@ def job_create_on_cluster(*, job_id: int, kube: WorkloadClient | None = None) ->
     job = GpuJob.objects.select_related("team", "cluster", "submitted_by").get(pk=job_id)
     try:
         kube = kube or WorkloadClient.for_cluster(job.cluster)
-        job_obj, created = kube.create_job(job_manifest(job))
+        job_obj, created = kube.create_job(manifests.stored_job_manifest(job))
     except TransientKubeError as error:
         # Let the retry (or another worker) claim it again, and say why it still waits.
         GpuJob.objects.filter(pk=job_id, claimed_at=now).update(
@@ -644,7 +193,7 @@ def job_create_on_cluster(*, job_id: int, kube: WorkloadClient | None = None) ->
         )
         raise
     except QuotaExceeded as error:
-        _finish(
+        record_finished(
             job_id,
             state=State.FAILED,
             reason=Reason.EXCEEDED_QUOTA,
@@ -655,7 +204,7 @@ def job_create_on_cluster(*, job_id: int, kube: WorkloadClient | None = None) ->
     except KubeError as error:
         message = str(error)
         if "namespaces" in message and "not found" in message:
-            if _namespace_on_its_way(job):
+            if selectors.namespace_on_its_way(team_id=job.team_id, cluster_id=job.cluster_id):
                 # Granted, but the reconcile that creates the namespace has not run yet (or the
                 # cluster was rebuilt): ask for it now and try again, rather than fail the job.
                 schedule_reconcile(team_id=job.team_id, cluster_id=job.cluster_id)
@@ -673,7 +222,7 @@ def job_create_on_cluster(*, job_id: int, kube: WorkloadClient | None = None) ->
             )
         if isinstance(error, ClusterNotConfigured):
             message = f"The portal cannot reach cluster {job.cluster.name}: {error}"
-        _finish(
+        record_finished(
             job_id,
             state=State.FAILED,
             reason=Reason.SUBMIT_FAILED,
@@ -683,7 +232,7 @@ def job_create_on_cluster(*, job_id: int, kube: WorkloadClient | None = None) ->
         return f"failed: {message}"
     metadata = job_obj.get("metadata") or {}
     if not created and not _owned_by(job_obj, job):
-        _finish(
+        record_finished(
             job_id,
             state=State.FAILED,
             reason=Reason.SUBMIT_FAILED,
@@ -729,166 +278,6 @@ def job_delete_from_cluster(*, job_id: int, kube: WorkloadClient | None = None) 
     )
 
 
-# --- what the cluster says ---------------------------------------------------------------------
-
-
-def _may_move(current: str, new: str) -> bool:
-    if current in FINAL_STATES:
-        return False
-    if current == State.RUNNING and new == State.PENDING:
-        return True  # a retry after a failed pod
-    return STATE_RANK[new] >= STATE_RANK[current]
-
-
-OBSERVED_FIELDS = (
-    "pk", "team__slug", "state", "reason", "message", "node", "pods", "exit_code", "started_at",
-    "finished_at", "kube_uid", "submitted_at",
-)  # fmt: skip
-
-
-def observed_changes(row: dict, observation: Observation, *, kube_uid: str, now) -> dict:
-    """What to write to a job's row (as ``OBSERVED_FIELDS`` read it) for what the cluster
-    shows: nothing when the Job is not the job's own (another uid), when the job has finished,
-    or when the state would go back (but for a retried pod)."""
-    if kube_uid and row["kube_uid"] and kube_uid != row["kube_uid"]:
-        return {}
-    current = row["state"]
-    if not _may_move(current, observation.state):
-        return {}
-    changes: dict[str, Any] = {}
-    if observation.state != current:
-        changes["state"] = observation.state
-        changes["state_changed_at"] = now
-    if observation.reason != row["reason"]:
-        changes["reason"] = observation.reason
-    if observation.message and observation.message != row["message"]:
-        changes["message"] = observation.message
-    if observation.node and observation.node != row["node"]:
-        changes["node"] = observation.node
-    if observation.pods and list(observation.pods) != row["pods"]:
-        changes["pods"] = list(observation.pods)
-    if observation.exit_code is not None and observation.exit_code != row["exit_code"]:
-        changes["exit_code"] = observation.exit_code
-    if row["started_at"] is None and observation.state in (State.RUNNING, *FINAL_STATES):
-        started = observation.started_at or (now if observation.state == State.RUNNING else None)
-        if started is not None:
-            changes["started_at"] = started
-    if observation.state in FINAL_STATES and row["finished_at"] is None:
-        changes["finished_at"] = observation.finished_at or now
-    if kube_uid and not row["kube_uid"]:
-        changes["kube_uid"] = kube_uid
-    if row["submitted_at"] is None and observation.state != State.QUEUED:
-        changes["submitted_at"] = now
-    return changes
-
-
-def jobs_observe(*, cluster_id: int, seen: Sequence[tuple[str, int, Observation, str]]) -> int:
-    """Write what the cluster shows for many jobs at once: ``seen`` holds (namespace, job id,
-    observation, the Job's uid). Only a job's own Job counts: same cluster, the team's
-    namespace and, once known, the same uid. One read for all of them, one conditional update
-    per job that changed, one commit. Returns how many rows changed."""
-    wanted = {job_id: (namespace, observation, uid) for namespace, job_id, observation, uid in seen}
-    if not wanted:
-        return 0
-    rows = GpuJob.objects.filter(cluster_id=cluster_id, pk__in=list(wanted)).values(
-        *OBSERVED_FIELDS
-    )
-    now = timezone.now()
-    changed = 0
-    with transaction.atomic():
-        for row in rows:
-            namespace, observation, uid = wanted[row["pk"]]
-            if row["team__slug"] != namespace:
-                continue
-            changed += write_observed(row, observation, kube_uid=uid, now=now)
-    return changed
-
-
-def write_observed(row: dict, observation: Observation, *, kube_uid: str, now) -> int:
-    """Write one job's observation, conditional on the state ``row`` was read in; returns 1 if
-    the row changed.
-
-    Another writer may move the state between the read and the write: a stop (which wins, as a
-    finished job never moves again) or the submit task marking the job submitted just as its
-    pod's first events arrive. The row is then read again and judged afresh, so that the
-    cluster's news is not dropped: no later event may come to repeat it."""
-    for _ in range(3):
-        changes = observed_changes(row, observation, kube_uid=kube_uid, now=now)
-        if not changes:
-            return 0
-        if GpuJob.objects.filter(pk=row["pk"], state=row["state"]).update(**changes):
-            return 1
-        row = GpuJob.objects.filter(pk=row["pk"]).values(*OBSERVED_FIELDS).first()
-        if row is None:
-            return 0
-    return 0
-
-
-def job_observe(
-    *,
-    job_id: int,
-    cluster_id: int,
-    namespace: str,
-    observation: Observation,
-    kube_uid: str = "",
-) -> bool:
-    """Write what the cluster shows for one job (see ``jobs_observe``); whether it changed."""
-    seen = [(namespace, job_id, observation, kube_uid)]
-    return jobs_observe(cluster_id=cluster_id, seen=seen) == 1
-
-
-def idle_stop_message(*, cluster_id: int, namespace: str, pods: Sequence[str]) -> str | None:
-    """Why the portal's idle-GPU policy (``monitoring``) stopped one of these pods, if it did."""
-    try:
-        from monitoring.models import IdlePod
-    except ImportError:  # the jobs app works without monitoring
-        return None
-    if not pods:
-        return None
-    episode = (
-        IdlePod.objects.filter(
-            cluster_id=cluster_id, namespace=namespace, pod__in=list(pods), stopped_at__isnull=False
-        )
-        .order_by("-stopped_at")
-        .first()
-    )
-    if episode is None:
-        return None
-    return (
-        f"Stopped by the idle-GPU policy: its GPUs averaged "
-        f"{episode.average_utilisation:.0f}% utilisation."
-    )
-
-
-def job_vanished(*, job_id: int, cluster_id: int, namespace: str, kube_uid: str = "") -> bool:
-    """The job's Job is gone from the cluster while the portal still thought it active: stopped
-    by the idle-GPU policy (cancelled), or deleted by hand or with its namespace (failed).
-    Returns whether the row changed."""
-    row = (
-        GpuJob.objects.filter(pk=job_id, cluster_id=cluster_id, team__slug=namespace)
-        .values("state", "kube_uid", "pods")
-        .first()
-    )
-    if row is None or row["state"] in FINAL_STATES or row["state"] == State.QUEUED:
-        return False
-    if kube_uid and row["kube_uid"] and kube_uid != row["kube_uid"]:
-        return False
-    idle = idle_stop_message(cluster_id=cluster_id, namespace=namespace, pods=row["pods"])
-    if idle is not None:
-        finished = _finish(job_id, state=State.CANCELLED, reason=Reason.IDLE_STOPPED,
-                           message=idle, only_from=[row["state"]])  # fmt: skip
-        return bool(finished)
-    return bool(
-        _finish(
-            job_id,
-            state=State.FAILED,
-            reason=Reason.JOB_GONE,
-            message="The Job was deleted from the cluster outside the portal.",
-            only_from=[row["state"]],
-        )
-    )
-
-
 def requeue_stuck_jobs(*, older_than_seconds: int | None = None) -> list[int]:
     """Enqueue again the queued jobs no worker is creating: their message was lost (a broker
     outage) or the worker that claimed them died. The claim makes a duplicate harmless."""
@@ -909,35 +298,3 @@ def requeue_stuck_jobs(*, older_than_seconds: int | None = None) -> list[int]:
     for job_id in ids:
         enqueue_submit(job_id=job_id)
     return ids
-
-
-def clusters_with_active_jobs() -> list[Cluster]:
-    """Clusters the portal can reach that have jobs it still follows."""
-    ids = (
-        GpuJob.objects.filter(state__in=ACTIVE_STATES - {State.QUEUED})
-        .values_list("cluster_id", flat=True)
-        .distinct()
-    )
-    return [c for c in Cluster.objects.filter(pk__in=list(ids)) if connection_configured(c)]
-
-
-def followed_jobs(*, cluster_id: int, submitted_before: datetime.datetime) -> list[tuple[str, int]]:
-    """(namespace, id) of the cluster's jobs that should have a Job there: created on the cluster
-    before the given time and not finished."""
-    return [
-        (slug, pk)
-        for pk, slug in GpuJob.objects.filter(
-            cluster_id=cluster_id,
-            state__in=[State.SUBMITTED, State.PENDING, State.RUNNING],
-            submitted_at__lt=submitted_before,
-        ).values_list("pk", "team__slug")
-    ]
-
-
-def cancelled_job_ids(*, cluster_id: int, keys: Sequence[tuple[str, int]]) -> list[int]:
-    """Of the jobs whose Jobs are on the cluster, those the portal has cancelled."""
-    wanted = dict((job_id, namespace) for namespace, job_id in keys)
-    rows = GpuJob.objects.filter(
-        cluster_id=cluster_id, pk__in=list(wanted), state=State.CANCELLED
-    ).values_list("pk", "team__slug")
-    return [pk for pk, slug in rows if wanted.get(pk) == slug]

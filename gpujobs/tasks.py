@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db import OperationalError
 
 from clusters.kube import KubeError, TransientKubeError
-from gpujobs import services, tracker
+from gpujobs import selectors, services, tracker
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ def resync_jobs() -> dict:
     job in line with its cluster from full lists (covers watch events the watcher missed)."""
     requeued = services.requeue_stuck_jobs()
     clusters = {}
-    for cluster in services.clusters_with_active_jobs():
+    for cluster in selectors.clusters_with_active_jobs():
         try:
             clusters[cluster.name] = tracker.resync_cluster(cluster)
         except KubeError as error:

@@ -1,6 +1,6 @@
 """The portal's view of one cluster's GPU jobs: its Jobs, their pods and the Jobs' pod-creation
 events as last seen, kept current from full lists and watch events, and turned into each job's
-observation (``gpujobs.observe``) written back through ``services``.
+observation (``gpujobs.observe``) recorded on its row (``gpujobs.recording``).
 
 Used by the watcher (``watch_jobs``), which feeds it watch events, and by the periodic resync,
 which feeds it one full list per kind: the same code decides the state either way.
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 
 from clusters.workloads import WorkloadClient
-from gpujobs import manifests, services
+from gpujobs import manifests, recording, selectors, services
 from gpujobs.observe import Observation, observe
 
 logger = logging.getLogger(__name__)
@@ -43,7 +43,8 @@ def label_selector() -> str:
 EVENT_FIELD_SELECTOR = "involvedObject.kind=Job,reason=FailedCreate"
 
 
-def selectors(kind: str) -> dict:
+def object_selectors(kind: str) -> dict:
+    """The label or field selector that lists and watches the portal's objects of a kind."""
     if kind == "Event":
         return {"field_selector": EVENT_FIELD_SELECTOR}
     return {"label_selector": label_selector()}
@@ -158,7 +159,7 @@ class Tracker:
         changed = 0
         for start in range(0, len(seen), WRITE_BATCH):
             batch = seen[start : start + WRITE_BATCH]
-            changed += services.jobs_observe(cluster_id=self.cluster_id, seen=batch)
+            changed += recording.record_observations(cluster_id=self.cluster_id, seen=batch)
         self.writes += changed
         return changed
 
@@ -167,19 +168,14 @@ class Tracker:
         observation = self.state.observation(key)
         if observation is None:
             return False
-        changed = services.job_observe(
-            job_id=job_id,
-            cluster_id=self.cluster_id,
-            namespace=namespace,
-            observation=observation,
-            kube_uid=self.state.job_uid(key),
-        )
+        seen = [(namespace, job_id, observation, self.state.job_uid(key))]
+        changed = recording.record_observations(cluster_id=self.cluster_id, seen=seen) == 1
         self.writes += int(changed)
         return changed
 
     def job_deleted(self, key: Key, uid: str) -> bool:
         namespace, job_id = key
-        return services.job_vanished(
+        return recording.record_job_gone(
             job_id=job_id, cluster_id=self.cluster_id, namespace=namespace, kube_uid=uid
         )
 
@@ -188,7 +184,7 @@ class Tracker:
         began (so the list must hold them), that the list did not hold and that a direct read
         confirms are gone: deleted while nobody watched."""
         before = listed_at - datetime.timedelta(seconds=LIST_MARGIN_SECONDS)
-        followed = services.followed_jobs(cluster_id=self.cluster_id, submitted_before=before)
+        followed = selectors.followed_jobs(cluster_id=self.cluster_id, submitted_before=before)
         return [
             (namespace, job_id)
             for namespace, job_id in followed
@@ -207,7 +203,7 @@ def resync_cluster(cluster, *, kube: WorkloadClient | None = None) -> dict:
     tracker = Tracker(cluster_id=cluster.pk, cluster_name=cluster.name)
     started = timezone.now()
     for kind in KINDS:
-        tracker.state.replace(kind, kube.list_objects(kind, **selectors(kind)).items)
+        tracker.state.replace(kind, kube.list_objects(kind, **object_selectors(kind)).items)
     changed = tracker.write_many(list(tracker.state.jobs))
     vanished = 0
     for key in tracker.missing_jobs(listed_at=started, kube=kube):
@@ -218,7 +214,7 @@ def resync_cluster(cluster, *, kube: WorkloadClient | None = None) -> dict:
         if not _metadata(job).get("deletionTimestamp")
     ]
     redeleted = 0
-    for job_id in services.cancelled_job_ids(cluster_id=cluster.pk, keys=present):
+    for job_id in selectors.cancelled_job_ids(cluster_id=cluster.pk, keys=present):
         services.enqueue_delete(job_id=job_id)
         redeleted += 1
     return {

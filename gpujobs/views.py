@@ -26,6 +26,7 @@ from clusters.models import Cluster
 from gpujobs import cluster_reads, selectors, services
 from gpujobs.forms import JobFilterForm, JobForm, add_job_errors
 from gpujobs.models import GpuJob
+from gpujobs.permissions import can_stop_job
 from tenants.errors import InvalidTransition
 from tenants.models import Membership
 from tenants.selectors import teams_visible_to
@@ -110,9 +111,13 @@ def job_new(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         form = JobForm(request.POST, teams=teams)
         if form.is_valid():
-            arguments = form.service_arguments()
             try:
-                job = services.job_submit(user=request.user, **arguments)
+                job = services.job_submit(
+                    user=request.user,
+                    team=form.cleaned_data["team"],
+                    cluster=form.cleaned_data["cluster"],
+                    job_request=form.job_request,
+                )
             except ValidationError as error:
                 add_job_errors(form, error)
             else:
@@ -141,7 +146,7 @@ def _live_context(request: HttpRequest, job: GpuJob) -> dict:
     return {
         "job": job,
         "refresh_seconds": settings.GPUJOBS_REFRESH_SECONDS,
-        "can_stop": not job.is_final and services.can_stop_job(request.user, job),
+        "can_stop": not job.is_final and can_stop_job(request.user, job),
     }
 
 

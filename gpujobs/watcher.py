@@ -89,7 +89,7 @@ class ClusterWatch:
     def _follow(self, kind: str) -> None:
         version = ""
         delay = RETRY_MIN_SECONDS
-        selectors = tracking.selectors(kind)
+        selectors = tracking.object_selectors(kind)
         while not self.stopping():
             try:
                 if not version:

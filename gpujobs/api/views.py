@@ -1,5 +1,6 @@
 """REST views for GPU jobs under /api/v1/jobs/: find the job among those the user may see (another
-team's job is a 404, never a 403 that confirms it exists), check types, call a service.
+team's job is a 404, never a 403 that confirms it exists), read the body (a submission becomes a
+``JobRequest`` in its serializer), call a service.
 
 Cluster reads (logs, events) that fail answer 503 (worth retrying: the cluster is unreachable
 or busy) or 502 (the cluster refused), with the cluster's reason in words.
@@ -136,13 +137,7 @@ class GpuJobViewSet(
     def create(self, request, *args, **kwargs):
         serializer = s.GpuJobCreateSerializer(data=request.data, context={"request": request})
         serializer.is_valid(raise_exception=True)
-        data = dict(serializer.validated_data)
-        team, cluster = data.pop("team"), data.pop("cluster")
-        if data.get("env") is not None:
-            data["env"] = [dict(item) for item in data["env"]]
-        if data.get("preprocess") is not None:
-            data["preprocess"] = dict(data["preprocess"])
-        job = services.job_submit(user=request.user, team=team, cluster=cluster, **data)
+        job = services.job_submit(user=request.user, **serializer.validated_data)
         job = self.get_queryset().get(pk=job.pk)
         return Response(s.GpuJobSerializer(job).data, status=status.HTTP_201_CREATED)
 

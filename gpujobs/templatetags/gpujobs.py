@@ -3,7 +3,8 @@ page. A template tag, so the tenants app needs no import of this one."""
 
 from django import template
 
-from gpujobs import selectors, services
+from gpujobs import selectors
+from gpujobs.permissions import can_submit_jobs
 from tenants.models import Membership
 
 register = template.Library()
@@ -21,7 +22,7 @@ def team_jobs(context, team):
     if "role" in context:
         can_submit = context["role"] in SUBMITTING_ROLES
     else:
-        can_submit = services.can_submit_jobs(user, team)
+        can_submit = can_submit_jobs(user, team)
     return {
         "team": team,
         "jobs": jobs,

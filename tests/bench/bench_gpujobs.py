@@ -56,8 +56,9 @@ from kubernetes.client.rest import ApiException  # noqa: E402
 from clusters.models import Cluster, GpuCapacity  # noqa: E402
 from devcluster import api as devcluster_api  # noqa: E402
 from devcluster import builder  # noqa: E402
-from gpujobs import manifests, services  # noqa: E402
+from gpujobs import manifests  # noqa: E402
 from gpujobs.models import GpuJob  # noqa: E402
+from gpujobs.specs import ContainerRequest, JobRequest  # noqa: E402
 from tenants.models import Membership, QuotaGrant, QuotaRequest, Team  # noqa: E402
 
 JOBS = int(os.environ.get("BENCH_GPUJOBS", "500"))
@@ -241,13 +242,22 @@ def seed(cluster: Cluster, slug: str) -> tuple[Team, User]:
     Membership.objects.create(team=team, user=user, role=Membership.Role.MEMBER)
     today = timezone.localdate()
     request = QuotaRequest.objects.create(
-        team=team, cluster=cluster, gpus=JOBS, starts_on=today, justification="Benchmark.",
-        requested_by=user, state=QuotaRequest.State.APPROVED,
-    )  # fmt: skip
+        team=team,
+        cluster=cluster,
+        gpus=JOBS,
+        starts_on=today,
+        justification="Benchmark.",
+        requested_by=user,
+        state=QuotaRequest.State.APPROVED,
+    )
     QuotaGrant.objects.create(
-        request=request, team=team, cluster=cluster, gpus=JOBS, starts_on=today,
+        request=request,
+        team=team,
+        cluster=cluster,
+        gpus=JOBS,
+        starts_on=today,
         granted_by=admin,
-    )  # fmt: skip
+    )
     return team, user
 
 
@@ -355,12 +365,18 @@ def kubectl_side(kubectl: str, kubeconfig: Path, namespace: str, placement) -> d
     """The same Job manifests, in one file, created by one ``kubectl create -f``."""
     items = []
     for i in range(1, JOBS + 1):
-        spec = manifests.JobSpec(
-            job_id=i, namespace=namespace, name=f"bench-{i}",
-            image="registry.example.com/bench/trainer:1", gpus=1, max_runtime_seconds=3600,
-            ttl_seconds_after_finished=600, command=("python", "train.py"),
+        request = JobRequest(
+            name=f"bench-{i}",
+            main=ContainerRequest(
+                image="registry.example.com/bench/trainer:1", command=("python", "train.py")
+            ),
+            gpus=1,
+            max_runtime_seconds=3600,
             annotations=(("devcluster.gpuportal.io/complete-after-seconds", str(RUN_SECONDS)),),
-        )  # fmt: skip
+        )
+        spec = manifests.JobSpec(
+            job_id=i, namespace=namespace, request=request, ttl_seconds_after_finished=600
+        )
         items.append(manifests.job_manifest(spec, placement))
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as file:
         json.dump({"apiVersion": "v1", "kind": "List", "items": items}, file)
@@ -368,8 +384,10 @@ def kubectl_side(kubectl: str, kubeconfig: Path, namespace: str, placement) -> d
     started = time.perf_counter()
     run = subprocess.run(
         [kubectl, "--kubeconfig", str(kubeconfig), "create", "-f", path, "-o", "name"],
-        capture_output=True, text=True, timeout=TIMEOUT,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
     seconds = time.perf_counter() - started
     Path(path).unlink()
     if run.returncode != 0:
@@ -419,25 +437,46 @@ def run() -> dict:
             },
         )
         GpuCapacity.objects.update_or_create(
-            cluster=cluster, resource_name="nvidia.com/gpu",
+            cluster=cluster,
+            resource_name="nvidia.com/gpu",
             defaults={"allocatable": len(nodes) * NODE_GPUS},
-        )  # fmt: skip
+        )
         team, user = seed(cluster, portal_ns)
         make_namespace(core, portal_ns, gpus=JOBS)
         make_namespace(core, kubectl_ns, gpus=None)
 
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "GPUJOBS_TTL_SECONDS_AFTER_FINISHED": "600"}
         logs = Path(tempfile.mkdtemp(prefix="bench-gpujobs-"))
-        processes.append(start(
-            [sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool=threads",
-             f"--concurrency={WORKER_THREADS}", "--loglevel=INFO", "--without-gossip",
-             "--without-mingle", "-n", f"bench-{run_id}@%h"],
-            logs / "worker.log", "ready.", {**env, "LOG_LEVEL": "INFO"},
-        ))  # fmt: skip
-        processes.append(start(
-            [sys.executable, "manage.py", "watch_jobs", "--discover-every", "1"],
-            logs / "watcher.log", "following GPU jobs", env,
-        ))  # fmt: skip
+        processes.append(
+            start(
+                [
+                    sys.executable,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "portal",
+                    "worker",
+                    "--pool=threads",
+                    f"--concurrency={WORKER_THREADS}",
+                    "--loglevel=INFO",
+                    "--without-gossip",
+                    "--without-mingle",
+                    "-n",
+                    f"bench-{run_id}@%h",
+                ],
+                logs / "worker.log",
+                "ready.",
+                {**env, "LOG_LEVEL": "INFO"},
+            )
+        )
+        processes.append(
+            start(
+                [sys.executable, "manage.py", "watch_jobs", "--discover-every", "1"],
+                logs / "watcher.log",
+                "following GPU jobs",
+                env,
+            )
+        )
         pods = PodWatch(api_client, portal_ns)
         pods.start()
         if not pods.ready.wait(120):
@@ -468,7 +507,7 @@ def run() -> dict:
         log("creating the same Jobs with one kubectl create -f")
         kubectl_started = time.perf_counter()
         results["kubectl_create"] = kubectl_side(
-            kubectl, handle.kubeconfig, kubectl_ns, services.placement(cluster)
+            kubectl, handle.kubeconfig, kubectl_ns, manifests.cluster_placement(cluster)
         )
         results["kubectl_create"]["seconds_to_all_succeeded"] = round(
             wait_kubectl_jobs_done(batch, kubectl_ns, kubectl_started), 2

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from gpujobs import services
 from gpujobs.models import GpuJob
+from gpujobs.specs import JobRequest
 from tenants.models import AuditEvent, Membership
 from tests import factories
 
@@ -29,18 +30,26 @@ def api(api):
 def grant(team, cluster, lead, admin):
     today = timezone.localdate()
     return factories.QuotaGrantFactory(
-        request__team=team, request__cluster=cluster, request__requested_by=lead,
-        request__gpus=4, request__starts_on=today,
-        request__ends_on=today + datetime.timedelta(days=30), granted_by=admin,
-    )  # fmt: skip
+        request__team=team,
+        request__cluster=cluster,
+        request__requested_by=lead,
+        request__gpus=4,
+        request__starts_on=today,
+        request__ends_on=today + datetime.timedelta(days=30),
+        granted_by=admin,
+    )
 
 
 @pytest.fixture
 def other_grant(other_team, cluster, other_lead, admin):
     return factories.QuotaGrantFactory(
-        request__team=other_team, request__cluster=cluster, request__requested_by=other_lead,
-        request__gpus=4, request__starts_on=timezone.localdate(), granted_by=admin,
-    )  # fmt: skip
+        request__team=other_team,
+        request__cluster=cluster,
+        request__requested_by=other_lead,
+        request__gpus=4,
+        request__starts_on=timezone.localdate(),
+        granted_by=admin,
+    )
 
 
 def body(**overrides):
@@ -101,9 +110,15 @@ def test_job_over_the_remaining_quota_says_how_much_is_left_and_by_how_much_it_i
     api, member, grant, team, cluster
 ):
     GpuJob.objects.create(
-        team=team, cluster=cluster, submitted_by=member, name="running", image="x", gpus=3,
-        max_runtime_seconds=60, state="running",
-    )  # fmt: skip
+        team=team,
+        cluster=cluster,
+        submitted_by=member,
+        name="running",
+        image="x",
+        gpus=3,
+        max_runtime_seconds=60,
+        state="running",
+    )
 
     response = api.as_user(member).post("/api/v1/jobs/", body(gpus=2))
 
@@ -118,9 +133,15 @@ def test_job_over_the_remaining_quota_says_how_much_is_left_and_by_how_much_it_i
 @pytest.mark.parametrize("state", ["succeeded", "failed", "cancelled"])
 def test_finished_jobs_hold_no_quota(api, member, grant, team, cluster, state):
     GpuJob.objects.create(
-        team=team, cluster=cluster, submitted_by=member, name="done", image="x", gpus=4,
-        max_runtime_seconds=60, state=state,
-    )  # fmt: skip
+        team=team,
+        cluster=cluster,
+        submitted_by=member,
+        name="done",
+        image="x",
+        gpus=4,
+        max_runtime_seconds=60,
+        state=state,
+    )
 
     assert api.as_user(member).post("/api/v1/jobs/", body(gpus=4)).status_code == 201
 
@@ -128,9 +149,13 @@ def test_finished_jobs_hold_no_quota(api, member, grant, team, cluster, state):
 def test_grants_not_in_effect_today_do_not_count(api, member, team, cluster, lead, admin):
     tomorrow = timezone.localdate() + datetime.timedelta(days=1)
     factories.QuotaGrantFactory(
-        request__team=team, request__cluster=cluster, request__requested_by=lead,
-        request__gpus=4, request__starts_on=tomorrow, granted_by=admin,
-    )  # fmt: skip
+        request__team=team,
+        request__cluster=cluster,
+        request__requested_by=lead,
+        request__gpus=4,
+        request__starts_on=tomorrow,
+        granted_by=admin,
+    )
 
     response = api.as_user(member).post("/api/v1/jobs/", body(gpus=1))
 
@@ -186,8 +211,13 @@ def test_every_bad_field_is_named_at_once(api, member, grant):
 
     assert response.status_code == 400
     assert set(response.data) == {
-        "name", "image", "env", "gpu_model", "max_runtime_seconds", "annotations",
-    }  # fmt: skip
+        "name",
+        "image",
+        "env",
+        "gpu_model",
+        "max_runtime_seconds",
+        "annotations",
+    }
     assert "no NVIDIA-B200 GPUs; it has: NVIDIA-A100-SXM4-80GB" in response.data["gpu_model"][0]
 
 
@@ -207,9 +237,15 @@ def test_unknown_gpu_kind_is_refused(api, member, grant):
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("gpus", 0), ("gpus", "two"), ("cpu_cores", "-1"), ("memory_gib", "0"), ("backoff_limit", 11),
-     ("max_runtime_seconds", 31 * 24 * 3600)],
-)  # fmt: skip
+    [
+        ("gpus", 0),
+        ("gpus", "two"),
+        ("cpu_cores", "-1"),
+        ("memory_gib", "0"),
+        ("backoff_limit", 11),
+        ("max_runtime_seconds", 31 * 24 * 3600),
+    ],
+)
 def test_out_of_range_numbers_are_refused(api, member, grant, field, value):
     response = api.as_user(member).post("/api/v1/jobs/", body(**{field: value}))
 
@@ -237,9 +273,14 @@ def test_archived_team_cannot_run_jobs(api, member, grant, team):
 def job(team, cluster, user, **kwargs):
     kwargs.setdefault("name", "j")
     return GpuJob.objects.create(
-        team=team, cluster=cluster, submitted_by=user, image="x", gpus=1,
-        max_runtime_seconds=60, **kwargs,
-    )  # fmt: skip
+        team=team,
+        cluster=cluster,
+        submitted_by=user,
+        image="x",
+        gpus=1,
+        max_runtime_seconds=60,
+        **kwargs,
+    )
 
 
 def test_lists_only_the_users_teams_jobs(api, member, other_lead, team, other_team, cluster):
@@ -310,9 +351,12 @@ def test_schema_describes_the_job_endpoints(api, outsider):
     schema = api.as_user(outsider).get("/api/v1/schema/?format=json").json()
 
     for path in [
-        "/api/v1/jobs/", "/api/v1/jobs/{id}/", "/api/v1/jobs/{id}/cancel/",
-        "/api/v1/jobs/{id}/logs/", "/api/v1/jobs/{id}/events/",
-    ]:  # fmt: skip
+        "/api/v1/jobs/",
+        "/api/v1/jobs/{id}/",
+        "/api/v1/jobs/{id}/cancel/",
+        "/api/v1/jobs/{id}/logs/",
+        "/api/v1/jobs/{id}/events/",
+    ]:
         assert path in schema["paths"], path
 
 
@@ -331,9 +375,11 @@ def test_concurrent_submissions_never_exceed_the_quota(monkeypatch):
         Membership.objects.create(team=team, user=user, role="member")
         users.append(user)
     factories.QuotaGrantFactory(
-        request__team=team, request__cluster=cluster, request__gpus=2,
+        request__team=team,
+        request__cluster=cluster,
+        request__gpus=2,
         request__starts_on=timezone.localdate(),
-    )  # fmt: skip
+    )
     barrier = threading.Barrier(len(users))
     outcomes: list = [None] * len(users)
 
@@ -341,7 +387,10 @@ def test_concurrent_submissions_never_exceed_the_quota(monkeypatch):
         try:
             barrier.wait(timeout=30)
             outcomes[index] = services.job_submit(
-                user=user, team=team, cluster=cluster, name=f"r{index}", image="img", gpus=1
+                user=user,
+                team=team,
+                cluster=cluster,
+                job_request=JobRequest.parse({"name": f"r{index}", "image": "img", "gpus": 1}),
             )
         except Exception as error:
             outcomes[index] = error
@@ -363,4 +412,9 @@ def test_concurrent_submissions_never_exceed_the_quota(monkeypatch):
 
 def test_services_refuse_a_viewer_directly(viewer, team, cluster, grant):
     with pytest.raises(PermissionDenied):
-        services.job_submit(user=viewer, team=team, cluster=cluster, name="x", image="x", gpus=1)
+        services.job_submit(
+            user=viewer,
+            team=team,
+            cluster=cluster,
+            job_request=JobRequest.parse({"name": "x", "image": "x", "gpus": 1}),
+        )

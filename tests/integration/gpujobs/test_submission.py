@@ -10,7 +10,7 @@ import pytest
 from django.utils import timezone
 
 from clusters.workloads import WorkloadClient
-from gpujobs import services, tasks
+from gpujobs import manifests, services, tasks
 from gpujobs.models import GpuJob
 from tests import factories
 from tests.integration.conftest import wait_for
@@ -29,9 +29,14 @@ def queued_job(gpu, cluster, **kwargs) -> GpuJob:
     """A job row as ``job_submit`` stores it, without enqueueing anything."""
     kwargs.setdefault("name", "direct")
     return GpuJob.objects.create(
-        team=gpu.team, cluster=cluster, submitted_by=gpu.member,
-        image="registry.example.com/ml/trainer:1", gpus=1, max_runtime_seconds=600, **kwargs,
-    )  # fmt: skip
+        team=gpu.team,
+        cluster=cluster,
+        submitted_by=gpu.member,
+        image="registry.example.com/ml/trainer:1",
+        gpus=1,
+        max_runtime_seconds=600,
+        **kwargs,
+    )
 
 
 def kube_jobs(batch, namespace):
@@ -61,7 +66,7 @@ def test_worker_that_died_after_creating_is_followed_by_one_that_finds_the_job(
     gpu = make_gpu_team(gpus=1)
     job = queued_job(gpu, gpu_cluster)
     # The first worker created the Job and died before recording it; its claim has expired.
-    made = WorkloadClient.for_cluster(gpu_cluster).create_job(services.job_manifest(job))[0]
+    made = WorkloadClient.for_cluster(gpu_cluster).create_job(manifests.stored_job_manifest(job))[0]
     GpuJob.objects.filter(pk=job.pk).update(
         claimed_at=timezone.now() - datetime.timedelta(minutes=5), submit_attempts=1
     )
@@ -205,9 +210,16 @@ def test_job_stopped_by_the_idle_gpu_policy_shows_cancelled_with_why(
     now = timezone.now()
     # What monitoring's idle check records, and then does, when a team's policy stops a pod.
     IdlePod.objects.create(
-        cluster=gpu_cluster, team=gpu.team, namespace=gpu.namespace, pod=pod, gpus=1,
-        average_utilisation=2.0, first_idle_at=now, last_idle_at=now, stopped_at=now,
-    )  # fmt: skip
+        cluster=gpu_cluster,
+        team=gpu.team,
+        namespace=gpu.namespace,
+        pod=pod,
+        gpus=1,
+        average_utilisation=2.0,
+        first_idle_at=now,
+        last_idle_at=now,
+        stopped_at=now,
+    )
     inventory.stop_managed_pod(gpu_cluster, namespace=gpu.namespace, pod=pod)
 
     job = wait_for_job(job_id, lambda j: j.is_final, what="the stop to be seen")
@@ -239,9 +251,14 @@ def test_a_job_of_a_team_without_quota_on_the_cluster_fails_saying_so(make_gpu_t
     gpu = make_gpu_team(gpus=1)
     ungranted = factories.TeamFactory(slug=f"nq-{uuid.uuid4().hex[:6]}")
     job = GpuJob.objects.create(
-        team=ungranted, cluster=gpu_cluster, submitted_by=gpu.member, name="nowhere",
-        image="registry.example.com/ml/trainer:1", gpus=1, max_runtime_seconds=600,
-    )  # fmt: skip
+        team=ungranted,
+        cluster=gpu_cluster,
+        submitted_by=gpu.member,
+        name="nowhere",
+        image="registry.example.com/ml/trainer:1",
+        gpus=1,
+        max_runtime_seconds=600,
+    )
 
     assert services.job_create_on_cluster(job_id=job.pk).startswith("failed")
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from gpujobs import services
+from gpujobs import images, specs
 
 
 @pytest.mark.parametrize(
@@ -12,16 +12,19 @@ from gpujobs import services
         ("busybox:1.36", "docker.io", "docker.io/library/busybox:1.36"),
         ("nvidia/cuda:12.4.0-base", "docker.io", "docker.io/nvidia/cuda:12.4.0-base"),
         ("docker.io/library/python:3", "docker.io", "docker.io/library/python:3"),
-        ("registry.example.com/vision/trainer:1.4", "registry.example.com",
-         "registry.example.com/vision/trainer:1.4"),
+        (
+            "registry.example.com/vision/trainer:1.4",
+            "registry.example.com",
+            "registry.example.com/vision/trainer:1.4",
+        ),
         ("localhost:5000/x", "localhost:5000", "localhost:5000/x"),
         ("localhost/x", "localhost", "localhost/x"),
         ("nvcr.io/nvidia/pytorch:24.01-py3", "nvcr.io", "nvcr.io/nvidia/pytorch:24.01-py3"),
     ],
-)  # fmt: skip
+)
 def test_registry_of_an_image(image, registry, qualified):
-    assert services.image_registry(image) == registry
-    assert services.qualified_image(image) == qualified
+    assert images.image_registry(image) == registry
+    assert images.qualified_image(image) == qualified
 
 
 ALLOWED = ["registry.example.com/", "nvcr.io/nvidia"]
@@ -40,39 +43,44 @@ ALLOWED = ["registry.example.com/", "nvcr.io/nvidia"]
     ],
 )
 def test_image_must_come_from_an_allowed_registry(image, allowed):
-    assert services.image_allowed(image, ALLOWED) is allowed
+    assert images.image_allowed(image, ALLOWED) is allowed
 
 
 def test_docker_hub_can_be_allowed_by_name():
-    assert services.image_allowed("busybox", ["docker.io"])
-    assert services.image_allowed("nvidia/cuda:12", ["docker.io/nvidia/"])
-    assert not services.image_allowed("busybox", ["docker.io/nvidia/"])
+    assert images.image_allowed("busybox", ["docker.io"])
+    assert images.image_allowed("nvidia/cuda:12", ["docker.io/nvidia/"])
+    assert not images.image_allowed("busybox", ["docker.io/nvidia/"])
 
 
 def test_empty_allow_list_allows_any_image():
-    assert services.image_allowed("anything.example/x:1", [])
-    assert services.image_allowed("anything.example/x:1", ["", "  "])
+    assert images.image_allowed("anything.example/x:1", [])
+    assert images.image_allowed("anything.example/x:1", ["", "  "])
 
 
 @pytest.mark.parametrize(
     "image",
-    ["registry.example.com/team/img:1.0", "busybox", "a/b/c@sha256:" + "a" * 64, "ubuntu:22.04",
-     "localhost:5000/x_y/z-1:tag.1"],
-)  # fmt: skip
+    [
+        "registry.example.com/team/img:1.0",
+        "busybox",
+        "a/b/c@sha256:" + "a" * 64,
+        "ubuntu:22.04",
+        "localhost:5000/x_y/z-1:tag.1",
+    ],
+)
 def test_image_reference_shapes_accepted(image):
-    assert services.IMAGE_RE.match(image)
+    assert images.IMAGE_RE.match(image)
 
 
 @pytest.mark.parametrize(
     "image", ["Busybox", "busy box", "img:", "img; rm -rf /", "https://registry/x", "-x", "a//b"]
 )
 def test_image_reference_shapes_refused(image):
-    assert not services.IMAGE_RE.match(image)
+    assert not images.IMAGE_RE.match(image)
 
 
 def test_env_from_a_list_of_name_value_pairs():
     errors = {}
-    env = services.normalise_env([{"name": "A", "value": "1"}, {"name": "B"}], errors=errors)
+    env = specs.read_env([{"name": "A", "value": "1"}, {"name": "B"}], errors=errors)
 
     assert errors == {}
     assert env == (("A", "1"), ("B", ""))
@@ -81,7 +89,7 @@ def test_env_from_a_list_of_name_value_pairs():
 def test_env_from_a_mapping():
     errors = {}
 
-    assert services.normalise_env({"LR": "3e-4"}, errors=errors) == (("LR", "3e-4"),)
+    assert specs.read_env({"LR": "3e-4"}, errors=errors) == (("LR", "3e-4"),)
     assert errors == {}
 
 
@@ -99,7 +107,7 @@ def test_env_from_a_mapping():
 def test_bad_env_is_refused_with_a_reason(env, fragment):
     errors = {}
 
-    services.normalise_env(env, errors=errors)
+    specs.read_env(env, errors=errors)
 
     assert fragment in errors["env"]
 
@@ -107,7 +115,7 @@ def test_bad_env_is_refused_with_a_reason(env, fragment):
 def test_command_as_one_shell_string_is_refused():
     errors = {}
 
-    services._check_strings("python train.py", errors=errors, key="command", what="command")
+    specs.read_strings("python train.py", errors=errors, key="command", what="command")
 
     assert "list of strings" in errors["command"]
     assert "never as one shell string" in errors["command"]
@@ -116,7 +124,7 @@ def test_command_as_one_shell_string_is_refused():
 def test_command_items_must_be_strings():
     errors = {}
 
-    services._check_strings(["python", 3], errors=errors, key="command", what="command")
+    specs.read_strings(["python", 3], errors=errors, key="command", what="command")
 
     assert errors["command"] == "Item 1 is not a string."
 
@@ -125,7 +133,5 @@ def test_command_list_is_kept_as_it_is():
     errors = {}
     items = ["sh", "-c", "echo $HOME && ls"]
 
-    assert services._check_strings(items, errors=errors, key="args", what="arguments") == tuple(
-        items
-    )
+    assert specs.read_strings(items, errors=errors, key="args", what="arguments") == tuple(items)
     assert errors == {}

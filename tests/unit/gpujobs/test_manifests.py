@@ -6,20 +6,29 @@ from decimal import Decimal
 import pytest
 
 from gpujobs import manifests
-from gpujobs.manifests import JobSpec, Placement, Preprocess, PreprocessMode
+from gpujobs.manifests import JobSpec, Placement
+from gpujobs.specs import ContainerRequest, JobRequest, PreprocessMode, PreprocessRequest
 
 PLACEMENT = Placement()
+CONTAINER_FIELDS = ("image", "command", "args", "env", "cpu_cores", "memory_gib")
 
 
-def spec(**kwargs) -> JobSpec:
-    kwargs.setdefault("job_id", 17)
-    kwargs.setdefault("namespace", "vision")
+def spec(*, job_id=17, namespace="vision", ttl_seconds_after_finished=86400, **kwargs) -> JobSpec:
     kwargs.setdefault("name", "bert-finetune")
     kwargs.setdefault("image", "registry.example.com/vision/trainer:1.4")
     kwargs.setdefault("gpus", 2)
     kwargs.setdefault("max_runtime_seconds", 3600)
-    kwargs.setdefault("ttl_seconds_after_finished", 86400)
-    return JobSpec(**kwargs)
+    main = ContainerRequest(**{k: kwargs.pop(k) for k in CONTAINER_FIELDS if k in kwargs})
+    return JobSpec(
+        job_id=job_id,
+        namespace=namespace,
+        request=JobRequest(main=main, **kwargs),
+        ttl_seconds_after_finished=ttl_seconds_after_finished,
+    )
+
+
+def preprocessing(*, mode=PreprocessMode.BEFORE, **container) -> PreprocessRequest:
+    return PreprocessRequest(container=ContainerRequest(**container), mode=mode)
 
 
 def build(placement=PLACEMENT, **kwargs) -> dict:
@@ -165,7 +174,7 @@ def test_env_vars_in_order():
 
 def test_preprocessing_before_is_an_init_container_without_gpus():
     job = build(
-        preprocess=Preprocess(
+        preprocess=preprocessing(
             image="text-cleaner:latest",
             mode=PreprocessMode.BEFORE,
             command=("clean", "--in", "/data"),
@@ -186,7 +195,7 @@ def test_preprocessing_before_is_an_init_container_without_gpus():
 
 
 def test_preprocessing_beside_is_a_second_container_without_gpus():
-    job = build(preprocess=Preprocess(image="text-cleaner:latest", mode=PreprocessMode.BESIDE))
+    job = build(preprocess=preprocessing(image="text-cleaner:latest", mode=PreprocessMode.BESIDE))
     pod = pod_spec(job)
 
     assert "initContainers" not in pod
@@ -197,7 +206,7 @@ def test_preprocessing_beside_is_a_second_container_without_gpus():
 
 @pytest.mark.parametrize("mode", [PreprocessMode.BEFORE, PreprocessMode.BESIDE])
 def test_only_the_gpu_container_asks_for_gpus(mode):
-    job = build(preprocess=Preprocess(image="cleaner", mode=mode, cpu_cores=Decimal("2")))
+    job = build(preprocess=preprocessing(image="cleaner", mode=mode, cpu_cores=Decimal("2")))
 
     for name, container in containers(job).items():
         resources = container.get("resources", {})
@@ -208,7 +217,7 @@ def test_only_the_gpu_container_asks_for_gpus(mode):
 def test_cpu_only_container_is_hidden_from_the_nodes_gpus():
     job = build(
         env=(("NVIDIA_VISIBLE_DEVICES", "all"), ("DATA", "/d")),
-        preprocess=Preprocess(image="cleaner", mode=PreprocessMode.BESIDE),
+        preprocess=preprocessing(image="cleaner", mode=PreprocessMode.BESIDE),
     )
     pre = containers(job)["preprocess"]
 
@@ -233,9 +242,15 @@ def test_pods_do_not_get_api_credentials():
 
 @pytest.mark.parametrize(
     ("name", "job_id"),
-    [("gpujob-17", 17), ("gpujob-1", 1), ("gpujob-017", None), ("gpujob-", None),
-     ("other-17", None), ("gpujob-17-abcde", None)],
-)  # fmt: skip
+    [
+        ("gpujob-17", 17),
+        ("gpujob-1", 1),
+        ("gpujob-017", None),
+        ("gpujob-", None),
+        ("other-17", None),
+        ("gpujob-17-abcde", None),
+    ],
+)
 def test_job_id_from_name(name, job_id):
     assert manifests.job_id_from_name(name) == job_id
 

@@ -6,7 +6,7 @@ import datetime
 import pytest
 
 from gpujobs.observe import Observation
-from gpujobs.services import observed_changes
+from gpujobs.recording import changes_to_record
 
 NOW = datetime.datetime(2026, 3, 10, 10, 0, tzinfo=datetime.UTC)
 STARTED = NOW - datetime.timedelta(minutes=5)
@@ -14,16 +14,23 @@ STARTED = NOW - datetime.timedelta(minutes=5)
 
 def row(**kwargs):
     values = {
-        "state": "submitted", "reason": "", "message": "", "node": "", "pods": [],
-        "exit_code": None, "started_at": None, "finished_at": None, "kube_uid": "uid-1",
+        "state": "submitted",
+        "reason": "",
+        "message": "",
+        "node": "",
+        "pods": [],
+        "exit_code": None,
+        "started_at": None,
+        "finished_at": None,
+        "kube_uid": "uid-1",
         "submitted_at": NOW,
-    }  # fmt: skip
+    }
     values.update(kwargs)
     return values
 
 
 def changes(current, observation, uid="uid-1"):
-    return observed_changes(current, observation, kube_uid=uid, now=NOW)
+    return changes_to_record(current, observation, kube_uid=uid, now=NOW)
 
 
 def test_running_records_node_start_and_state_change_time():
@@ -81,8 +88,9 @@ def test_nothing_new_changes_nothing():
 
 
 def test_uid_and_submission_time_are_filled_in_when_missing():
-    result = changes(row(state="queued", kube_uid="", submitted_at=None),
-                     Observation(state="submitted"))  # fmt: skip
+    result = changes(
+        row(state="queued", kube_uid="", submitted_at=None), Observation(state="submitted")
+    )
 
     assert result["kube_uid"] == "uid-1"
     assert result["submitted_at"] == NOW

@@ -110,9 +110,9 @@ def test_unreachable_cluster_resumes_from_the_same_version_after_a_pause(monkeyp
 
 
 def test_events_are_chosen_by_field_and_jobs_and_pods_by_label():
-    assert watcher.tracking.selectors("Event") == {
+    assert watcher.tracking.object_selectors("Event") == {
         "field_selector": "involvedObject.kind=Job,reason=FailedCreate"
     }
-    assert watcher.tracking.selectors("Pod") == {
+    assert watcher.tracking.object_selectors("Pod") == {
         "label_selector": "app.kubernetes.io/managed-by=gpu-portal,gpuportal.io/job-id"
     }

@@ -1,0 +1,136 @@
+"""Whether a team may run a request on a cluster: the rules that depend on them, checked on a
+request whose shape ``specs`` has already checked.
+
+The team must not be archived; every image must come from the cluster's allowed registries; the
+GPU kind and model must be among the cluster's; annotations must stay out of Kubernetes' and the
+portal's prefixes; and the GPUs must fit in what the team's quota leaves (``check_quota``,
+under the team's row lock). ``services.job_submit`` checks all of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from django.core.exceptions import ValidationError
+
+from clusters.models import Cluster
+from gpujobs import manifests, selectors
+from gpujobs.images import registry_refusal
+from gpujobs.observe import QUOTA_USED_UP
+from gpujobs.specs import EnvPairs, Errors, JobRequest
+from tenants.models import Team
+
+# Kubernetes' own annotation prefixes (and their subdomains), and the portal's own prefix.
+RESERVED_ANNOTATION_DOMAINS = ("kubernetes.io", "k8s.io")
+PORTAL_ANNOTATION_PREFIX = manifests.JOB_ID_LABEL.partition("/")[0]
+
+
+def check_team(team: Team, *, errors: Errors) -> None:
+    if team.archived_at is not None:
+        errors["team"] = f"Team {team.slug} is archived and cannot run jobs."
+
+
+def check_image(image: str, *, cluster: Cluster, errors: Errors, key: str) -> None:
+    """The cluster's allowed registries (an image left empty by a shape error is skipped)."""
+    if not image:
+        return
+    refusal = registry_refusal(
+        image, allowed=cluster.allowed_registries or [], cluster_name=cluster.name
+    )
+    if refusal:
+        errors[key] = refusal
+
+
+def check_gpus(*, cluster: Cluster, gpu_resource: str, gpu_model: str, errors: Errors) -> None:
+    """The GPU kind must be one the cluster offers, and the model one its nodes have (when its
+    inventory names any)."""
+    offered = selectors.gpu_resources(cluster)
+    if gpu_resource not in offered:
+        errors["gpu_resource"] = (
+            f"Cluster {cluster.name} has no GPUs of kind {gpu_resource!r}; it offers: "
+            f"{', '.join(offered)}."
+        )
+    models = selectors.gpu_models(cluster)
+    if gpu_model and models and gpu_model not in models:
+        errors["gpu_model"] = (
+            f"Cluster {cluster.name} has no {gpu_model} GPUs; it has: {', '.join(models)}."
+        )
+
+
+def check_annotations(annotations: EnvPairs, *, errors: Errors) -> None:
+    for key, _ in annotations:
+        prefix = key.rpartition("/")[0]
+        if prefix == PORTAL_ANNOTATION_PREFIX or any(
+            prefix == domain or prefix.endswith(f".{domain}")
+            for domain in RESERVED_ANNOTATION_DOMAINS
+        ):
+            errors["annotations"] = (
+                f"{key} is reserved for Kubernetes and the portal; jobs cannot set it."
+            )
+            return
+
+
+def job_refusals(*, team: Team, cluster: Cluster, request: JobRequest) -> Errors:
+    """Every rule of the team and the cluster the request breaks, by field (quota aside)."""
+    errors: Errors = {}
+    check_team(team, errors=errors)
+    check_image(request.main.image, cluster=cluster, errors=errors, key="image")
+    check_gpus(
+        cluster=cluster,
+        gpu_resource=request.gpu_resource,
+        gpu_model=request.gpu_model,
+        errors=errors,
+    )
+    if request.preprocess is not None:
+        local: Errors = {}
+        image = request.preprocess.container.image
+        check_image(image, cluster=cluster, errors=local, key="image")
+        if local:
+            errors["preprocess"] = " ".join(f"{k}: {v}" for k, v in local.items())
+    check_annotations(request.annotations, errors=errors)
+    return errors
+
+
+def check_job(*, team: Team, cluster: Cluster, request: JobRequest) -> None:
+    """One ValidationError naming every rule of the team and the cluster the request breaks."""
+    errors = job_refusals(team=team, cluster=cluster, request=request)
+    if errors:
+        raise ValidationError(errors)
+
+
+def parse_job_request(
+    data: Mapping[str, Any], *, team: Team | None, cluster: Cluster | None
+) -> JobRequest:
+    """``JobRequest.parse`` for the serializer and the form. When the shape is wrong, the
+    team's and the cluster's rules are checked too on the fields that are right, so that one
+    answer names every bad field; a request that parses is left to ``job_submit``'s checks."""
+    request, errors = JobRequest.read(data)
+    if not errors:
+        return request
+    if team is not None and cluster is not None:
+        for key, message in job_refusals(team=team, cluster=cluster, request=request).items():
+            errors.setdefault(key, message)
+    raise ValidationError(errors)
+
+
+def check_quota(*, team: Team, cluster: Cluster, gpu_resource: str, gpus: int) -> None:
+    """The job's GPUs must fit in what the team's grants in effect leave after its unfinished
+    jobs. The caller must hold the team's row lock, or two submissions could both fit."""
+    figures = selectors.quota_left(team=team, cluster=cluster, gpu_resource=gpu_resource)
+    if gpus <= figures.left:
+        return
+    over = gpus - figures.left
+    if figures.granted == 0:
+        text = (
+            f"{QUOTA_USED_UP}: team {team.slug} has no {gpu_resource} quota in effect on "
+            f"cluster {cluster.name}, so 0 are left; this job asks for {gpus}, exceeding it by "
+            f"{over}. A team lead can request quota."
+        )
+    else:
+        text = (
+            f"{QUOTA_USED_UP}: team {team.slug} has {figures.granted} × {gpu_resource} on "
+            f"cluster {cluster.name}, {figures.held} held by its unfinished jobs, so "
+            f"{figures.left} left; this job asks for {gpus}, exceeding it by {over}."
+        )
+    raise ValidationError({"gpus": text})

@@ -1,0 +1,187 @@
+"""Recording what the cluster shows on the jobs' rows: the writes of the watcher and the periodic
+resync (through ``tracker``), and the submit task's own end of a job it could not create.
+
+``observe`` reads the cluster's JSON into an ``Observation`` (pure); this module decides what an
+observation changes on a row (``changes_to_record``, pure) and writes it, conditional on the
+state the row was read in, so that a stop is never undone and states only move forward.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from gpujobs import selectors
+from gpujobs.models import GpuJob
+from gpujobs.observe import FINAL_STATES, Observation, Reason
+
+State = GpuJob.State
+
+# How far states move: observations never take a job back, except a running job whose pod
+# failed and is retried (running -> pending).
+STATE_RANK = {
+    State.QUEUED: 0,
+    State.SUBMITTED: 1,
+    State.PENDING: 2,
+    State.RUNNING: 3,
+    State.SUCCEEDED: 4,
+    State.FAILED: 4,
+    State.CANCELLED: 4,
+}
+
+# What ``changes_to_record`` reads of a row.
+OBSERVED_FIELDS = (
+    "pk",
+    "team__slug",
+    "state",
+    "reason",
+    "message",
+    "node",
+    "pods",
+    "exit_code",
+    "started_at",
+    "finished_at",
+    "kube_uid",
+    "submitted_at",
+)
+
+
+def _may_move(current: str, new: str) -> bool:
+    if current in FINAL_STATES:
+        return False
+    if current == State.RUNNING and new == State.PENDING:
+        return True  # a retry after a failed pod
+    return STATE_RANK[new] >= STATE_RANK[current]
+
+
+def changes_to_record(
+    row: dict, observation: Observation, *, kube_uid: str, now: datetime.datetime
+) -> dict:
+    """What to write to a job's row (as ``OBSERVED_FIELDS`` read it) for what the cluster
+    shows: nothing when the Job is not the job's own (another uid), when the job has finished,
+    or when the state would go back (but for a retried pod)."""
+    if kube_uid and row["kube_uid"] and kube_uid != row["kube_uid"]:
+        return {}
+    current = row["state"]
+    if not _may_move(current, observation.state):
+        return {}
+    changes: dict[str, Any] = {}
+    if observation.state != current:
+        changes["state"] = observation.state
+        changes["state_changed_at"] = now
+    if observation.reason != row["reason"]:
+        changes["reason"] = observation.reason
+    if observation.message and observation.message != row["message"]:
+        changes["message"] = observation.message
+    if observation.node and observation.node != row["node"]:
+        changes["node"] = observation.node
+    if observation.pods and list(observation.pods) != row["pods"]:
+        changes["pods"] = list(observation.pods)
+    if observation.exit_code is not None and observation.exit_code != row["exit_code"]:
+        changes["exit_code"] = observation.exit_code
+    if row["started_at"] is None and observation.state in (State.RUNNING, *FINAL_STATES):
+        started = observation.started_at or (now if observation.state == State.RUNNING else None)
+        if started is not None:
+            changes["started_at"] = started
+    if observation.state in FINAL_STATES and row["finished_at"] is None:
+        changes["finished_at"] = observation.finished_at or now
+    if kube_uid and not row["kube_uid"]:
+        changes["kube_uid"] = kube_uid
+    if row["submitted_at"] is None and observation.state != State.QUEUED:
+        changes["submitted_at"] = now
+    return changes
+
+
+def record_observations(
+    *, cluster_id: int, seen: Sequence[tuple[str, int, Observation, str]]
+) -> int:
+    """Record what the cluster shows for many jobs at once: ``seen`` holds (namespace, job id,
+    observation, the Job's uid). Only a job's own Job counts: same cluster, the team's
+    namespace and, once known, the same uid. One read for all of them, one conditional update
+    per job that changed, one commit. Returns how many rows changed."""
+    wanted = {job_id: (namespace, observation, uid) for namespace, job_id, observation, uid in seen}
+    if not wanted:
+        return 0
+    rows = GpuJob.objects.filter(cluster_id=cluster_id, pk__in=list(wanted)).values(
+        *OBSERVED_FIELDS
+    )
+    now = timezone.now()
+    changed = 0
+    with transaction.atomic():
+        for row in rows:
+            namespace, observation, uid = wanted[row["pk"]]
+            if row["team__slug"] != namespace:
+                continue
+            changed += record_observation(row, observation, kube_uid=uid, now=now)
+    return changed
+
+
+def record_observation(
+    row: dict, observation: Observation, *, kube_uid: str, now: datetime.datetime
+) -> int:
+    """Record one job's observation, conditional on the state ``row`` was read in; returns 1
+    if the row changed.
+
+    Another writer may move the state between the read and the write: a stop (which wins, as a
+    finished job never moves again) or the submit task marking the job submitted just as its
+    pod's first events arrive. The row is then read again and judged afresh, so that the
+    cluster's news is not dropped: no later event may come to repeat it."""
+    for _ in range(3):
+        changes = changes_to_record(row, observation, kube_uid=kube_uid, now=now)
+        if not changes:
+            return 0
+        if GpuJob.objects.filter(pk=row["pk"], state=row["state"]).update(**changes):
+            return 1
+        row = GpuJob.objects.filter(pk=row["pk"]).values(*OBSERVED_FIELDS).first()
+        if row is None:
+            return 0
+    return 0
+
+
+def record_finished(
+    job_id: int, *, state: str, reason: str, message: str, only_from: Iterable[str]
+) -> int:
+    """End the job (``state``: failed or cancelled) if it is still in one of ``only_from``;
+    returns how many rows changed (0 or 1)."""
+    now = timezone.now()
+    return GpuJob.objects.filter(pk=job_id, state__in=list(only_from)).update(
+        state=state, reason=reason, message=message, finished_at=now, state_changed_at=now
+    )
+
+
+def record_job_gone(*, job_id: int, cluster_id: int, namespace: str, kube_uid: str = "") -> bool:
+    """The job's Job is gone from the cluster while the portal still thought it active: stopped
+    by the idle-GPU policy (cancelled), or deleted by hand or with its namespace (failed).
+    Returns whether the row changed."""
+    row = (
+        GpuJob.objects.filter(pk=job_id, cluster_id=cluster_id, team__slug=namespace)
+        .values("state", "kube_uid", "pods")
+        .first()
+    )
+    if row is None or row["state"] in FINAL_STATES or row["state"] == State.QUEUED:
+        return False
+    if kube_uid and row["kube_uid"] and kube_uid != row["kube_uid"]:
+        return False
+    idle = selectors.idle_stop_message(cluster_id=cluster_id, namespace=namespace, pods=row["pods"])
+    if idle is not None:
+        finished = record_finished(
+            job_id,
+            state=State.CANCELLED,
+            reason=Reason.IDLE_STOPPED,
+            message=idle,
+            only_from=[row["state"]],
+        )
+        return bool(finished)
+    return bool(
+        record_finished(
+            job_id,
+            state=State.FAILED,
+            reason=Reason.JOB_GONE,
+            message="The Job was deleted from the cluster outside the portal.",
+            only_from=[row["state"]],
+        )
+    )

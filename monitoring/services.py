@@ -26,7 +26,7 @@ from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 
-from clusters import inventory
+from clusters import inventory, pods
 from clusters.kube import KubeError
 from clusters.models import Cluster
 from monitoring import figures, promql, reports, rules, selectors
@@ -752,8 +752,8 @@ def _apply_stop_policy(
         if idle_minutes < stop_at - policy.warn_minutes_before_stop:
             return
         try:
-            inventory.check_stoppable(cluster, namespace=episode.namespace, pod=episode.pod)
-        except (inventory.StopRefused, KubeError) as error:
+            pods.check_stoppable(cluster, namespace=episode.namespace, pod=episode.pod)
+        except (pods.StopRefused, KubeError) as error:
             _stop_failed(episode, error, doing=f"check {name} on {cluster.name}")
             return
         with transaction.atomic():
@@ -783,8 +783,8 @@ def _apply_stop_policy(
     if IdlePod.objects.filter(pk=episode.pk, stopped_at__isnull=True).update(stopped_at=now) != 1:
         return  # another check is stopping it
     try:
-        stopped = inventory.stop_managed_pod(cluster, namespace=episode.namespace, pod=episode.pod)
-    except (inventory.StopRefused, KubeError) as error:
+        stopped = pods.stop_managed_pod(cluster, namespace=episode.namespace, pod=episode.pod)
+    except (pods.StopRefused, KubeError) as error:
         _stop_failed(episode, error, doing=f"stop {name} on {cluster.name}")
         return
     with transaction.atomic():

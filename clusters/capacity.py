@@ -1,71 +1,68 @@
-"""What a cluster's GPU nodes offer, per GPU resource name: pure arithmetic over the Node JSON.
+"""The capacity sync: the portal's GPU capacity rows follow what the cluster's nodes offer.
 
-Only nodes that can take new pods count: Ready and not cordoned. A node that disappears, goes
-NotReady or is cordoned lowers the capacity the portal plans with; one that comes back raises it.
+The one change to clusters that comes from the clusters themselves. What the nodes offer is
+``clusters.inventory``'s arithmetic; this writes it into ``GpuCapacity`` under the cluster's
+row lock, beside the cap an admin sets.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+import logging
+from dataclasses import dataclass
 
-# Extended resources that are GPUs (or slices of one), whatever other resources a node has.
-GPU_RESOURCE_PREFIXES = ("nvidia.com/gpu", "nvidia.com/mig-", "amd.com/gpu", "gpu.intel.com/")
+from django.db import transaction
+from django.utils import timezone
+
+from clusters.inventory import gpu_inventory, list_gpu_nodes
+from clusters.kube import KubeClient
+from clusters.models import Cluster, GpuCapacity
+
+logger = logging.getLogger(__name__)
 
 
-@dataclass
-class GpuKind:
-    """GPUs of one resource name across the usable nodes, and the models they are."""
-
+@dataclass(frozen=True)
+class CapacityChange:
     resource_name: str
-    allocatable: int = 0
-    models: set[str] = field(default_factory=set)
-    nodes: int = 0
-
-    @property
-    def gpu_model(self) -> str:
-        """The model label's values, sorted and joined: one model in a uniform pool."""
-        return ", ".join(sorted(self.models))[:200]
+    before: int | None
+    after: int
 
 
-def is_gpu_resource(name: str, known: Iterable[str] = ()) -> bool:
-    return name in set(known) or name.startswith(GPU_RESOURCE_PREFIXES)
+def capacity_sync(*, cluster: Cluster, kube: KubeClient | None = None) -> list[CapacityChange]:
+    """Set each GPU kind's ``allocatable`` to what the cluster's Ready GPU nodes offer now.
 
-
-def node_usable(node: dict) -> bool:
-    """Ready and schedulable: a node the scheduler may put a new GPU pod on."""
-    if (node.get("spec") or {}).get("unschedulable"):
-        return False
-    conditions = (node.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-
-
-def whole(value) -> int:
-    """A GPU count from an allocatable quantity ("8"); anything else counts as none."""
-    try:
-        return max(int(str(value)), 0)
-    except (TypeError, ValueError):
-        return 0
-
-
-def gpu_inventory(
-    nodes: Iterable[dict], *, model_label: str, known_resources: Iterable[str] = ()
-) -> dict[str, GpuKind]:
-    """Allocatable GPUs per resource name over the usable nodes, with the models seen."""
-    known = list(known_resources)
-    kinds: dict[str, GpuKind] = {}
-    for node in nodes:
-        if not node_usable(node):
-            continue
-        labels = (node.get("metadata") or {}).get("labels") or {}
-        allocatable = (node.get("status") or {}).get("allocatable") or {}
-        for name, quantity in allocatable.items():
-            gpus = whole(quantity)
-            if gpus <= 0 or not is_gpu_resource(name, known):
-                continue
-            kind = kinds.setdefault(name, GpuKind(resource_name=name))
-            kind.allocatable += gpus
-            kind.nodes += 1
-            if labels.get(model_label):
-                kind.models.add(labels[model_label])
-    return kinds
+    Nodes are those matching the cluster's GPU node selector. Kinds no node offers any more drop
+    to 0 (their rows stay, with the admin's cap); kinds seen for the first time get a row. The
+    admin's cap is never touched: capacity stays the lower of the two. Returns what changed.
+    """
+    kube = kube or KubeClient.for_cluster(cluster)
+    nodes = list_gpu_nodes(kube, cluster)
+    with transaction.atomic():
+        # Lock the cluster row, as approvals do: an approval must check against either the old
+        # or the new capacity, never a mix.
+        locked = Cluster.objects.select_for_update().get(pk=cluster.pk)
+        rows = {row.resource_name: row for row in GpuCapacity.objects.filter(cluster=locked)}
+        kinds = gpu_inventory(nodes, model_label=locked.gpu_model_label, known_resources=rows)
+        changes = []
+        for name in sorted(set(rows) | set(kinds)):
+            row, kind = rows.get(name), kinds.get(name)
+            allocatable = kind.allocatable if kind else 0
+            model = kind.gpu_model if kind and kind.models else (row.gpu_model if row else "")
+            if row is None:
+                GpuCapacity.objects.create(
+                    cluster=locked, resource_name=name, allocatable=allocatable, gpu_model=model
+                )
+                changes.append(CapacityChange(name, None, allocatable))
+            elif row.allocatable != allocatable or row.gpu_model != model:
+                GpuCapacity.objects.filter(pk=row.pk).update(
+                    allocatable=allocatable, gpu_model=model, updated_at=timezone.now()
+                )
+                changes.append(CapacityChange(name, row.allocatable, allocatable))
+    for change in changes:
+        logger.info(
+            "cluster %s: %s allocatable %s -> %s",
+            cluster.name,
+            change.resource_name,
+            change.before,
+            change.after,
+        )
+    return changes

@@ -1,9 +1,13 @@
-"""Monitoring's reads of a cluster, and its one guarded delete: the GPU nodes with the GPUs
-their pods hold, and stopping an idle pod the portal itself created.
+"""What a cluster's GPU nodes offer and hold: the node inventory.
 
-Everything goes through ``clusters.kube`` / ``clusters.workloads`` (one connection per cluster,
-failures as ``KubeError`` with a message a person can act on). What the API returns is
-summarised by pure functions, tested without a cluster.
+Pure arithmetic over the API's Node and Pod JSON (which nodes count, how many GPUs of each
+resource name they offer, how many their pods ask for), tested without a cluster, and
+``gpu_nodes``, the one read that lists them through ``clusters.workloads``. The capacity sync
+(``clusters.capacity``) and the cluster dashboard (``monitoring.dashboards``) build on it.
+
+Only nodes that can take new pods count towards capacity: Ready and not cordoned. A node that
+disappears, goes NotReady or is cordoned lowers the capacity the portal plans with; one that
+comes back raises it.
 """
 
 from __future__ import annotations
@@ -11,25 +15,72 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from django.conf import settings
-
-from clusters.capacity import node_usable, whole
-from clusters.kube import KubeError, selector
+from clusters.kube import KubeClient, selector
 from clusters.models import Cluster
 from clusters.workloads import WorkloadClient
 
-MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
 TERMINAL_PHASES = ("Succeeded", "Failed")
-
-__all__ = ["KubeError", "NodeGpus", "StopRefused", "Stopped", "gpu_nodes", "stop_managed_pod"]
-
-
-class StopRefused(Exception):
-    """The pod is not the portal's to stop (or is already gone)."""
+# Extended resources that are GPUs (or slices of one), whatever other resources a node has.
+GPU_RESOURCE_PREFIXES = ("nvidia.com/gpu", "nvidia.com/mig-", "amd.com/gpu", "gpu.intel.com/")
 
 
-# --- GPU nodes -------------------------------------------------------------------------------
+@dataclass
+class GpuKind:
+    """GPUs of one resource name across the usable nodes, and the models they are."""
+
+    resource_name: str
+    allocatable: int = 0
+    models: set[str] = field(default_factory=set)
+    nodes: int = 0
+
+    @property
+    def gpu_model(self) -> str:
+        """The model label's values, sorted and joined: one model in a uniform pool."""
+        return ", ".join(sorted(self.models))[:200]
+
+
+def is_gpu_resource(name: str, known: Iterable[str] = ()) -> bool:
+    return name in set(known) or name.startswith(GPU_RESOURCE_PREFIXES)
+
+
+def node_usable(node: dict) -> bool:
+    """Ready and schedulable: a node the scheduler may put a new GPU pod on."""
+    if (node.get("spec") or {}).get("unschedulable"):
+        return False
+    conditions = (node.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def whole(value) -> int:
+    """A GPU count from an allocatable quantity ("8"); anything else counts as none."""
+    try:
+        return max(int(str(value)), 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+def gpu_inventory(
+    nodes: Iterable[dict], *, model_label: str, known_resources: Iterable[str] = ()
+) -> dict[str, GpuKind]:
+    """Allocatable GPUs per resource name over the usable nodes, with the models seen."""
+    known = list(known_resources)
+    kinds: dict[str, GpuKind] = {}
+    for node in nodes:
+        if not node_usable(node):
+            continue
+        labels = (node.get("metadata") or {}).get("labels") or {}
+        allocatable = (node.get("status") or {}).get("allocatable") or {}
+        for name, quantity in allocatable.items():
+            gpus = whole(quantity)
+            if gpus <= 0 or not is_gpu_resource(name, known):
+                continue
+            kind = kinds.setdefault(name, GpuKind(resource_name=name))
+            kind.allocatable += gpus
+            kind.nodes += 1
+            if labels.get(model_label):
+                kind.models.add(labels[model_label])
+    return kinds
 
 
 @dataclass(frozen=True)
@@ -112,75 +163,20 @@ def gpu_resource_names(cluster: Cluster) -> list[str]:
     return sorted(names | {DEFAULT_GPU_RESOURCE})
 
 
+def list_gpu_nodes(kube: KubeClient, cluster: Cluster) -> list[dict]:
+    """The cluster's nodes that match its GPU node selector (every node when it has none), as
+    the API's JSON. Raises ``KubeError``."""
+    return kube.list("Node", label_selector=selector(cluster.gpu_node_selector or {}) or None)
+
+
 def gpu_nodes(cluster: Cluster, *, kube: WorkloadClient | None = None) -> list[NodeGpus]:
     """The cluster's GPU nodes (by its GPU node selector) with allocatable and allocated GPUs.
     Raises ``KubeError``."""
     kube = kube or WorkloadClient.for_cluster(cluster)
-    nodes = kube.list("Node", label_selector=selector(cluster.gpu_node_selector or {}) or None)
+    nodes = list_gpu_nodes(kube, cluster)
     pods = kube.list_objects(
         "Pod", field_selector="status.phase!=Succeeded,status.phase!=Failed"
     ).items
     return summarise_nodes(
         nodes, pods, resource_names=gpu_resource_names(cluster), model_label=cluster.gpu_model_label
     )
-
-
-# --- stopping a pod the portal created ------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Stopped:
-    """What was (or would be) deleted to stop a pod: its owning Job, or the pod itself."""
-
-    kind: str
-    name: str
-    uid: str = ""
-
-
-def stop_target(pod: dict, *, managed_by: str) -> Stopped:
-    """What to delete to stop this pod: its Job when a Job owns it (deleting only the pod would
-    make the Job start another), else the pod. Refuses pods without the portal's label."""
-    metadata = pod.get("metadata") or {}
-    if (metadata.get("labels") or {}).get(MANAGED_BY_LABEL) != managed_by:
-        raise StopRefused(
-            f"Pod {metadata.get('name')} is not labelled {MANAGED_BY_LABEL}={managed_by}; "
-            "the portal only stops what it created."
-        )
-    for owner in metadata.get("ownerReferences") or []:
-        if owner.get("kind") == "Job" and owner.get("apiVersion", "").startswith("batch/"):
-            return Stopped(kind="Job", name=owner["name"], uid=owner.get("uid", ""))
-    return Stopped(kind="Pod", name=metadata["name"], uid=metadata.get("uid", ""))
-
-
-def check_stoppable(
-    cluster: Cluster, *, namespace: str, pod: str, kube: WorkloadClient | None = None
-) -> Stopped:
-    """What ``stop_managed_pod`` would delete; ``StopRefused`` when it would refuse, and
-    ``KubeError`` when the cluster cannot say."""
-    kube = kube or WorkloadClient.for_cluster(cluster)
-    body = kube.get_pod(namespace, pod)
-    if body is None:
-        raise StopRefused(f"Pod {namespace}/{pod} no longer exists.")
-    target = stop_target(body, managed_by=settings.PORTAL_NAME)
-    if target.kind == "Job":
-        job = kube.get_job(namespace, target.name)
-        labels = ((job or {}).get("metadata") or {}).get("labels") or {}
-        if job is None or labels.get(MANAGED_BY_LABEL) != settings.PORTAL_NAME:
-            raise StopRefused(f"Job {namespace}/{target.name} is not managed by the portal.")
-    return target
-
-
-def stop_managed_pod(cluster: Cluster, *, namespace: str, pod: str) -> Stopped:
-    """Stop a pod the portal manages by deleting its Job (and with it the pod) or the pod
-    itself, only that very object (by uid). Anything else is refused with ``StopRefused``."""
-    kube = WorkloadClient.for_cluster(cluster)
-    target = check_stoppable(cluster, namespace=namespace, pod=pod, kube=kube)
-    if target.kind == "Job":
-        deleted = kube.delete_job(
-            namespace, target.name, propagation="Background", uid=target.uid or None
-        )
-    else:
-        deleted = kube.delete_pod(namespace, target.name, uid=target.uid or None)
-    if not deleted:
-        raise StopRefused(f"{target.kind} {namespace}/{target.name} was already gone.")
-    return target

@@ -3,7 +3,7 @@
 from celery import shared_task
 from django.conf import settings
 
-from clusters import services
+from clusters.capacity import capacity_sync
 from clusters.kube import ClusterNotConfigured, TransientKubeError, connection_configured
 from clusters.models import Cluster
 
@@ -21,7 +21,7 @@ def sync_cluster_inventory(*, cluster_id: int) -> dict[str, int]:
     if cluster is None:
         return {}
     try:
-        changes = services.inventory_sync(cluster=cluster)
+        changes = capacity_sync(cluster=cluster)
     except ClusterNotConfigured:
         return {}  # nothing to read: capacity stays what an admin entered
     return {change.resource_name: change.after for change in changes}

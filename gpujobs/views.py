@@ -201,8 +201,7 @@ def job_gpus(request: HttpRequest, pk: int) -> HttpResponse:
     job = _visible_job(request, pk)
     context: dict = {"job": job}
     try:
-        from monitoring import promql
-        from monitoring import services as monitoring
+        from monitoring import dashboards, promql
     except ImportError:  # the monitoring app is optional for the job pages
         context["unavailable"] = "GPU monitoring is not installed in this portal."
         return _fragment(request, "gpujobs/_job_gpus.html", context)
@@ -220,7 +219,7 @@ def job_gpus(request: HttpRequest, pk: int) -> HttpResponse:
         if end <= start:
             end = start + datetime.timedelta(minutes=1)
         window = promql.Window(start=start, end=end, label="job")
-        context["dashboard"] = monitoring.pod_dashboard(
+        context["dashboard"] = dashboards.pod_dashboard(
             cluster=job.cluster, namespace=job.team.slug, pod_names=job.pods, window=window
         )
     return _fragment(request, "gpujobs/_job_gpus.html", context)

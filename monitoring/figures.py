@@ -129,8 +129,10 @@ def time_series(
     named = sorted(((name(s.labels), s) for s in series), key=lambda pair: _sort_key(pair[0]))
     data = []
     for label, s in named:
-        ys = [None if (v := _clean(value)) is None else round(v * scale, decimals)
-              for value in s.values]  # fmt: skip
+        ys = [
+            None if (v := _clean(value)) is None else round(v * scale, decimals)
+            for value in s.values
+        ]
         data.append(
             {
                 "type": "scatter",

@@ -1,5 +1,5 @@
 """Forms for monitoring pages and API query strings: they parse input into a window, a report
-period or a policy; the rules live in ``services``."""
+period or a policy; the rules live in ``idle`` and ``usage``."""
 
 from __future__ import annotations
 

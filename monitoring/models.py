@@ -13,9 +13,10 @@ class IdlePolicy(models.Model):
 
     team = models.OneToOneField(Team, on_delete=models.CASCADE, related_name="idle_policy")
     notify_leads = models.BooleanField(
-        default=True, help_text="Tell the team's leads (in the portal, and by e-mail) when a pod "
-        "holding GPUs goes idle."
-    )  # fmt: skip
+        default=True,
+        help_text="Tell the team's leads (in the portal, and by e-mail) when a pod "
+        "holding GPUs goes idle.",
+    )
     stop_after_minutes = models.PositiveIntegerField(
         null=True,
         blank=True,

@@ -1,12 +1,22 @@
 """Prometheus alert rules for idle GPUs, for teams that prefer Alertmanager to the portal's own
 notifications: the seed's ``LowGPUUsage`` rule, per pod, with the cluster's threshold, window,
-metric and label layout. Pure functions returning plain dicts, and YAML text."""
+metric and label layout.
+
+The builders are pure functions returning plain dicts, and YAML text. The export the pages
+serve, ``alert_rules_yaml`` at the end, is the one part that reads Django: the cluster row's
+idle settings and the portal's name, which it hands to the builders.
+"""
 
 from __future__ import annotations
 
 import yaml
+from django.conf import settings
+from django.core.exceptions import ValidationError
 
+from clusters.models import Cluster
 from monitoring import promql
+from monitoring.metrics import metrics_config
+from tenants.models import Team
 
 ALERT_NAME = "LowGPUUsage"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
@@ -71,3 +81,35 @@ def prometheus_rule(group: dict, *, name: str, namespace: str, managed_by: str) 
 
 def to_yaml(document: dict) -> str:
     return yaml.safe_dump(document, sort_keys=False, default_flow_style=False, width=120)
+
+
+# The export: the builders above, filled in from a cluster and a team.
+
+RULE_FORMATS = ("rules", "prometheusrule")
+
+
+def alert_rules_yaml(*, cluster: Cluster, team: Team | None, format: str) -> str:
+    """The LowGPUUsage rule with the cluster's threshold, window, metric and labels, for one
+    team's namespace (or every pod holding GPUs when ``team`` is None), as a plain rules file
+    or a PrometheusRule object."""
+    if format not in RULE_FORMATS:
+        raise ValidationError({"format": f"Choose one of {', '.join(RULE_FORMATS)}."})
+    namespace = team.slug if team is not None else None
+    rule = low_gpu_usage_rule(
+        metrics_config(cluster),
+        threshold_percent=cluster.idle_utilization_percent,
+        window_minutes=cluster.idle_window_minutes,
+        namespace=namespace,
+    )
+    name = f"{settings.PORTAL_NAME}-idle-gpus" + (f"-{team.slug}" if team else "")
+    group = rule_group(name, rule)
+    if format == "rules":
+        return to_yaml(rules_file(group))
+    return to_yaml(
+        prometheus_rule(
+            group,
+            name=name,
+            namespace=namespace or "monitoring",
+            managed_by=settings.PORTAL_NAME,
+        )
+    )

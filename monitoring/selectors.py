@@ -64,8 +64,11 @@ def unread_notification_count(user: User | AnonymousUser) -> int:
 
 def grant_spans(grants: QuerySet[QuotaGrant]) -> list[reports.GrantSpan]:
     """The grants with their size history, read from the audit trail of their shrinks."""
-    rows = list(grants.values_list("pk", "team_id", "cluster_id", "gpus", "starts_on", "ends_on",
-                                   "ended_at"))  # fmt: skip
+    rows = list(
+        grants.values_list(
+            "pk", "team_id", "cluster_id", "gpus", "starts_on", "ends_on", "ended_at"
+        )
+    )
     resized: dict[int, list] = defaultdict(list)
     shrinks = AuditEvent.objects.filter(
         action="quota_grant.shrunk",

@@ -1,5 +1,6 @@
 """Monitoring pages. Thin: ``tenants.selectors`` decides which teams a user sees, the team's
-slug is the only namespace any query filters on, and ``services`` builds every chart.
+slug is the only namespace any query filters on, ``dashboards`` builds every chart, and
+``permissions`` says who may set a policy or see whole clusters.
 
 A page asked by htmx (auto refresh) gets only its live region back."""
 
@@ -10,7 +11,7 @@ from urllib.parse import urlencode
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -18,12 +19,12 @@ from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_POST
 
 from clusters.models import Cluster
-from monitoring import selectors, services
+from monitoring import dashboards, idle, permissions, rules, selectors, usage
 from monitoring.forms import IdlePolicyForm, UsageReportForm, WindowForm
 from monitoring.models import IdlePolicy
+from monitoring.notifications import notifications_mark_read
 from tenants.forms import add_service_errors
-from tenants.models import Membership, Team
-from tenants.permissions import is_portal_admin, team_role
+from tenants.models import Team
 from tenants.selectors import teams_visible_to
 
 POD_NAME_MAX_LENGTH = 253
@@ -54,10 +55,6 @@ def _render_live(request: HttpRequest, page: str, live: str, context: dict) -> H
     return response
 
 
-def _can_set_policy(request: HttpRequest, team: Team) -> bool:
-    return is_portal_admin(request.user) or team_role(request.user, team) == Membership.Role.LEAD
-
-
 @login_required
 def team_monitoring(request: HttpRequest, slug: str) -> HttpResponse:
     team = _visible_team(request, slug)
@@ -71,10 +68,10 @@ def team_monitoring(request: HttpRequest, slug: str) -> HttpResponse:
         "cluster": cluster,
         "window_form": window_form,
         "window": window,
-        "can_set_policy": _can_set_policy(request, team),
+        "can_set_policy": permissions.can_set_idle_policy(request.user, team),
     }
     if cluster is not None:
-        context["dashboard"] = services.team_dashboard(team=team, cluster=cluster, window=window)
+        context["dashboard"] = dashboards.team_dashboard(team=team, cluster=cluster, window=window)
         context["open_idle"] = list(selectors.open_idle_pods(team=team, cluster=cluster))
     if context["can_set_policy"] and not request.htmx:
         policy = IdlePolicy.objects.filter(team=team).first() or IdlePolicy(team=team)
@@ -108,7 +105,7 @@ def pod_monitoring(request: HttpRequest, slug: str, pod: str) -> HttpResponse:
     }
     if cluster is not None:
         # The namespace is the team's; the pod name only narrows within it.
-        context["dashboard"] = services.pod_dashboard(
+        context["dashboard"] = dashboards.pod_dashboard(
             cluster=cluster, namespace=team.slug, pod_names=[pod], window=window
         )
     return _render_live(request, "monitoring/pod.html", "monitoring/_pod_live.html", context)
@@ -118,12 +115,11 @@ def pod_monitoring(request: HttpRequest, slug: str, pod: str) -> HttpResponse:
 @login_required
 def idle_policy_update(request: HttpRequest, slug: str) -> HttpResponse:
     team = _visible_team(request, slug)
-    if not _can_set_policy(request, team):
-        raise PermissionDenied(f"Only leads of {team.slug} can change its idle policy.")
+    permissions.check_can_set_idle_policy(request.user, team)
     form = IdlePolicyForm(request.POST)
     if form.is_valid():
         try:
-            services.idle_policy_set(actor=request.user, team=team, **form.cleaned_data)
+            idle.idle_policy_set(actor=request.user, team=team, **form.cleaned_data)
         except ValidationError as error:
             add_service_errors(form, error)
         else:
@@ -148,20 +144,15 @@ def team_alert_rules(request: HttpRequest, slug: str) -> HttpResponse:
         raise Http404("No cluster has metrics.")
     rule_format = request.GET.get("format", "rules")
     try:
-        text = services.alert_rules_yaml(cluster=cluster, team=team, format=rule_format)
+        text = rules.alert_rules_yaml(cluster=cluster, team=team, format=rule_format)
     except ValidationError as error:
         return HttpResponse(" ".join(error.messages), status=400, content_type="text/plain")
     return _rules_response(text, f"{team.slug}-{cluster.name}-{rule_format}.yaml")
 
 
-def _require_admin(request: HttpRequest) -> None:
-    if not is_portal_admin(request.user):
-        raise PermissionDenied("Only portal admins can see whole clusters.")
-
-
 @login_required
 def cluster_list(request: HttpRequest) -> HttpResponse:
-    _require_admin(request)
+    permissions.check_can_see_clusters(request.user)
     return render(
         request, "monitoring/cluster_list.html", {"clusters": Cluster.objects.order_by("name")}
     )
@@ -169,13 +160,13 @@ def cluster_list(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def cluster_monitoring(request: HttpRequest, name: str) -> HttpResponse:
-    _require_admin(request)
+    permissions.check_can_see_clusters(request.user)
     cluster = get_object_or_404(Cluster, name=name)
     window_form = WindowForm(request.GET or None)
     window = window_form.window_value
     context = {"cluster": cluster, "window_form": window_form, "window": window}
     if cluster.prometheus_url:
-        context["dashboard"] = services.cluster_dashboard(cluster=cluster, window=window)
+        context["dashboard"] = dashboards.cluster_dashboard(cluster=cluster, window=window)
     return _render_live(
         request, "monitoring/cluster.html", "monitoring/_cluster_live.html", context
     )
@@ -183,11 +174,11 @@ def cluster_monitoring(request: HttpRequest, name: str) -> HttpResponse:
 
 @login_required
 def cluster_alert_rules(request: HttpRequest, name: str) -> HttpResponse:
-    _require_admin(request)
+    permissions.check_can_see_clusters(request.user)
     cluster = get_object_or_404(Cluster, name=name)
     rule_format = request.GET.get("format", "rules")
     try:
-        text = services.alert_rules_yaml(cluster=cluster, team=None, format=rule_format)
+        text = rules.alert_rules_yaml(cluster=cluster, team=None, format=rule_format)
     except ValidationError as error:
         return HttpResponse(" ".join(error.messages), status=400, content_type="text/plain")
     return _rules_response(text, f"{cluster.name}-{rule_format}.yaml")
@@ -201,7 +192,7 @@ def usage_report(request: HttpRequest) -> HttpResponse:
         form = UsageReportForm({})
     if form.is_valid():
         data = form.cleaned_data
-        report = services.usage_report(
+        report = usage.usage_report(
             user=request.user, start=data["start"], end=data["end"], bucket=data["bucket"]
         )
     return render(
@@ -221,7 +212,7 @@ def usage_report_csv(request: HttpRequest) -> HttpResponse:
             content_type="text/plain",
         )
     data = form.cleaned_data
-    report = services.usage_report(
+    report = usage.usage_report(
         user=request.user, start=data["start"], end=data["end"], bucket=data["bucket"]
     )
     response = HttpResponse(report.csv(), content_type="text/csv; charset=utf-8")
@@ -240,5 +231,5 @@ def notification_list(request: HttpRequest) -> HttpResponse:
 @login_required
 def notifications_read(request: HttpRequest) -> HttpResponse:
     ids = [int(i) for i in request.POST.getlist("id") if i.isdigit()] or None
-    services.notifications_mark_read(user=request.user, ids=ids)
+    notifications_mark_read(user=request.user, ids=ids)
     return redirect(reverse("notification-list"))

@@ -1,4 +1,5 @@
-"""What the monitoring API sends. Read-only: every figure is computed by ``services``."""
+"""What the monitoring API sends. Read-only: every figure is computed by ``dashboards``,
+``metrics`` and ``usage``."""
 
 from rest_framework import serializers
 

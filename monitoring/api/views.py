@@ -13,7 +13,7 @@ from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from monitoring import selectors, services
+from monitoring import dashboards, metrics, selectors, usage
 from monitoring.api import serializers as s
 from monitoring.forms import UsageReportForm, WindowForm
 from monitoring.prometheus import PrometheusError, PrometheusNotConfigured
@@ -40,7 +40,7 @@ class MetricsAPIView(APIView):
     def handle_exception(self, exc):
         if isinstance(exc, PrometheusError):
             response = Response(
-                {"detail": services.unavailable_message(exc), "reason": exc.reason},
+                {"detail": metrics.unavailable_message(exc), "reason": exc.reason},
                 status=status.HTTP_503_SERVICE_UNAVAILABLE,
             )
             response["Retry-After"] = str(RETRY_AFTER_SECONDS)
@@ -64,15 +64,19 @@ class TeamUtilisationView(MetricsAPIView):
     @extend_schema(
         summary="A team's GPU utilisation per pod over a window, and its pods holding GPUs",
         parameters=[CLUSTER, WINDOW, START, END],
-        responses={200: s.TeamUtilisationSerializer, 400: BAD_INPUT, 404: NOT_FOUND,
-                   503: UNAVAILABLE},
-    )  # fmt: skip
+        responses={
+            200: s.TeamUtilisationSerializer,
+            400: BAD_INPUT,
+            404: NOT_FOUND,
+            503: UNAVAILABLE,
+        },
+    )
     def get(self, request, slug: str):
         team, cluster = self.team_and_cluster(slug)
         form = WindowForm(request.query_params or None)
         if form.is_bound and not form.is_valid():
             raise ValidationError(form.errors.get_json_data())
-        series = services.team_series(team=team, cluster=cluster, window=form.window_value)
+        series = dashboards.team_series(team=team, cluster=cluster, window=form.window_value)
         return Response(s.TeamUtilisationSerializer(series).data)
 
 
@@ -84,7 +88,7 @@ class TeamPodsView(MetricsAPIView):
     )
     def get(self, request, slug: str):
         team, cluster = self.team_and_cluster(slug)
-        pods = services.team_pod_usage(team=team, cluster=cluster)
+        pods = metrics.team_pod_usage(team=team, cluster=cluster)
         data = {
             "team": team.slug,
             "cluster": cluster.name,
@@ -129,7 +133,7 @@ class UsageReportView(MetricsAPIView):
         if not form.is_valid():
             raise ValidationError(form.errors.get_json_data())
         data = form.cleaned_data
-        report = services.usage_report(
+        report = usage.usage_report(
             user=request.user,
             start=data["start"],
             end=data["end"],

@@ -6,7 +6,7 @@ import pytest
 from kubernetes.client.rest import ApiException
 
 from clusters import kube
-from clusters.capacity import gpu_inventory, node_usable
+from clusters.inventory import gpu_inventory, node_usable
 
 MODEL_LABEL = "nvidia.com/gpu.product"
 

@@ -200,7 +200,7 @@ def test_job_deleted_outside_the_portal_shows_failed(
 def test_job_stopped_by_the_idle_gpu_policy_shows_cancelled_with_why(
     running_services, make_gpu_team, gpu_cluster
 ):
-    from clusters import inventory
+    from clusters import pods
     from monitoring.models import IdlePod
 
     gpu = make_gpu_team(gpus=1)
@@ -220,7 +220,7 @@ def test_job_stopped_by_the_idle_gpu_policy_shows_cancelled_with_why(
         last_idle_at=now,
         stopped_at=now,
     )
-    inventory.stop_managed_pod(gpu_cluster, namespace=gpu.namespace, pod=pod)
+    pods.stop_managed_pod(gpu_cluster, namespace=gpu.namespace, pod=pod)
 
     job = wait_for_job(job_id, lambda j: j.is_final, what="the stop to be seen")
 

@@ -6,7 +6,7 @@ import datetime
 import pytest
 from django.utils import timezone
 
-from monitoring import services
+from monitoring import usage
 from tenants import services as tenant_services
 from tenants.models import AuditEvent
 from tests import factories
@@ -28,7 +28,7 @@ def test_a_shrunk_grant_is_counted_at_each_size_for_the_hours_it_had_it(admin):
     )
     end = shrunk_at + datetime.timedelta(hours=2)
 
-    report = services.usage_report(user=admin, start=start, end=end, now=end)
+    report = usage.usage_report(user=admin, start=start, end=end, now=end)
 
     (row,) = [r for r in report.rows if r.team_slug == grant.team.slug]
     hours_before = (shrunk_at - start).total_seconds() / 3600

@@ -16,7 +16,7 @@ from django.core import mail
 from django.utils import timezone
 from kubernetes.client.rest import ApiException
 
-from monitoring import promql, services, tasks
+from monitoring import idle, promql, tasks
 from monitoring.models import IdlePod, IdlePolicy, Notification
 from tenants.models import AuditEvent, Membership
 from tests import factories
@@ -140,7 +140,7 @@ def test_an_episode_ends_when_the_pod_is_no_longer_idle(workloads, cluster):
 
     # A day from now Prometheus has no samples for the pod: it is not idle any more.
     later = timezone.now() + datetime.timedelta(days=1)
-    result = services.idle_check_cluster(cluster=cluster, now=later)
+    result = idle.idle_check_cluster(cluster=cluster, now=later)
 
     assert result.recovered == [f"{team.slug}/sleepy"]
     assert IdlePod.objects.get(team=team).ended_at == later

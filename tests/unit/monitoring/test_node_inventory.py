@@ -1,10 +1,10 @@
-"""clusters.inventory's pure parts: GPUs allocatable vs allocated per node, what stopping a pod
-deletes, and which pods the portal may stop."""
+"""The pure parts of clusters.inventory (GPUs allocatable vs allocated per node) and of
+clusters.pods (what stopping a pod deletes, and which pods the portal may stop)."""
 
 import pytest
 
 from clusters import inventory
-from clusters.inventory import StopRefused
+from clusters.pods import MANAGED_BY_LABEL, Stopped, StopRefused, stop_target
 
 
 def node(name, gpus, model="NVIDIA-A100", ready=True, resource="nvidia.com/gpu"):
@@ -67,7 +67,7 @@ def test_each_gpu_resource_name_is_counted_on_its_own():
 
 
 def managed_pod(owner_kind=None, managed_by="gpu-portal"):
-    metadata = {"name": "train-0", "labels": {inventory.MANAGED_BY_LABEL: managed_by}}
+    metadata = {"name": "train-0", "labels": {MANAGED_BY_LABEL: managed_by}}
     if owner_kind:
         metadata["ownerReferences"] = [
             {"kind": owner_kind, "name": "job-7", "apiVersion": "batch/v1"}
@@ -76,25 +76,23 @@ def managed_pod(owner_kind=None, managed_by="gpu-portal"):
 
 
 def test_a_pod_owned_by_a_job_is_stopped_by_deleting_the_job():
-    assert inventory.stop_target(managed_pod("Job"), managed_by="gpu-portal") == (
-        inventory.Stopped(kind="Job", name="job-7")
+    assert stop_target(managed_pod("Job"), managed_by="gpu-portal") == (
+        Stopped(kind="Job", name="job-7")
     )
 
 
 def test_a_bare_pod_is_stopped_by_deleting_it():
-    assert inventory.stop_target(managed_pod(), managed_by="gpu-portal") == (
-        inventory.Stopped(kind="Pod", name="train-0")
+    assert stop_target(managed_pod(), managed_by="gpu-portal") == (
+        Stopped(kind="Pod", name="train-0")
     )
 
 
 def test_pods_without_the_portals_label_are_never_stopped():
     with pytest.raises(StopRefused, match="only stops what it created"):
-        inventory.stop_target(
-            managed_pod("Job", managed_by="someone-else"), managed_by="gpu-portal"
-        )
+        stop_target(managed_pod("Job", managed_by="someone-else"), managed_by="gpu-portal")
 
 
 def test_the_job_to_delete_is_that_very_job():
     pod = managed_pod("Job")
     pod["metadata"]["ownerReferences"][0]["uid"] = "uid-7"
-    assert inventory.stop_target(pod, managed_by="gpu-portal").uid == "uid-7"
+    assert stop_target(pod, managed_by="gpu-portal").uid == "uid-7"

@@ -1,0 +1,80 @@
+"""Stopping a pod the portal created, the one delete monitoring's idle policy may do.
+
+The pod's owning Job is deleted when a Job owns it (deleting only the pod would make the Job
+start another), else the pod itself, only that very object (by uid), and only when it carries
+the portal's managed-by label. ``stop_target``, which decides what to delete, is pure and
+tested without a cluster; the rest goes through ``clusters.workloads``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from clusters.models import Cluster
+from clusters.workloads import WorkloadClient
+
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+
+
+class StopRefused(Exception):
+    """The pod is not the portal's to stop (or is already gone)."""
+
+
+@dataclass(frozen=True)
+class Stopped:
+    """What was (or would be) deleted to stop a pod: its owning Job, or the pod itself."""
+
+    kind: str
+    name: str
+    uid: str = ""
+
+
+def stop_target(pod: dict, *, managed_by: str) -> Stopped:
+    """What to delete to stop this pod: its Job when a Job owns it (deleting only the pod would
+    make the Job start another), else the pod. Refuses pods without the portal's label."""
+    metadata = pod.get("metadata") or {}
+    if (metadata.get("labels") or {}).get(MANAGED_BY_LABEL) != managed_by:
+        raise StopRefused(
+            f"Pod {metadata.get('name')} is not labelled {MANAGED_BY_LABEL}={managed_by}; "
+            "the portal only stops what it created."
+        )
+    for owner in metadata.get("ownerReferences") or []:
+        if owner.get("kind") == "Job" and owner.get("apiVersion", "").startswith("batch/"):
+            return Stopped(kind="Job", name=owner["name"], uid=owner.get("uid", ""))
+    return Stopped(kind="Pod", name=metadata["name"], uid=metadata.get("uid", ""))
+
+
+def check_stoppable(
+    cluster: Cluster, *, namespace: str, pod: str, kube: WorkloadClient | None = None
+) -> Stopped:
+    """What ``stop_managed_pod`` would delete; ``StopRefused`` when it would refuse, and
+    ``KubeError`` when the cluster cannot say."""
+    kube = kube or WorkloadClient.for_cluster(cluster)
+    body = kube.get_pod(namespace, pod)
+    if body is None:
+        raise StopRefused(f"Pod {namespace}/{pod} no longer exists.")
+    target = stop_target(body, managed_by=settings.PORTAL_NAME)
+    if target.kind == "Job":
+        job = kube.get_job(namespace, target.name)
+        labels = ((job or {}).get("metadata") or {}).get("labels") or {}
+        if job is None or labels.get(MANAGED_BY_LABEL) != settings.PORTAL_NAME:
+            raise StopRefused(f"Job {namespace}/{target.name} is not managed by the portal.")
+    return target
+
+
+def stop_managed_pod(cluster: Cluster, *, namespace: str, pod: str) -> Stopped:
+    """Stop a pod the portal manages by deleting its Job (and with it the pod) or the pod
+    itself, only that very object (by uid). Anything else is refused with ``StopRefused``."""
+    kube = WorkloadClient.for_cluster(cluster)
+    target = check_stoppable(cluster, namespace=namespace, pod=pod, kube=kube)
+    if target.kind == "Job":
+        deleted = kube.delete_job(
+            namespace, target.name, propagation="Background", uid=target.uid or None
+        )
+    else:
+        deleted = kube.delete_pod(namespace, target.name, uid=target.uid or None)
+    if not deleted:
+        raise StopRefused(f"{target.kind} {namespace}/{target.name} was already gone.")
+    return target

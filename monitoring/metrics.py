@@ -1,0 +1,88 @@
+"""A cluster's GPU metrics: its Prometheus client, the PromQL settings its label layout needs,
+the sentence shown when Prometheus cannot answer, and the pods holding GPUs now with the idle
+verdict. Dashboards, the API, the idle check and the usage report all start here.
+
+The idle rule itself is here (``pod_usage``), because the dashboards show its verdict as well
+as the idle check acting on it; what the portal then does about an idle pod is ``idle``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from clusters.models import Cluster
+from monitoring import promql
+from monitoring.prometheus import PrometheusClient, PrometheusError
+from tenants.models import Team
+
+
+def metrics_config(cluster: Cluster) -> promql.MetricsConfig:
+    return promql.MetricsConfig(
+        layout=cluster.metrics_label_layout, utilisation_metric=cluster.gpu_utilization_metric
+    )
+
+
+def prometheus_for(cluster: Cluster) -> PrometheusClient:
+    """A client for the cluster's Prometheus (``PrometheusNotConfigured`` when it has none)."""
+    return PrometheusClient(cluster.prometheus_url)
+
+
+def unavailable_message(error: PrometheusError) -> str:
+    return f"GPU metrics are unavailable right now. {error}"
+
+
+@dataclass(frozen=True)
+class PodUsage:
+    """A pod holding GPUs now: how many, and their average utilisation over the cluster's idle
+    window (None while the pod is younger than the window). Idle when that is under the
+    cluster's threshold."""
+
+    namespace: str
+    pod: str
+    gpus: int
+    average_utilisation: float | None
+    idle: bool
+
+
+def pod_usage(
+    prometheus: PrometheusClient,
+    cluster: Cluster,
+    *,
+    namespace: str | None = None,
+    at: float | None = None,
+) -> list[PodUsage]:
+    """Every pod holding GPUs on the cluster (or in one namespace), judged by the idle rule."""
+    config = metrics_config(cluster)
+    labels = config.labels
+    counts = prometheus.query(promql.pod_gpu_count(config, namespace=namespace), at=at)
+    averages = prometheus.query(
+        promql.pod_average_utilisation(
+            config, window_minutes=cluster.idle_window_minutes, namespace=namespace
+        ),
+        at=at,
+    )
+
+    def key(sample) -> tuple[str, str]:
+        return sample.labels.get(labels.namespace, ""), sample.labels.get(labels.pod, "")
+
+    average_by_pod = {key(s): s.value for s in averages if not math.isnan(s.value)}
+    usage = []
+    for sample in counts:
+        average = average_by_pod.get(key(sample))
+        usage.append(
+            PodUsage(
+                namespace=key(sample)[0],
+                pod=key(sample)[1],
+                gpus=int(sample.value),
+                average_utilisation=average,
+                idle=average is not None and average < cluster.idle_utilization_percent,
+            )
+        )
+    return sorted(usage, key=lambda p: (p.namespace, p.pod))
+
+
+def team_pod_usage(*, team: Team, cluster: Cluster) -> list[PodUsage]:
+    """The team's pods holding GPUs now. Raises ``PrometheusError``."""
+    with prometheus_for(cluster) as prometheus:
+        return pod_usage(prometheus, cluster, namespace=team.slug)

@@ -5,6 +5,9 @@ also belong; ``other_lead`` leads team B (``other_team``), which nobody in team 
 """
 
 import pytest
+from django.conf import settings as django_settings
+from django.test import Client
+from django.test.utils import override_settings
 from rest_framework.test import APIClient
 
 from tenants.models import Membership
@@ -14,6 +17,25 @@ from tests import factories
 pytest_plugins = ["devcluster.pytest_plugin"]
 
 PASSWORD = "correct-horse-battery"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _fast_password_hashing():
+    """Factories hash a password per user; the default hasher is deliberately slow."""
+    with override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"]):
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _plain_static_storage():
+    """Pages reference static files by name; the manifest storage used with DEBUG off needs
+    collectstatic first, which tests have no reason to run (the production-server test does)."""
+    storages = {
+        **django_settings.STORAGES,
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    }
+    with override_settings(STORAGES=storages):
+        yield
 
 
 @pytest.fixture
@@ -70,13 +92,29 @@ def outsider(db):
     return factories.UserFactory(username="oscar-outsider")
 
 
+class PortalAPIClient(APIClient):
+    """An API client that sends JSON bodies, as API clients do."""
+
+    default_format = "json"
+
+    def as_user(self, user):
+        self.force_authenticate(user=user)
+        return self
+
+
 @pytest.fixture
 def api():
     """An API client; ``api.as_user(user)`` authenticates it as that user."""
-
-    class PortalAPIClient(APIClient):
-        def as_user(self, user):
-            self.force_authenticate(user=user)
-            return self
-
     return PortalAPIClient()
+
+
+@pytest.fixture
+def client_as():
+    """``client_as(user)``: a fresh page client signed in as that user."""
+
+    def make(user) -> Client:
+        client = Client()
+        client.force_login(user)
+        return client
+
+    return make

@@ -48,16 +48,6 @@ def browser() -> Browser:
         browser.close()
 
 
-@pytest.fixture(autouse=True)
-def _plain_static_storage(settings):
-    # The live server serves static files from the finders; manifest storage (DEBUG off)
-    # would need collectstatic first.
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
-    }
-
-
 class Console:
     """Console errors and uncaught exceptions seen by every page of one test."""
 

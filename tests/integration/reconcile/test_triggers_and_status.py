@@ -3,7 +3,6 @@
 import datetime
 
 import pytest
-from django.test import Client
 from django.utils import timezone
 
 from tenants import services, tasks
@@ -140,11 +139,8 @@ def test_only_admins_delete_a_namespace(api, lead, team, failing):
     assert response.json()["detail"] == "Only portal admins can delete a team's namespace."
 
 
-def test_the_team_page_shows_the_state_and_the_error_in_words(member, team, failing):
-    page = Client()
-    page.force_login(member)
-
-    html = page.get(f"/teams/{team.slug}/").content.decode()
+def test_the_team_page_shows_the_state_and_the_error_in_words(client_as, member, team, failing):
+    html = client_as(member).get(f"/teams/{team.slug}/").content.decode()
 
     assert 'data-testid="cluster-status"' in html
     assert "Error" in html
@@ -152,14 +148,11 @@ def test_the_team_page_shows_the_state_and_the_error_in_words(member, team, fail
     assert "requests.nvidia.com/gpu: 4" in html
 
 
-def test_the_team_page_says_when_a_cluster_recovered(member, team, failing):
+def test_the_team_page_says_when_a_cluster_recovered(client_as, member, team, failing):
     TeamCluster.objects.filter(pk=failing.pk).update(
         status=TeamCluster.Status.IN_SYNC, last_applied_at=timezone.now(), consecutive_failures=0
     )
-    page = Client()
-    page.force_login(member)
-
-    html = page.get(f"/teams/{team.slug}/").content.decode()
+    html = client_as(member).get(f"/teams/{team.slug}/").content.decode()
 
     assert "In sync" in html
     assert "recovered" in html

@@ -1,11 +1,27 @@
-"""Fixtures that make permission tests read like sentences.
+"""The suite's database, its service markers, and fixtures that make permission tests read like
+sentences.
+
+Two runs, chosen here and nowhere else:
+
+- ``pytest`` (``make test``, CI): the suite runs on PostgreSQL. ``scripts/services.sh up`` starts a
+  private one and exports its ``DATABASE_URL``; a database test on anything else fails at once.
+- ``pytest --fast`` (``make test-fast``): SQLite in memory, whatever ``DATABASE_URL`` says, and no
+  service started. Tests marked as needing a service are deselected; one selected anyway (``-m``)
+  fails and says why, so the fast loop never passes a test it cannot prove.
+
+A test gets its service markers from the fixtures it uses (``SERVICE_FIXTURES``), so a new test that
+asks for the ``devcluster`` or a worker is marked without saying so; mark by hand only what needs
+PostgreSQL without such a fixture (``@pytest.mark.postgres``).
 
 Two teams share one cluster: ``lead`` leads team A (``team``) where ``member`` and ``viewer``
 also belong; ``other_lead`` leads team B (``other_team``), which nobody in team A belongs to.
 """
 
+import os
+
 import pytest
 from django.conf import settings as django_settings
+from django.db import connections
 from django.test import Client
 from django.test.utils import override_settings
 from rest_framework.test import APIClient
@@ -17,6 +33,109 @@ from tests import factories
 pytest_plugins = ["devcluster.pytest_plugin"]
 
 PASSWORD = "correct-horse-battery"
+
+# What a test needs beyond Python and an SQLite database, by the fixtures that provide it (the
+# markers are registered in pyproject.toml). A test commits (``transactional_db``, or
+# ``django_db(transaction=True)``) only so that threads or other processes see its rows: a race
+# that SQLite would serialize behind its table lock is PostgreSQL's to prove.
+COMMITTING = ["postgres"]
+SERVICE_FIXTURES = {
+    "postgres_database": ["postgres"],
+    "transactional_db": COMMITTING,
+    "celery_worker_process": ["worker", "redis"],
+    "start_worker": ["worker", "redis"],
+    "watcher_process": ["worker"],
+    "beat": ["worker", "redis"],
+    "own_queue": ["redis"],
+    "devcluster": ["devcluster"],
+    "promtool": ["prometheus"],
+    "own_prometheus": ["prometheus"],
+    "relabelling_prometheus": ["prometheus"],
+    "browser": ["browser"],
+}
+SERVICE_MARKERS = sorted({marker for markers in SERVICE_FIXTURES.values() for marker in markers})
+FAST_DATABASE = {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--fast",
+        action="store_true",
+        help="SQLite in memory and no services: deselects tests marked "
+        + ", ".join(SERVICE_MARKERS)
+        + " (unless -m says otherwise)",
+    )
+
+
+def _fast(config) -> bool:
+    return config.getoption("--fast")
+
+
+def pytest_configure(config):
+    if not _fast(config):
+        return
+    if not config.option.markexpr:
+        config.option.markexpr = "not (" + " or ".join(SERVICE_MARKERS) + ")"
+    _use_database(FAST_DATABASE)
+
+
+def _use_database(database: dict) -> None:
+    """Make ``database`` the default one. Django is set up by now (pytest-django did it before
+    loading this file) and holds a wrapper for the configured database, but no open connection:
+    the settings are replaced in place and the unused wrapper dropped."""
+    for wrapper in connections.all(initialized_only=True):
+        if wrapper.connection is not None:
+            raise pytest.UsageError("a database connection was opened before the suite chose one")
+        del connections[wrapper.alias]
+    django_settings.DATABASES["default"] = dict(database)
+    connections.configure_settings(django_settings.DATABASES)
+
+
+def pytest_report_header(config):
+    if _fast(config):
+        return ["database: SQLite in memory (--fast: no services)"]
+    db = django_settings.DATABASES["default"]
+    engine = db["ENGINE"].rsplit(".", 1)[-1]
+    return [f"database: {engine} {db['NAME']} at {db['HOST']}:{db['PORT']}"]
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        needs = {
+            marker for fixture in item.fixturenames for marker in SERVICE_FIXTURES.get(fixture, ())
+        }
+        if any(mark.kwargs.get("transaction") for mark in item.iter_markers("django_db")):
+            needs.update(COMMITTING)
+        for marker in sorted(needs):
+            item.add_marker(marker)
+
+
+def pytest_runtest_setup(item):
+    if not _fast(item.config):
+        return
+    needs = sorted({mark.name for mark in item.iter_markers() if mark.name in SERVICE_MARKERS})
+    if needs:
+        pytest.fail(
+            f"{item.nodeid} is marked {', '.join(needs)}: the fast run (SQLite in memory, no "
+            "services) cannot prove it. Run it with `make test`.",
+            pytrace=False,
+        )
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(request, django_db_modify_db_settings):
+    """The full run's database is PostgreSQL by construction: refuse to create it elsewhere."""
+    engine = django_settings.DATABASES["default"]["ENGINE"]
+    if not _fast(request.config) and not engine.endswith("postgresql"):
+        given = (
+            "names " + engine if "DATABASE_URL" in os.environ else "is unset (the demo's SQLite)"
+        )
+        pytest.fail(
+            f"The test suite runs on PostgreSQL; DATABASE_URL {given}. Start PostgreSQL with "
+            '`eval "$(scripts/services.sh up postgres redis)"` (`make test` does), or run the '
+            "fast loop on SQLite in memory with `make test-fast` (pytest --fast).",
+            pytrace=False,
+        )
 
 
 @pytest.fixture(scope="session", autouse=True)

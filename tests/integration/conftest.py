@@ -61,11 +61,12 @@ def pytest_collection_modifyitems(items):
 
 @pytest.fixture(scope="session")
 def postgres_database(django_db_setup):
-    """The suite's database, which must be PostgreSQL: row locks are what the tests prove."""
+    """The suite's database, which must be PostgreSQL: row locks, concurrent transactions and
+    other processes reading the test's rows are what the tests using it prove."""
     if connection.vendor != "postgresql":
         pytest.fail(
-            "Integration tests need PostgreSQL: run them through `make test`, or export "
-            "DATABASE_URL from `scripts/services.sh up`."
+            f"This test needs PostgreSQL, not {connection.vendor}: run it through `make test`.",
+            pytrace=False,
         )
     return settings.DATABASES["default"]
 

@@ -12,11 +12,6 @@ from django.utils import timezone
 from tests import factories
 
 
-@pytest.fixture(autouse=True)
-def _on_postgresql(postgres_database):
-    """The API runs on PostgreSQL; SQLite would hide its integer ranges and locking."""
-
-
 @pytest.fixture
 def today():
     return timezone.localdate()

@@ -141,7 +141,7 @@ def test_deleting_an_archived_team_namespace_needs_its_slug_typed(
 
 def test_a_team_that_is_not_archived_keeps_its_namespace(kube_cluster, make_team, admin_user):
     team = make_team("active")
-    TeamCluster.objects.create(team=team, cluster=kube_cluster)
+    factories.TeamClusterFactory(team=team, cluster=kube_cluster)
 
     with pytest.raises(ValidationError, match="Archive team"):
         services.team_namespace_delete(

@@ -15,7 +15,9 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def on_cluster(team, cluster):
     """Team A has been reconciled on the cluster before."""
-    return TeamCluster.objects.create(team=team, cluster=cluster, status=TeamCluster.Status.IN_SYNC)
+    return factories.TeamClusterFactory(
+        team=team, cluster=cluster, status=TeamCluster.Status.IN_SYNC
+    )
 
 
 def scheduled(callbacks) -> int:
@@ -76,10 +78,10 @@ def test_the_sweep_expires_grants_and_reconciles_every_team_on_every_cluster(
         request__starts_on=yesterday - datetime.timedelta(days=3),
         request__ends_on=yesterday,
     )
-    TeamCluster.objects.create(team=team, cluster=cluster)
-    TeamCluster.objects.create(team=other_team, cluster=cluster)
+    factories.TeamClusterFactory(team=team, cluster=cluster)
+    factories.TeamClusterFactory(team=other_team, cluster=cluster)
     gone = factories.TeamFactory(slug="gone")
-    TeamCluster.objects.create(team=gone, cluster=cluster, namespace_deleted_at=timezone.now())
+    factories.TeamClusterFactory(team=gone, cluster=cluster, namespace_deleted_at=timezone.now())
     enqueued = []
     monkeypatch.setattr(services, "enqueue_reconcile", lambda **ids: enqueued.append(ids))
 
@@ -97,7 +99,7 @@ def test_the_sweep_expires_grants_and_reconciles_every_team_on_every_cluster(
 @pytest.fixture
 def failing(team, cluster):
     now = timezone.now()
-    return TeamCluster.objects.create(
+    return factories.TeamClusterFactory(
         team=team,
         cluster=cluster,
         status=TeamCluster.Status.ERROR,

@@ -7,7 +7,9 @@ Two runs, chosen here and nowhere else:
   private one and exports its ``DATABASE_URL``; a database test on anything else fails at once.
 - ``pytest --fast`` (``make test-fast``): SQLite in memory, whatever ``DATABASE_URL`` says, and no
   service started. Tests marked as needing a service are deselected; one selected anyway (``-m``)
-  fails and says why, so the fast loop never passes a test it cannot prove.
+  fails and says why, so the fast loop never passes a test it cannot prove. The schema is built
+  from the models rather than by replaying the migrations: the full run replays them, and checks
+  that they match the models.
 
 A test gets its service markers from the fixtures it uses (``SERVICE_FIXTURES``), so a new test that
 asks for the ``devcluster`` or a worker is marked without saying so; mark by hand only what needs
@@ -76,6 +78,7 @@ def pytest_configure(config):
         return
     if not config.option.markexpr:
         config.option.markexpr = "not (" + " or ".join(SERVICE_MARKERS) + ")"
+    config.option.nomigrations = True
     _use_database(FAST_DATABASE)
 
 

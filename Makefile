@@ -1,11 +1,15 @@
-# The README's commands. `make demo` runs the portal; `make test` runs the whole suite.
-.PHONY: demo test bench lint format services-up services-down devcluster-build devcluster-up devcluster-down
+# The README's commands. `make demo` runs the portal; `make test` runs the whole suite;
+# `make test-fast` runs every test that needs no service, on SQLite in memory, in seconds.
+.PHONY: demo test test-fast bench lint format services-up services-down devcluster-build devcluster-up devcluster-down
 
 demo:
 	scripts/demo.sh
 
 test:
 	scripts/test.sh
+
+test-fast:
+	scripts/test.sh --fast
 
 bench:
 	scripts/bench.sh

@@ -1,8 +1,22 @@
 #!/usr/bin/env bash
-# The whole test suite from a fresh machine: install, start every service, check, then pytest.
-# Extra arguments go to pytest (e.g. scripts/test.sh tests/unit -x).
+# The whole test suite from a fresh machine: install, start every service, check, then pytest on
+# PostgreSQL (tests/conftest.py refuses any other database for this run).
+#
+# With --fast: the quick loop. No install and no service: pytest --fast runs every test that needs
+# neither PostgreSQL, Redis, a worker, the devcluster, Prometheus nor a browser, on SQLite in memory.
+#
+# Extra arguments go to pytest (e.g. scripts/test.sh tests/unit -x, scripts/test.sh --fast -x).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+if [ "${1:-}" = "--fast" ]; then
+  shift
+  if [ ! -x .venv/bin/pytest ]; then
+    echo "test: no .venv yet; run scripts/bootstrap.sh (or make test) once" >&2
+    exit 1
+  fi
+  exec .venv/bin/pytest --fast "$@"
+fi
 
 scripts/bootstrap.sh
 eval "$(scripts/services.sh up postgres redis)"

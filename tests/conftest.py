@@ -1,10 +1,31 @@
-"""Fixtures that make permission tests read like sentences.
+"""The suite's database, its service markers, and fixtures that make permission tests read like
+sentences.
+
+Two runs, chosen here and nowhere else:
+
+- ``pytest`` (``make test``, CI): the suite runs on PostgreSQL. ``scripts/services.sh up`` starts a
+  private one and exports its ``DATABASE_URL``; a database test on anything else fails at once.
+- ``pytest --fast`` (``make test-fast``): SQLite in memory, whatever ``DATABASE_URL`` says, and no
+  service started. Tests marked as needing a service are deselected; one selected anyway (``-m``)
+  fails and says why, so the fast loop never passes a test it cannot prove. The schema is built
+  from the models rather than by replaying the migrations: the full run replays them, and checks
+  that they match the models.
+
+A test gets its service markers from the fixtures it uses (``SERVICE_FIXTURES``), so a new test that
+asks for the ``devcluster`` or a worker is marked without saying so; mark by hand only what needs
+PostgreSQL without such a fixture (``@pytest.mark.postgres``).
 
 Two teams share one cluster: ``lead`` leads team A (``team``) where ``member`` and ``viewer``
 also belong; ``other_lead`` leads team B (``other_team``), which nobody in team A belongs to.
 """
 
+import os
+
 import pytest
+from django.conf import settings as django_settings
+from django.db import connections
+from django.test import Client
+from django.test.utils import override_settings
 from rest_framework.test import APIClient
 
 from tenants.models import Membership
@@ -14,6 +35,129 @@ from tests import factories
 pytest_plugins = ["devcluster.pytest_plugin"]
 
 PASSWORD = "correct-horse-battery"
+
+# What a test needs beyond Python and an SQLite database, by the fixtures that provide it (the
+# markers are registered in pyproject.toml). A test commits (``transactional_db``, or
+# ``django_db(transaction=True)``) only so that threads or other processes see its rows: a race
+# that SQLite would serialize behind its table lock is PostgreSQL's to prove.
+COMMITTING = ["postgres"]
+SERVICE_FIXTURES = {
+    "postgres_database": ["postgres"],
+    "transactional_db": COMMITTING,
+    "celery_worker_process": ["worker", "redis"],
+    "start_worker": ["worker", "redis"],
+    "watcher_process": ["worker"],
+    "beat": ["worker", "redis"],
+    "own_queue": ["redis"],
+    "devcluster": ["devcluster"],
+    "promtool": ["prometheus"],
+    "own_prometheus": ["prometheus"],
+    "relabelling_prometheus": ["prometheus"],
+    "browser": ["browser"],
+}
+SERVICE_MARKERS = sorted({marker for markers in SERVICE_FIXTURES.values() for marker in markers})
+FAST_DATABASE = {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--fast",
+        action="store_true",
+        help="SQLite in memory and no services: deselects tests marked "
+        + ", ".join(SERVICE_MARKERS)
+        + " (unless -m says otherwise)",
+    )
+
+
+def _fast(config) -> bool:
+    return config.getoption("--fast")
+
+
+def pytest_configure(config):
+    if not _fast(config):
+        return
+    if not config.option.markexpr:
+        config.option.markexpr = "not (" + " or ".join(SERVICE_MARKERS) + ")"
+    config.option.nomigrations = True
+    _use_database(FAST_DATABASE)
+
+
+def _use_database(database: dict) -> None:
+    """Make ``database`` the default one. Django is set up by now (pytest-django did it before
+    loading this file) and holds a wrapper for the configured database, but no open connection:
+    the settings are replaced in place and the unused wrapper dropped."""
+    for wrapper in connections.all(initialized_only=True):
+        if wrapper.connection is not None:
+            raise pytest.UsageError("a database connection was opened before the suite chose one")
+        del connections[wrapper.alias]
+    django_settings.DATABASES["default"] = dict(database)
+    connections.configure_settings(django_settings.DATABASES)
+
+
+def pytest_report_header(config):
+    if _fast(config):
+        return ["database: SQLite in memory (--fast: no services)"]
+    db = django_settings.DATABASES["default"]
+    engine = db["ENGINE"].rsplit(".", 1)[-1]
+    return [f"database: {engine} {db['NAME']} at {db['HOST']}:{db['PORT']}"]
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        needs = {
+            marker for fixture in item.fixturenames for marker in SERVICE_FIXTURES.get(fixture, ())
+        }
+        if any(mark.kwargs.get("transaction") for mark in item.iter_markers("django_db")):
+            needs.update(COMMITTING)
+        for marker in sorted(needs):
+            item.add_marker(marker)
+
+
+def pytest_runtest_setup(item):
+    if not _fast(item.config):
+        return
+    needs = sorted({mark.name for mark in item.iter_markers() if mark.name in SERVICE_MARKERS})
+    if needs:
+        pytest.fail(
+            f"{item.nodeid} is marked {', '.join(needs)}: the fast run (SQLite in memory, no "
+            "services) cannot prove it. Run it with `make test`.",
+            pytrace=False,
+        )
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(request, django_db_modify_db_settings):
+    """The full run's database is PostgreSQL by construction: refuse to create it elsewhere."""
+    engine = django_settings.DATABASES["default"]["ENGINE"]
+    if not _fast(request.config) and not engine.endswith("postgresql"):
+        given = (
+            "names " + engine if "DATABASE_URL" in os.environ else "is unset (the demo's SQLite)"
+        )
+        pytest.fail(
+            f"The test suite runs on PostgreSQL; DATABASE_URL {given}. Start PostgreSQL with "
+            '`eval "$(scripts/services.sh up postgres redis)"` (`make test` does), or run the '
+            "fast loop on SQLite in memory with `make test-fast` (pytest --fast).",
+            pytrace=False,
+        )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _fast_password_hashing():
+    """Factories hash a password per user; the default hasher is deliberately slow."""
+    with override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"]):
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _plain_static_storage():
+    """Pages reference static files by name; the manifest storage used with DEBUG off needs
+    collectstatic first, which tests have no reason to run (the production-server test does)."""
+    storages = {
+        **django_settings.STORAGES,
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    }
+    with override_settings(STORAGES=storages):
+        yield
 
 
 @pytest.fixture
@@ -70,13 +214,29 @@ def outsider(db):
     return factories.UserFactory(username="oscar-outsider")
 
 
+class PortalAPIClient(APIClient):
+    """An API client that sends JSON bodies, as API clients do."""
+
+    default_format = "json"
+
+    def as_user(self, user):
+        self.force_authenticate(user=user)
+        return self
+
+
 @pytest.fixture
 def api():
     """An API client; ``api.as_user(user)`` authenticates it as that user."""
-
-    class PortalAPIClient(APIClient):
-        def as_user(self, user):
-            self.force_authenticate(user=user)
-            return self
-
     return PortalAPIClient()
+
+
+@pytest.fixture
+def client_as():
+    """``client_as(user)``: a fresh page client signed in as that user."""
+
+    def make(user) -> Client:
+        client = Client()
+        client.force_login(user)
+        return client
+
+    return make

@@ -1,3 +1,7 @@
+"""factory_boy factories for every model the tests create: ``XFactory(field=...)`` saves one
+row with sensible defaults for the rest. State that a service would write (a decision, a grant's
+reconcile) is better made through the service, so the test sees the same rules as the portal."""
+
 import datetime
 
 import factory
@@ -5,7 +9,9 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from clusters.models import Cluster, GpuCapacity
-from tenants.models import Membership, QuotaGrant, QuotaRequest, Team
+from gpujobs.models import GpuJob
+from monitoring.models import IdlePod, IdlePolicy, Notification
+from tenants.models import AuditEvent, Membership, QuotaGrant, QuotaRequest, Team, TeamCluster
 
 
 class UserFactory(factory.django.DjangoModelFactory):
@@ -91,3 +97,76 @@ class QuotaGrantFactory(factory.django.DjangoModelFactory):
     starts_on = factory.SelfAttribute("request.starts_on")
     ends_on = factory.SelfAttribute("request.ends_on")
     granted_by = factory.SubFactory(AdminFactory)
+
+
+class TeamClusterFactory(factory.django.DjangoModelFactory):
+    """A team's reconcile state on one cluster (the worker writes these in the product)."""
+
+    class Meta:
+        model = TeamCluster
+
+    team = factory.SubFactory(TeamFactory)
+    cluster = factory.SubFactory(ClusterFactory)
+
+
+class AuditEventFactory(factory.django.DjangoModelFactory):
+    """An audit event as the services write them; tests that check what a service wrote read
+    the real ones instead."""
+
+    class Meta:
+        model = AuditEvent
+
+    team = factory.SubFactory(TeamFactory)
+    actor = factory.SubFactory(UserFactory)
+    action = "quota_request.created"
+    target_type = "QuotaRequest"
+    target_id = factory.Sequence(lambda n: n + 1)
+
+
+class GpuJobFactory(factory.django.DjangoModelFactory):
+    """A job row as if submitted; nothing is enqueued (the services do that on commit)."""
+
+    class Meta:
+        model = GpuJob
+
+    team = factory.SubFactory(TeamFactory)
+    cluster = factory.SubFactory(ClusterFactory)
+    submitted_by = factory.SubFactory(UserFactory)
+    name = factory.Sequence(lambda n: f"job-{n}")
+    image = "registry.example.com/ml/trainer:1.0"
+    gpus = 1
+    max_runtime_seconds = 3600
+
+
+class IdlePolicyFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = IdlePolicy
+        django_get_or_create = ["team"]
+
+    team = factory.SubFactory(TeamFactory)
+
+
+class IdlePodFactory(factory.django.DjangoModelFactory):
+    """An open idle episode of one pod, idle for the last hour."""
+
+    class Meta:
+        model = IdlePod
+
+    cluster = factory.SubFactory(ClusterFactory)
+    team = factory.SubFactory(TeamFactory)
+    namespace = factory.SelfAttribute("team.slug")
+    pod = factory.Sequence(lambda n: f"pod-{n}")
+    gpus = 1
+    average_utilisation = 0.0
+    first_idle_at = factory.LazyFunction(lambda: timezone.now() - datetime.timedelta(hours=1))
+    last_idle_at = factory.LazyFunction(timezone.now)
+
+
+class NotificationFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Notification
+
+    user = factory.SubFactory(UserFactory)
+    team = factory.SubFactory(TeamFactory)
+    kind = Notification.Kind.IDLE
+    subject = factory.Sequence(lambda n: f"GPUs idle in pod-{n}")

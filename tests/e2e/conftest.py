@@ -39,23 +39,18 @@ expect.set_options(timeout=ACTION_TIMEOUT_MS)
 @pytest.fixture(scope="session")
 def browser() -> Browser:
     if not Path(CHROMIUM).exists():
-        pytest.skip(f"no chromium at {CHROMIUM}")
+        # Only the fast loop leaves the browser out (by marker); the full suite needs it.
+        pytest.fail(
+            f"no chromium at {CHROMIUM}: install Debian's chromium (scripts/bootstrap.sh does) or "
+            "point E2E_CHROMIUM at one",
+            pytrace=False,
+        )
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
             executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True, timeout=120_000
         )
         yield browser
         browser.close()
-
-
-@pytest.fixture(autouse=True)
-def _plain_static_storage(settings):
-    # The live server serves static files from the finders; manifest storage (DEBUG off)
-    # would need collectstatic first.
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
-    }
 
 
 class Console:

@@ -1,10 +1,13 @@
-"""Real services for integration tests: the PostgreSQL test database and a Celery worker process.
+"""Real services for integration tests: the PostgreSQL test database, a Celery worker process,
+the devcluster's admin clients and Prometheus's promtool.
 
 ``scripts/services.sh up`` (called by ``make test`` and ``.ci/run``) starts PostgreSQL and Redis
-and exports DATABASE_URL and CELERY_BROKER_URL; these fixtures refuse to run on anything else.
+and exports DATABASE_URL and CELERY_BROKER_URL; tests/conftest.py refuses any other database for
+the full run, and marks every test using these fixtures so that ``make test-fast`` leaves it out.
 """
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -61,11 +64,12 @@ def pytest_collection_modifyitems(items):
 
 @pytest.fixture(scope="session")
 def postgres_database(django_db_setup):
-    """The suite's database, which must be PostgreSQL: row locks are what the tests prove."""
+    """The suite's database, which must be PostgreSQL: row locks, concurrent transactions and
+    other processes reading the test's rows are what the tests using it prove."""
     if connection.vendor != "postgresql":
         pytest.fail(
-            "Integration tests need PostgreSQL: run them through `make test`, or export "
-            "DATABASE_URL from `scripts/services.sh up`."
+            f"This test needs PostgreSQL, not {connection.vendor}: run it through `make test`.",
+            pytrace=False,
         )
     return settings.DATABASES["default"]
 
@@ -112,6 +116,18 @@ def celery_worker_process(postgres_database, tmp_path_factory):
         worker.wait(timeout=20)
     except subprocess.TimeoutExpired:
         worker.kill()
+
+
+@pytest.fixture(scope="session")
+def promtool() -> str:
+    """Prometheus's own checker, from Debian's prometheus package; the full suite needs it."""
+    path = shutil.which("promtool")
+    if path is None:
+        pytest.fail(
+            "promtool is missing: install Debian's prometheus package (scripts/bootstrap.sh does)",
+            pytrace=False,
+        )
+    return path
 
 
 def free_port() -> int:

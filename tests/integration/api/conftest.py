@@ -12,24 +12,6 @@ from django.utils import timezone
 from tests import factories
 
 
-@pytest.fixture(autouse=True)
-def _on_postgresql(postgres_database):
-    """The API runs on PostgreSQL; SQLite would hide its integer ranges and locking."""
-
-
-@pytest.fixture
-def api(api):
-    """The suite's client (``api.as_user(user)``), sending JSON bodies as API clients do."""
-    api.default_format = "json"
-    return api
-
-
-@pytest.fixture(autouse=True)
-def _fast_password_hashing(settings):
-    # Factories hash a password per user; the default hasher is deliberately slow.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.fixture
 def today():
     return timezone.localdate()

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tenants.models import AuditEvent
+from tests import factories
 
 pytestmark = pytest.mark.django_db
 
@@ -12,7 +12,7 @@ URL = "/api/v1/audit-events/"
 def event(
     *, team, action="quota_request.created", target_type="QuotaRequest", target_id=1, actor=None
 ):
-    return AuditEvent.objects.create(
+    return factories.AuditEventFactory(
         team=team,
         action=action,
         target_type=target_type,

@@ -4,7 +4,6 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from tenants.models import AuditEvent
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -42,17 +41,8 @@ def add_grants(n, *, team, cluster, lead, admin, **_):
 
 
 def add_events(n, *, team, lead, **_):
-    AuditEvent.objects.bulk_create(
-        AuditEvent(
-            team=team,
-            actor=lead,
-            action="quota_request.created",
-            target_type="QuotaRequest",
-            target_id=i,
-            after={"gpus": i},
-        )
-        for i in range(n)
-    )
+    for i in range(n):
+        factories.AuditEventFactory(team=team, actor=lead, target_id=i, after={"gpus": i})
 
 
 LISTS = [

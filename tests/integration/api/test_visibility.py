@@ -8,20 +8,15 @@ it exists, and nothing changes.
 import pytest
 from rest_framework.test import APIClient
 
-from tenants.models import AuditEvent, Membership, QuotaGrant, QuotaRequest
+from tenants.models import Membership, QuotaGrant, QuotaRequest
+from tests import factories
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def team_a_event(team, lead):
-    return AuditEvent.objects.create(
-        team=team,
-        actor=lead,
-        action="quota_request.created",
-        target_type="QuotaRequest",
-        target_id=1,
-    )
+    return factories.AuditEventFactory(team=team, actor=lead, target_id=1)
 
 
 REACHES = [

@@ -21,12 +21,6 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def api(api):
-    api.default_format = "json"
-    return api
-
-
-@pytest.fixture
 def grant(team, cluster, lead, admin):
     today = timezone.localdate()
     return factories.QuotaGrantFactory(

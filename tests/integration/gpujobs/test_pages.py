@@ -4,23 +4,12 @@ the detail page's live fragments, and the team page's jobs and GPUs in use."""
 import datetime
 
 import pytest
-from django.test import Client
 from django.utils import timezone
 
 from gpujobs.models import GpuJob
 from tests import factories
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def client_as():
-    def make(user) -> Client:
-        client = Client()
-        client.force_login(user)
-        return client
-
-    return make
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from django.test import Client
 
 from tests import factories
 from tests.integration.monitoring.workloads import create_namespace, delete_namespace
@@ -31,13 +30,8 @@ def _on_postgresql(postgres_database):
 
 @pytest.fixture(autouse=True)
 def _portal_settings(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     settings.MONITORING_CACHE_SECONDS = 0  # every poll asks Prometheus afresh
     settings.MONITORING_PROMETHEUS_TIMEOUT = 10
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
-    }
 
 
 @pytest.fixture
@@ -50,16 +44,6 @@ def metrics_cluster(db, devcluster):
     )
     factories.GpuCapacityFactory(cluster=cluster, allocatable=32)
     return cluster
-
-
-@pytest.fixture
-def client_as():
-    def make(user) -> Client:
-        c = Client()
-        c.force_login(user)
-        return c
-
-    return make
 
 
 # --- the cluster's side ------------------------------------------------------------------------

@@ -6,7 +6,6 @@ The pods run for the whole module: a pod is judged only once it held its GPUs fo
 window (one minute here), so the wait is paid once."""
 
 import datetime
-import shutil
 import subprocess
 from types import SimpleNamespace
 
@@ -155,7 +154,7 @@ def test_the_api_lists_the_idle_verdict(workloads, cluster, api):
 
 
 def test_the_exported_rule_is_valid_and_fires_for_the_idle_pod_only(
-    devcluster, workloads, cluster, client_as, tmp_path
+    devcluster, workloads, cluster, client_as, tmp_path, promtool
 ):
     team, lead, _ = team_with_lead(workloads.pods_ns, "Pods")
     response = client_as(lead).get(
@@ -165,11 +164,10 @@ def test_the_exported_rule_is_valid_and_fires_for_the_idle_pod_only(
     assert response["Content-Type"].startswith("application/yaml")
     rules_file = tmp_path / "rules.yml"
     rules_file.write_bytes(response.content)
-    promtool = shutil.which("promtool")
-    if promtool:
-        check_rules = subprocess.run([promtool, "check", "rules", str(rules_file)],
-                                     capture_output=True, text=True)  # fmt: skip
-        assert check_rules.returncode == 0, check_rules.stdout + check_rules.stderr
+    check_rules = subprocess.run(
+        [promtool, "check", "rules", str(rules_file)], capture_output=True, text=True
+    )
+    assert check_rules.returncode == 0, check_rules.stdout + check_rules.stderr
 
     (rule,) = yaml.safe_load(response.content)["groups"][0]["rules"]
     firing = devcluster.prometheus_query(rule["expr"])

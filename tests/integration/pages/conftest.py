@@ -1,36 +1,13 @@
-"""Helpers for page tests: a test client signed in as a given user, and services to set up
-the state a page shows (so pages are tested against the same rules the portal applies)."""
+"""Helpers for page tests: services to set up the state a page shows (so pages are tested
+against the same rules the portal applies); ``client_as`` comes from tests/conftest.py."""
 
 import datetime
 
 import pytest
-from django.test import Client
 from django.utils import timezone
 
 from tenants import services
 from tests import factories
-
-
-@pytest.fixture(autouse=True)
-def _plain_static_storage(settings):
-    # Pages reference static files by name; the manifest storage used with DEBUG off needs
-    # collectstatic first, which page tests have no reason to run.
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
-    }
-
-
-@pytest.fixture
-def client_as():
-    """``client_as(user)``: a fresh test client signed in as that user."""
-
-    def make(user) -> Client:
-        client = Client()
-        client.force_login(user)
-        return client
-
-    return make
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django_celery_beat.models import PeriodicTask
 
 from portal.celery import app as celery_app
 from tenants import services
@@ -248,7 +249,9 @@ def start_worker(postgres_database, tmp_path):
 @pytest.fixture
 def beat(postgres_database, tmp_path):
     """``beat(every=2)``: Celery beat publishing the reconcile sweep every few seconds, for one
-    test (it would disturb tests that count reconcile runs)."""
+    test (it would disturb tests that count reconcile runs). It runs the production scheduler
+    (``CELERY_BEAT_SCHEDULER``, django-celery-beat's database scheduler), which writes the
+    schedule into the test database: the tests using it commit (``transactional_db``)."""
     processes = []
 
     def start(every: float = 2.0):
@@ -273,10 +276,6 @@ def beat(postgres_database, tmp_path):
                 "portal",
                 "beat",
                 "--loglevel=INFO",
-                "--scheduler",
-                "celery.beat:PersistentScheduler",
-                "--schedule",
-                str(tmp_path / "beat-schedule"),
             ],
             cwd=REPO_ROOT,
             env=env,
@@ -284,6 +283,17 @@ def beat(postgres_database, tmp_path):
             stderr=subprocess.STDOUT,
         )
         processes.append((process, handle))
+        wait_for(
+            lambda: (
+                process.poll() is not None
+                or PeriodicTask.objects.filter(
+                    name="reconcile-sweep", interval__every=every, interval__period="seconds"
+                ).exists()
+            ),
+            what="beat to write the sweep's schedule into the database",
+        )
+        if process.poll() is not None:
+            pytest.fail(f"celery beat exited:\n{log.read_text()[-3000:]}")
         return process
 
     yield start

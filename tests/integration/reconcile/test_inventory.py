@@ -3,7 +3,6 @@
 import uuid
 
 import pytest
-from rest_framework.test import APIClient
 
 from clusters.models import GpuCapacity
 from clusters.tasks import sync_all_inventories, sync_cluster_inventory
@@ -34,16 +33,14 @@ def capacity(cluster) -> int:
     return row.capacity if row else 0
 
 
-def review_queue_capacity(admin, quota_request) -> int:
-    api = APIClient()
-    api.force_authenticate(user=admin)
-    items = api.get("/api/v1/quota-requests/review-queue/").json()["results"]
+def review_queue_capacity(api, admin, quota_request) -> int:
+    items = api.as_user(admin).get("/api/v1/quota-requests/review-queue/").json()["results"]
     (item,) = [i for i in items if i["id"] == quota_request.pk]
     return item["capacity"]["capacity"]
 
 
 def test_adding_a_gpu_node_raises_the_capacity_the_review_queue_shows_and_removing_it_lowers_it(
-    devcluster, pool, kube_cluster, admin_user
+    devcluster, pool, kube_cluster, admin_user, api
 ):
     name, add, added = pool
     kube_cluster.gpu_node_selector = {"hardware-type": "gpu", "pool": name}
@@ -51,18 +48,18 @@ def test_adding_a_gpu_node_raises_the_capacity_the_review_queue_shows_and_removi
     pending = factories.QuotaRequestFactory(cluster=kube_cluster, gpus=4)
     add(gpus=8)
     sync_cluster_inventory(cluster_id=kube_cluster.pk)
-    assert review_queue_capacity(admin_user, pending) == 8
+    assert review_queue_capacity(api, admin_user, pending) == 8
 
     second = add(gpus=4)
     sync_cluster_inventory(cluster_id=kube_cluster.pk)
-    assert review_queue_capacity(admin_user, pending) == 12
+    assert review_queue_capacity(api, admin_user, pending) == 12
     row = GpuCapacity.objects.get(cluster=kube_cluster, resource_name="nvidia.com/gpu")
     assert row.gpu_model == "NVIDIA-H100-80GB-HBM3"
 
     devcluster.remove_node(second)
     added.remove(second)
     sync_cluster_inventory(cluster_id=kube_cluster.pk)
-    assert review_queue_capacity(admin_user, pending) == 8
+    assert review_queue_capacity(api, admin_user, pending) == 8
 
 
 def test_the_admin_cap_stays_a_lower_limit(devcluster, pool, kube_cluster):

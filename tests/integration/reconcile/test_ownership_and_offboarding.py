@@ -3,9 +3,7 @@ and quota; deleting its namespace needs the admin to type the team's slug."""
 
 import pytest
 from django.core.exceptions import ValidationError
-from django.test import Client
 from kubernetes import client
-from rest_framework.test import APIClient
 
 from clusters.kube import NotOwned
 from tenants import reconcile, services
@@ -24,12 +22,6 @@ from .conftest import (
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.devcluster]
 
 
-def api_as(user) -> APIClient:
-    api = APIClient()
-    api.force_authenticate(user=user)
-    return api
-
-
 def portal_bindings(core, namespace):
     rbac = client.RbacAuthorizationV1Api(core.api_client)
     return rbac.list_namespaced_role_binding(
@@ -38,7 +30,7 @@ def portal_bindings(core, namespace):
 
 
 def test_a_namespace_someone_else_made_is_reported_on_the_team_and_left_alone(
-    celery_worker_process, core, kube_cluster, make_team, approve
+    celery_worker_process, core, kube_cluster, make_team, approve, api, client_as
 ):
     team = make_team("taken")
     core.create_namespace({"metadata": {"name": team.slug, "labels": {"owner": "data-eng"}}})
@@ -59,12 +51,10 @@ def test_a_namespace_someone_else_made_is_reported_on_the_team_and_left_alone(
     }
     assert quota_hard(core, team.slug) is None
     lead = team.memberships.get(role=Membership.Role.LEAD).user
-    (shown,) = api_as(lead).get(f"/api/v1/teams/{team.slug}/clusters/").json()["results"]
+    (shown,) = api.as_user(lead).get(f"/api/v1/teams/{team.slug}/clusters/").json()["results"]
     assert (shown["status"], shown["in_sync"]) == ("error", False)
     assert shown["last_error"] == state.last_error
-    page = Client()
-    page.force_login(lead)
-    html = page.get(f"/teams/{team.slug}/").content.decode()
+    html = client_as(lead).get(f"/teams/{team.slug}/").content.decode()
     assert "not created by the portal" in html
 
 
@@ -89,7 +79,7 @@ def test_an_object_someone_else_made_under_a_portal_name_is_reported_and_left_al
 
 
 def test_archiving_a_team_removes_its_bindings_and_quota_and_keeps_the_namespace(
-    celery_worker_process, core, kube_cluster, make_team, approve, admin_user
+    celery_worker_process, core, kube_cluster, make_team, approve, admin_user, api
 ):
     team = make_team("leaving")
     grant = approve(team, kube_cluster, gpus=4)
@@ -98,7 +88,9 @@ def test_archiving_a_team_removes_its_bindings_and_quota_and_keeps_the_namespace
     wait_for_gpu_quota(core, team.slug, "4")
     wait_for(lambda: len(portal_bindings(core, team.slug)) == 3, what="three bindings")
 
-    response = api_as(admin_user).post(f"/api/v1/teams/{team.slug}/archive/", {"note": "Done."})
+    response = api.as_user(admin_user).post(
+        f"/api/v1/teams/{team.slug}/archive/", {"note": "Done."}
+    )
 
     assert response.status_code == 200
     assert response.json()["archived_at"] is not None
@@ -112,7 +104,7 @@ def test_archiving_a_team_removes_its_bindings_and_quota_and_keeps_the_namespace
 
 
 def test_deleting_an_archived_team_namespace_needs_its_slug_typed(
-    celery_worker_process, core, kube_cluster, make_team, approve, admin_user
+    celery_worker_process, core, kube_cluster, make_team, approve, admin_user, api
 ):
     team = make_team("gone")
     approve(team, kube_cluster, gpus=1)
@@ -120,7 +112,7 @@ def test_deleting_an_archived_team_namespace_needs_its_slug_typed(
     services.team_archive(actor=admin_user, team=team)
     url = f"/api/v1/teams/{team.slug}/clusters/dev/delete-namespace/"
 
-    wrong = api_as(admin_user).post(url, {"confirm": "yes"})
+    wrong = api.as_user(admin_user).post(url, {"confirm": "yes"})
 
     assert wrong.status_code == 400
     assert wrong.json()["confirm"] == [
@@ -128,7 +120,7 @@ def test_deleting_an_archived_team_namespace_needs_its_slug_typed(
     ]
     assert TeamCluster.objects.get(team=team).namespace_delete_requested_at is None
 
-    right = api_as(admin_user).post(url, {"confirm": team.slug})
+    right = api.as_user(admin_user).post(url, {"confirm": team.slug})
 
     assert right.status_code == 200
     state = wait_for_state(
@@ -149,7 +141,7 @@ def test_deleting_an_archived_team_namespace_needs_its_slug_typed(
 
 def test_a_team_that_is_not_archived_keeps_its_namespace(kube_cluster, make_team, admin_user):
     team = make_team("active")
-    TeamCluster.objects.create(team=team, cluster=kube_cluster)
+    factories.TeamClusterFactory(team=team, cluster=kube_cluster)
 
     with pytest.raises(ValidationError, match="Archive team"):
         services.team_namespace_delete(
@@ -157,21 +149,20 @@ def test_a_team_that_is_not_archived_keeps_its_namespace(kube_cluster, make_team
         )
 
 
-def test_only_admins_archive_teams(kube_cluster, make_team, approve):
+def test_only_admins_archive_teams(kube_cluster, make_team, approve, api):
     team = make_team("kept")
     lead = factories.UserFactory(username="lena-lead")
     factories.MembershipFactory(team=team, user=lead, role=Membership.Role.LEAD)
 
-    response = api_as(lead).post(f"/api/v1/teams/{team.slug}/archive/", {})
+    response = api.as_user(lead).post(f"/api/v1/teams/{team.slug}/archive/", {})
 
     assert response.status_code == 403
     assert response.json()["detail"] == "Only portal admins can archive teams."
 
 
-def test_the_admin_archives_from_the_team_page(kube_cluster, make_team, admin_user):
+def test_the_admin_archives_from_the_team_page(kube_cluster, make_team, admin_user, client_as):
     team = make_team("paged")
-    page = Client()
-    page.force_login(admin_user)
+    page = client_as(admin_user)
     assert 'data-testid="archive-team"' in page.get(f"/teams/{team.slug}/").content.decode()
 
     response = page.post(f"/teams/{team.slug}/archive/", follow=True)

@@ -3,7 +3,6 @@
 import datetime
 
 import pytest
-from django.test import Client
 from django.utils import timezone
 
 from tenants import services, tasks
@@ -16,7 +15,9 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def on_cluster(team, cluster):
     """Team A has been reconciled on the cluster before."""
-    return TeamCluster.objects.create(team=team, cluster=cluster, status=TeamCluster.Status.IN_SYNC)
+    return factories.TeamClusterFactory(
+        team=team, cluster=cluster, status=TeamCluster.Status.IN_SYNC
+    )
 
 
 def scheduled(callbacks) -> int:
@@ -77,10 +78,10 @@ def test_the_sweep_expires_grants_and_reconciles_every_team_on_every_cluster(
         request__starts_on=yesterday - datetime.timedelta(days=3),
         request__ends_on=yesterday,
     )
-    TeamCluster.objects.create(team=team, cluster=cluster)
-    TeamCluster.objects.create(team=other_team, cluster=cluster)
+    factories.TeamClusterFactory(team=team, cluster=cluster)
+    factories.TeamClusterFactory(team=other_team, cluster=cluster)
     gone = factories.TeamFactory(slug="gone")
-    TeamCluster.objects.create(team=gone, cluster=cluster, namespace_deleted_at=timezone.now())
+    factories.TeamClusterFactory(team=gone, cluster=cluster, namespace_deleted_at=timezone.now())
     enqueued = []
     monkeypatch.setattr(services, "enqueue_reconcile", lambda **ids: enqueued.append(ids))
 
@@ -98,7 +99,7 @@ def test_the_sweep_expires_grants_and_reconciles_every_team_on_every_cluster(
 @pytest.fixture
 def failing(team, cluster):
     now = timezone.now()
-    return TeamCluster.objects.create(
+    return factories.TeamClusterFactory(
         team=team,
         cluster=cluster,
         status=TeamCluster.Status.ERROR,
@@ -140,11 +141,8 @@ def test_only_admins_delete_a_namespace(api, lead, team, failing):
     assert response.json()["detail"] == "Only portal admins can delete a team's namespace."
 
 
-def test_the_team_page_shows_the_state_and_the_error_in_words(member, team, failing):
-    page = Client()
-    page.force_login(member)
-
-    html = page.get(f"/teams/{team.slug}/").content.decode()
+def test_the_team_page_shows_the_state_and_the_error_in_words(client_as, member, team, failing):
+    html = client_as(member).get(f"/teams/{team.slug}/").content.decode()
 
     assert 'data-testid="cluster-status"' in html
     assert "Error" in html
@@ -152,14 +150,11 @@ def test_the_team_page_shows_the_state_and_the_error_in_words(member, team, fail
     assert "requests.nvidia.com/gpu: 4" in html
 
 
-def test_the_team_page_says_when_a_cluster_recovered(member, team, failing):
+def test_the_team_page_says_when_a_cluster_recovered(client_as, member, team, failing):
     TeamCluster.objects.filter(pk=failing.pk).update(
         status=TeamCluster.Status.IN_SYNC, last_applied_at=timezone.now(), consecutive_failures=0
     )
-    page = Client()
-    page.force_login(member)
-
-    html = page.get(f"/teams/{team.slug}/").content.decode()
+    html = client_as(member).get(f"/teams/{team.slug}/").content.decode()
 
     assert "In sync" in html
     assert "recovered" in html

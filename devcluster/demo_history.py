@@ -162,11 +162,33 @@ def history_selector(pods: Sequence[HistoryPod]) -> str:
     return f'DCGM_FI_DEV_GPU_UTIL{{job="dcgm-exporter",namespace=~"{namespaces}",pod=~"{names}"}}'
 
 
-def last_sample(cluster: api.DevCluster, pods: Sequence[HistoryPod]) -> int | None:
-    """Unix time of the history's newest sample in the last week, or None when there is none."""
-    query = f"max(max_over_time(timestamp({history_selector(pods)})[{DAYS}d:{STEP_SECONDS}s]))"
-    result = cluster.prometheus_query(query)
-    return int(float(result[0]["value"][1])) if result else None
+def _has_samples(cluster: api.DevCluster, selector: str, *, since: int, until: int) -> bool:
+    """Whether any of the series has a sample in [since, until] (Prometheus ranges include
+    both ends)."""
+    query = f"count(count_over_time({selector}[{max(until - since, 1)}s]))"
+    return bool(cluster.prometheus_query(query, at=until))
+
+
+def last_sample(cluster: api.DevCluster, pods: Sequence[HistoryPod], *, now: int) -> int | None:
+    """Unix time of the history's newest sample in the week up to ``now`` (a whole step), or
+    None when there is none.
+
+    A binary search over the steps with cheap range counts: PromQL has no function for a
+    sample's own time over a range but through a subquery, and that took over ten seconds for
+    a week here."""
+    selector = history_selector(pods)
+    steps = DAYS * 86400 // STEP_SECONDS
+    if not _has_samples(cluster, selector, since=now - steps * STEP_SECONDS, until=now):
+        return None
+    # Samples sit on the step grid: the newest is k steps before now, for some low <= k <= high.
+    low, high = 0, steps
+    while low < high:
+        middle = (low + high) // 2
+        if _has_samples(cluster, selector, since=now - middle * STEP_SECONDS, until=now):
+            high = middle
+        else:
+            low = middle + 1
+    return now - low * STEP_SECONDS
 
 
 def gpu_nodes(cluster: api.DevCluster) -> dict:
@@ -190,11 +212,11 @@ def missing_history(
 ) -> DemoHistory | None:
     """The part of the week up to now that Prometheus lacks, or None when it has it all."""
     end = (now or int(time.time())) // STEP_SECONDS * STEP_SECONDS
-    last = last_sample(cluster, pods)
+    last = last_sample(cluster, pods, now=end)
     if last is not None and end - last <= FRESH_ENOUGH_SECONDS:
         return None
     week = DAYS * 86400 // STEP_SECONDS
-    samples = week if last is None else min(week, (end - last) // STEP_SECONDS)
+    samples = week if last is None else (end - last) // STEP_SECONDS
     return DemoHistory.of(pods, end=end, samples=samples, **gpu_nodes(cluster))
 
 
@@ -220,8 +242,10 @@ def load(
         f"{', '.join(spec.namespaces)}"
     )
     result = backfill(spec, restart_prometheus=restart_prometheus)
+    selector = history_selector(pods)
     deadline = time.monotonic() + wait_seconds
-    while (last_sample(cluster, pods) or 0) < spec.end_timestamp:
+    end = spec.end_timestamp
+    while not _has_samples(cluster, selector, since=end, until=end):
         if time.monotonic() > deadline:
             raise RuntimeError(f"Prometheus did not load the history within {wait_seconds}s")
         time.sleep(2)

@@ -98,6 +98,18 @@ DATABASES = {
         env("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}"), conn_max_age=60
     )
 }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # The demo's web server, worker, beat and watcher all write to this one file. WAL lets
+    # readers go on beside the one writer; the busy timeout makes a writer wait for the lock
+    # rather than fail; IMMEDIATE transactions take the write lock at BEGIN, because SQLite
+    # refuses at once ("database is locked", whatever the timeout) a transaction that read
+    # first and then wants to write while another connection writes.
+    DATABASES["default"]["OPTIONS"] = {
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 30,
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL",
+        **DATABASES["default"].get("OPTIONS", {}),
+    }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Sign-in. Username/password today; single sign-on (e.g. an OIDC backend) is added by listing its

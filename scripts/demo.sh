@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The demo: the portal on embedded defaults (SQLite), with a private Redis and a Celery worker,
-# the job watcher, seeded with an admin, two teams and the local GPU cluster. Ctrl-C stops
-# everything it started.
+# The demo: the portal on embedded defaults (SQLite), with a private Redis, a Celery worker and
+# beat, the job watcher and the local GPU cluster, seeded so that it looks in use: two teams with
+# grants and requests in the review queue, a week of GPU history, an idle-GPU notice, jobs that
+# finish and one that keeps running. Ctrl-C stops everything it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,24 +18,36 @@ eval "$(scripts/services.sh up redis)"
 cluster_was_running=0
 .venv/bin/python -m devcluster status >/dev/null 2>&1 && cluster_was_running=1
 eval "$(.venv/bin/python -m devcluster up)"
-
-.venv/bin/python manage.py migrate --noinput -v0
-.venv/bin/python manage.py seed_demo --kubeconfig "$KUBECONFIG" --prometheus-url "$PROMETHEUS_URL"
-
-.venv/bin/celery -A portal worker --pool=solo --loglevel=INFO >"$STATE/worker.log" 2>&1 &
-worker=$!
-.venv/bin/celery -A portal beat --loglevel=INFO >"$STATE/beat.log" 2>&1 &
-beat=$!
-.venv/bin/python manage.py watch_jobs >"$STATE/watcher.log" 2>&1 &
-watcher=$!
-# The cluster may be newer than the demo's database (the tests start it afresh): bring every
-# team's namespace, quota and access in line now rather than at the first periodic sweep.
-.venv/bin/celery -A portal call tenants.tasks.reconcile_sweep >/dev/null
+pids=()
 stop() {
-  kill "$worker" "$beat" "$watcher" 2>/dev/null || true
+  trap - EXIT INT TERM
+  if [ ${#pids[@]} -gt 0 ]; then kill "${pids[@]}" 2>/dev/null || true; fi
   if [ "$cluster_was_running" = 0 ]; then .venv/bin/python -m devcluster down || true; fi
 }
 trap stop EXIT INT TERM
+
+.venv/bin/python manage.py migrate --noinput -v0
+.venv/bin/python manage.py seed_demo --kubeconfig "$KUBECONFIG" --prometheus-url "$PROMETHEUS_URL"
+# The jobs wait in Redis for the worker started below.
+.venv/bin/python manage.py seed_demo_jobs
+# A week of GPU history for the teams' pods (only what is missing since the last run), then an
+# idle check now: it finds the history's idle notebook and notifies its team's leads. Prometheus
+# is restarted to load the history at once, unless the cluster was running already (it may be
+# serving tests): then the history waits for Prometheus' own reload, within a minute.
+history_options=""
+[ "$cluster_was_running" = 1 ] && history_options="--no-restart"
+.venv/bin/python -m devcluster.demo_history $history_options
+.venv/bin/python manage.py check_idle_gpus
+
+.venv/bin/celery -A portal worker --pool=solo --loglevel=INFO >"$STATE/worker.log" 2>&1 &
+pids+=($!)
+.venv/bin/celery -A portal beat --loglevel=INFO >"$STATE/beat.log" 2>&1 &
+pids+=($!)
+.venv/bin/python manage.py watch_jobs >"$STATE/watcher.log" 2>&1 &
+pids+=($!)
+# The cluster may be newer than the demo's database (the tests start it afresh): bring every
+# team's namespace, quota and access in line now rather than at the first periodic sweep.
+.venv/bin/celery -A portal call tenants.tasks.reconcile_sweep >/dev/null
 
 cat <<MSG
 
@@ -42,6 +55,8 @@ cat <<MSG
   Sign in as   admin / gpu-portal-demo   (portal admin: review queue, approvals)
                lena  / gpu-portal-demo   (lead of team vision)
                otto  / gpu-portal-demo   (lead of team speech)
+  First look:  /monitoring/teams/vision/ and /jobs/ as lena; /review/, /monitoring/clusters/devcluster/
+               and /monitoring/usage/ as admin
   API docs:    http://127.0.0.1:$PORT/api/v1/docs/
   Cluster:     export KUBECONFIG=$KUBECONFIG   (kubectl: $(.venv/bin/python -c "from devcluster import builder; print(builder.bin_dir())")/kubectl)
   Prometheus:  $PROMETHEUS_URL

@@ -1,9 +1,13 @@
-"""Demo data: an admin, two teams with leads and members, a cluster with capacity, some requests.
+"""Demo data: an admin, two teams with leads and members, a cluster with capacity, a grant for
+each team and requests waiting in the review queue.
 
-Idempotent: running it again leaves existing rows alone and resets the demo passwords.
+Idempotent: running it again leaves existing rows alone, adds what is missing and resets the
+demo passwords. The demo's jobs and its GPU history come from ``seed_demo_jobs`` and
+``python -m devcluster.demo_history`` (see scripts/demo.sh).
 """
 
 import datetime
+from dataclasses import dataclass
 
 from django.contrib.auth.models import User
 from django.core.management.base import BaseCommand
@@ -26,8 +30,46 @@ USERS = {
 TEAMS = {"vision": "Vision research", "speech": "Speech platform"}
 
 
+@dataclass(frozen=True)
+class DemoRequest:
+    """A quota request of the demo, made once (known by its team and justification)."""
+
+    team: str
+    requested_by: str
+    gpus: int
+    justification: str
+    days: int | None = None  # open-ended when None
+    approval: str | None = None  # the admin's note; None leaves it pending in the review queue
+    cpu_cores: int | None = None
+    memory_gib: int | None = None
+
+
+REQUESTS = (
+    DemoRequest(
+        "vision",
+        "lena",
+        8,
+        "Training the defect-detection model for Q1.",
+        days=90,
+        approval="Approved for the quarter.",
+        cpu_cores=64,
+        memory_gib=512,
+    ),
+    DemoRequest(
+        "speech",
+        "otto",
+        4,
+        "Evaluating and serving the speech recogniser.",
+        days=60,
+        approval="Approved.",
+    ),
+    DemoRequest("speech", "otto", 4, "Fine-tuning the speech recogniser on new accents."),
+    DemoRequest("vision", "lena", 16, "Hyper-parameter sweep before the paper deadline.", days=14),
+)
+
+
 class Command(BaseCommand):
-    help = "Create the demo's admin, teams, leads, cluster and a few quota requests."
+    help = "Create the demo's admin, teams, leads, cluster, grants and pending quota requests."
 
     def add_arguments(self, parser):
         parser.add_argument("--cluster-name", default="devcluster")
@@ -71,22 +113,23 @@ class Command(BaseCommand):
             defaults={"allocatable": options["gpus"], "gpu_model": "NVIDIA-A100-SXM4-80GB"},
         )
 
-        if not QuotaRequest.objects.exists():
-            today = timezone.localdate()
-            granted = services.quota_request_create(
-                requested_by=users["lena"], team=teams["vision"], cluster=cluster, gpus=8,
-                ends_on=today + datetime.timedelta(days=90), cpu_cores=64, memory_gib=512,
-                justification="Training the defect-detection model for Q1.",
-            )  # fmt: skip
-            services.quota_request_approve(reviewer=admin, quota_request=granted,
-                                           note="Approved for the quarter.")  # fmt: skip
-            services.quota_request_create(
-                requested_by=users["otto"], team=teams["speech"], cluster=cluster, gpus=4,
-                justification="Fine-tuning the speech recogniser on new accents.",
-            )  # fmt: skip
-            services.quota_request_create(
-                requested_by=users["lena"], team=teams["vision"], cluster=cluster, gpus=16,
-                ends_on=today + datetime.timedelta(days=14),
-                justification="Hyper-parameter sweep before the paper deadline.",
-            )  # fmt: skip
+        today = timezone.localdate()
+        for demo in REQUESTS:
+            team = teams[demo.team]
+            if QuotaRequest.objects.filter(team=team, justification=demo.justification).exists():
+                continue
+            quota_request = services.quota_request_create(
+                requested_by=users[demo.requested_by],
+                team=team,
+                cluster=cluster,
+                gpus=demo.gpus,
+                justification=demo.justification,
+                ends_on=today + datetime.timedelta(days=demo.days) if demo.days else None,
+                cpu_cores=demo.cpu_cores,
+                memory_gib=demo.memory_gib,
+            )
+            if demo.approval is not None:
+                services.quota_request_approve(
+                    reviewer=admin, quota_request=quota_request, note=demo.approval
+                )
         self.stdout.write(self.style.SUCCESS("Demo data ready."))

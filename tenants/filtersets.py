@@ -40,28 +40,27 @@ class TeamFilterSet(django_filters.FilterSet):
         return self.qs if self.is_valid() else self.queryset.none()
 
 
-class QuotaRequestFilter(TeamFilterSet):
+class QuotaFilterSet(TeamFilterSet):
+    """Requests and grants: by team, cluster and GPU kind."""
+
     cluster = django_filters.CharFilter(
         field_name="cluster__name", label="Cluster", help_text="Cluster name."
     )
-    state = django_filters.ChoiceFilter(choices=QuotaRequest.State.choices)
     gpu_resource = django_filters.CharFilter(
         label="GPU kind", help_text="GPU resource kind, e.g. nvidia.com/gpu."
     )
+
+
+class QuotaRequestFilter(QuotaFilterSet):
+    state = django_filters.ChoiceFilter(choices=QuotaRequest.State.choices)
 
     class Meta:
         model = QuotaRequest
         fields = ["team", "cluster", "state", "gpu_resource"]
 
 
-class QuotaGrantFilter(TeamFilterSet):
-    cluster = django_filters.CharFilter(
-        field_name="cluster__name", label="Cluster", help_text="Cluster name."
-    )
+class QuotaGrantFilter(QuotaFilterSet):
     state = django_filters.ChoiceFilter(choices=QuotaGrant.State.choices)
-    gpu_resource = django_filters.CharFilter(
-        label="GPU kind", help_text="GPU resource kind, e.g. nvidia.com/gpu."
-    )
 
     class Meta:
         model = QuotaGrant

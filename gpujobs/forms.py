@@ -14,7 +14,6 @@ from django.core.exceptions import ValidationError
 
 from clusters.models import Cluster
 from gpujobs import admission, selectors
-from gpujobs.models import GpuJob
 from gpujobs.specs import JobRequest, PreprocessMode
 from tenants.models import Team
 
@@ -190,15 +189,3 @@ class JobForm(forms.Form):
 def gpu_model_choices(cluster: Cluster | None) -> list[tuple[str, str]]:
     models = selectors.gpu_models(cluster) if cluster is not None else []
     return [("", "Any GPU model"), *((m, m) for m in models)]
-
-
-class JobFilterForm(forms.Form):
-    team = forms.ModelChoiceField(
-        queryset=Team.objects.none(), required=False, to_field_name="slug", empty_label="All teams"
-    )
-    state = forms.ChoiceField(choices=[("", "Any state"), *GpuJob.State.choices], required=False)
-    user = forms.CharField(required=False, label="Submitted by", max_length=150)
-
-    def __init__(self, *args, teams, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.fields["team"].queryset = teams

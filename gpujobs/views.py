@@ -24,7 +24,8 @@ from django.views.decorators.http import require_POST
 from clusters.kube import KubeError
 from clusters.models import Cluster
 from gpujobs import cluster_reads, selectors, services
-from gpujobs.forms import JobFilterForm, JobForm, add_job_errors
+from gpujobs.filtersets import GpuJobFilter
+from gpujobs.forms import JobForm, add_job_errors
 from gpujobs.models import GpuJob
 from gpujobs.permissions import can_stop_job
 from tenants.errors import InvalidTransition
@@ -59,36 +60,20 @@ def _fragment(request: HttpRequest, template: str, context: dict) -> HttpRespons
 
 @login_required
 def job_list(request: HttpRequest) -> HttpResponse:
-    teams = teams_visible_to(request.user).order_by("name", "slug")
-    form = JobFilterForm(request.GET or None, teams=teams)
-    jobs = selectors.jobs_visible_to(request.user).order_by("-created_at", "-id")
-    query = ""
-    if form.is_valid():
-        data = form.cleaned_data
-        if data["team"] is not None:
-            jobs = jobs.filter(team=data["team"])
-        if data["state"]:
-            jobs = jobs.filter(state=data["state"])
-        if data["user"]:
-            jobs = jobs.filter(submitted_by__username=data["user"])
-        query = "&".join(
-            f"{key}={value}"
-            for key, value in (
-                ("team", data["team"].slug if data["team"] else ""),
-                ("state", data["state"]),
-                ("user", data["user"]),
-            )
-            if value
-        )
-    page = Paginator(jobs, JOBS_PAGE_SIZE).get_page(request.GET.get("page"))
+    filterset = GpuJobFilter(
+        request.GET,
+        queryset=selectors.jobs_visible_to(request.user).order_by("-created_at", "-id"),
+        request=request,
+        teams=teams_visible_to(request.user).order_by("name", "slug"),
+    )
+    page = Paginator(filterset.page_rows(), JOBS_PAGE_SIZE).get_page(request.GET.get("page"))
     return render(
         request,
         "gpujobs/job_list.html",
         {
-            "form": form,
+            "filter_form": filterset.form,
             "page": page,
             "jobs": list(page.object_list),
-            "query": f"{query}&" if query else "",
             "can_submit": _submit_teams(request).exists(),
         },
     )

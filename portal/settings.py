@@ -4,35 +4,41 @@ Every value has a safe default for the demo (SQLite, a local Redis, DEBUG on). P
 test suite override through environment variables; secrets may come from ``NAME_FILE`` paths.
 """
 
-import os
 from pathlib import Path
 
 import dj_database_url
 import plotly
+from django.core.exceptions import ImproperlyConfigured
+
+from portal.env import env, env_bool, env_float, env_int, env_list, refuse_renamed
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
-
-def env(name: str, default: str = "") -> str:
-    """Return ``$NAME``, or the contents of the file named by ``$NAME_FILE``, or ``default``."""
-    file_path = os.environ.get(f"{name}_FILE")
-    if file_path:
-        return Path(file_path).read_text().strip()
-    return os.environ.get(name, default)
-
-
-def env_bool(name: str, default: bool) -> bool:
-    return env(name, "1" if default else "0").lower() in {"1", "true", "yes", "on"}
-
-
-def env_list(name: str, default: str = "") -> list[str]:
-    return [item.strip() for item in env(name, default).split(",") if item.strip()]
-
+# Every variable is named after the setting it sets: Django's own settings with a DJANGO_ prefix
+# (DJANGO_DEBUG sets DEBUG), the portal's and Celery's as they are (PORTAL_*, GPUJOBS_*,
+# MONITORING_*, CELERY_*). DATABASE_URL is the one exception, the name every tool knows.
+# Portal variables renamed to follow that rule: set under the old name, a value would be ignored.
+refuse_renamed(
+    {
+        "PORTAL_AUTHENTICATION_BACKENDS": "DJANGO_AUTHENTICATION_BACKENDS",
+        "PORTAL_LOGIN_URL": "DJANGO_LOGIN_URL",
+        "PORTAL_CONTAINER_CPU_REQUEST_M": "PORTAL_CONTAINER_DEFAULT_CPU_REQUEST_MILLICORES",
+        "PORTAL_CONTAINER_CPU_LIMIT_M": "PORTAL_CONTAINER_DEFAULT_CPU_LIMIT_MILLICORES",
+        "PORTAL_CONTAINER_MEMORY_REQUEST_MI": "PORTAL_CONTAINER_DEFAULT_MEMORY_REQUEST_MIB",
+        "PORTAL_CONTAINER_MEMORY_LIMIT_MI": "PORTAL_CONTAINER_DEFAULT_MEMORY_LIMIT_MIB",
+        "CELERY_VISIBILITY_TIMEOUT": "CELERY_BROKER_TRANSPORT_OPTIONS_VISIBILITY_TIMEOUT",
+        "CELERY_UNACKED_RESTORE_INTERVAL": (
+            "CELERY_BROKER_TRANSPORT_OPTIONS_UNACKED_RESTORE_INTERVAL"
+        ),
+    }
+)
 
 DEBUG = env_bool("DJANGO_DEBUG", True)
 SECRET_KEY = env("DJANGO_SECRET_KEY", "demo-only-insecure-secret-key-change-me" if DEBUG else "")
 if not SECRET_KEY:
-    raise RuntimeError("Set DJANGO_SECRET_KEY (or DJANGO_SECRET_KEY_FILE) when DEBUG is off")
+    raise ImproperlyConfigured(
+        "Set DJANGO_SECRET_KEY (or DJANGO_SECRET_KEY_FILE) when DEBUG is off"
+    )
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS")
 
@@ -115,9 +121,9 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # Sign-in. Username/password today; single sign-on (e.g. an OIDC backend) is added by listing its
 # backend here and pointing LOGIN_URL at its start view: no view checks how a user signed in.
 AUTHENTICATION_BACKENDS = env_list(
-    "PORTAL_AUTHENTICATION_BACKENDS", "django.contrib.auth.backends.ModelBackend"
+    "DJANGO_AUTHENTICATION_BACKENDS", "django.contrib.auth.backends.ModelBackend"
 )
-LOGIN_URL = env("PORTAL_LOGIN_URL", "login")
+LOGIN_URL = env("DJANGO_LOGIN_URL", "login")
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
 
@@ -129,7 +135,7 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 
 LANGUAGE_CODE = "en-us"
-TIME_ZONE = env("TIME_ZONE", "UTC")
+TIME_ZONE = env("DJANGO_TIME_ZONE", "UTC")
 USE_I18N = True
 USE_TZ = True
 
@@ -197,85 +203,100 @@ CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 # Redis delivers a message again when the worker that took it never acknowledged it (it died
 # mid-task) after this many seconds. It must exceed the longest retry countdown.
 CELERY_BROKER_TRANSPORT_OPTIONS = {
-    "visibility_timeout": int(env("CELERY_VISIBILITY_TIMEOUT", "3600")),
-    "unacked_restore_interval": int(env("CELERY_UNACKED_RESTORE_INTERVAL", "10")),
+    "visibility_timeout": env_int("CELERY_BROKER_TRANSPORT_OPTIONS_VISIBILITY_TIMEOUT", 3600),
+    "unacked_restore_interval": env_int(
+        "CELERY_BROKER_TRANSPORT_OPTIONS_UNACKED_RESTORE_INTERVAL", 10
+    ),
 }
+# How often beat runs each periodic task below, in seconds.
+PORTAL_RECONCILE_SWEEP_SECONDS = env_float("PORTAL_RECONCILE_SWEEP_SECONDS", 300)
+PORTAL_INVENTORY_SYNC_SECONDS = env_float("PORTAL_INVENTORY_SYNC_SECONDS", 60)
+PORTAL_IDLE_CHECK_EVERY_SECONDS = env_float("PORTAL_IDLE_CHECK_EVERY_SECONDS", 60)
+GPUJOBS_RESYNC_SECONDS = env_float("GPUJOBS_RESYNC_SECONDS", 60)
 CELERY_BEAT_SCHEDULE = {
     # Expires grants whose period is over, then reconciles every team on every cluster: repairs
     # hand edits and shrinks the quotas of expired grants.
     "reconcile-sweep": {
         "task": "tenants.tasks.reconcile_sweep",
-        "schedule": float(env("PORTAL_RECONCILE_SWEEP_SECONDS", "300")),
+        "schedule": PORTAL_RECONCILE_SWEEP_SECONDS,
     },
     # GPU capacity from the clusters' Ready GPU nodes.
     "sync-gpu-inventory": {
         "task": "clusters.tasks.sync_all_inventories",
-        "schedule": float(env("PORTAL_INVENTORY_SYNC_SECONDS", "60")),
+        "schedule": PORTAL_INVENTORY_SYNC_SECONDS,
     },
     "check-idle-gpus": {
         "task": "monitoring.tasks.check_idle_gpus",
-        "schedule": float(env("PORTAL_IDLE_CHECK_EVERY_SECONDS", "60")),
+        "schedule": PORTAL_IDLE_CHECK_EVERY_SECONDS,
     },
     # GPU jobs: re-enqueue queued jobs nobody is creating; bring active jobs in line with their
     # clusters from full lists (whatever the watcher missed).
     "resync-gpu-jobs": {
         "task": "gpujobs.tasks.resync_jobs",
-        "schedule": float(env("GPUJOBS_RESYNC_SECONDS", "60")),
+        "schedule": GPUJOBS_RESYNC_SECONDS,
     },
 }
 
 # Monitoring: one Prometheus call may take MONITORING_PROMETHEUS_TIMEOUT seconds; answers are
 # reused for MONITORING_CACHE_SECONDS (in the cache below); charts refresh themselves every
 # MONITORING_REFRESH_SECONDS; usage reports sample GPUs every MONITORING_USAGE_RESOLUTION_SECONDS.
-MONITORING_PROMETHEUS_TIMEOUT = float(env("MONITORING_PROMETHEUS_TIMEOUT", "10"))
-MONITORING_CACHE_SECONDS = float(env("MONITORING_CACHE_SECONDS", "15"))
-MONITORING_REFRESH_SECONDS = int(env("MONITORING_REFRESH_SECONDS", "30"))
-MONITORING_USAGE_RESOLUTION_SECONDS = int(env("MONITORING_USAGE_RESOLUTION_SECONDS", "60"))
+MONITORING_PROMETHEUS_TIMEOUT = env_float("MONITORING_PROMETHEUS_TIMEOUT", 10)
+MONITORING_CACHE_SECONDS = env_float("MONITORING_CACHE_SECONDS", 15)
+MONITORING_REFRESH_SECONDS = env_int("MONITORING_REFRESH_SECONDS", 30)
+MONITORING_USAGE_RESOLUTION_SECONDS = env_int("MONITORING_USAGE_RESOLUTION_SECONDS", 60)
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "portal"}
 }
 
 # E-mail (idle-GPU notifications) goes out only when a mail server is configured.
-EMAIL_BACKEND = env("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
-EMAIL_HOST = env("EMAIL_HOST", "")
-EMAIL_PORT = int(env("EMAIL_PORT", "25"))
-EMAIL_HOST_USER = env("EMAIL_HOST_USER", "")
-EMAIL_HOST_PASSWORD = env("EMAIL_HOST_PASSWORD", "")
-EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_BACKEND = env("DJANGO_EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+EMAIL_HOST = env("DJANGO_EMAIL_HOST", "")
+EMAIL_PORT = env_int("DJANGO_EMAIL_PORT", 25)
+EMAIL_HOST_USER = env("DJANGO_EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env("DJANGO_EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("DJANGO_EMAIL_USE_TLS", False)
 EMAIL_TIMEOUT = 10
-DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", f"{PORTAL_NAME}@localhost")
+DEFAULT_FROM_EMAIL = env("DJANGO_DEFAULT_FROM_EMAIL", f"{PORTAL_NAME}@localhost")
 # Where e-mails link to.
 PORTAL_BASE_URL = env("PORTAL_BASE_URL", "http://127.0.0.1:8000")
 
 # Upper bound on one request's GPUs: anything above it is a typo, not a plan.
-PORTAL_MAX_GPUS_PER_REQUEST = int(env("PORTAL_MAX_GPUS_PER_REQUEST", "1024"))
+PORTAL_MAX_GPUS_PER_REQUEST = env_int("PORTAL_MAX_GPUS_PER_REQUEST", 1024)
 
 # Reconcile: transient cluster errors are retried with exponential backoff up to this many
 # seconds between tries, this many times; after that the periodic sweep takes over.
-PORTAL_RECONCILE_RETRY_BACKOFF_MAX = int(env("PORTAL_RECONCILE_RETRY_BACKOFF_MAX", "60"))
-PORTAL_RECONCILE_MAX_RETRIES = int(env("PORTAL_RECONCILE_MAX_RETRIES", "10"))
+PORTAL_RECONCILE_RETRY_BACKOFF_MAX = env_int("PORTAL_RECONCILE_RETRY_BACKOFF_MAX", 60)
+PORTAL_RECONCILE_MAX_RETRIES = env_int("PORTAL_RECONCILE_MAX_RETRIES", 10)
 # What every team namespace gets besides its grants: a pod count, and container defaults (so
 # pods fit a quota that counts CPU and memory without saying what they need).
-PORTAL_TEAM_MAX_PODS = int(env("PORTAL_TEAM_MAX_PODS", "100"))
-PORTAL_CONTAINER_DEFAULT_CPU_REQUEST_MILLICORES = int(env("PORTAL_CONTAINER_CPU_REQUEST_M", "100"))
-PORTAL_CONTAINER_DEFAULT_CPU_LIMIT_MILLICORES = int(env("PORTAL_CONTAINER_CPU_LIMIT_M", "1000"))
-PORTAL_CONTAINER_DEFAULT_MEMORY_REQUEST_MIB = int(env("PORTAL_CONTAINER_MEMORY_REQUEST_MI", "256"))
-PORTAL_CONTAINER_DEFAULT_MEMORY_LIMIT_MIB = int(env("PORTAL_CONTAINER_MEMORY_LIMIT_MI", "1024"))
+PORTAL_TEAM_MAX_PODS = env_int("PORTAL_TEAM_MAX_PODS", 100)
+PORTAL_CONTAINER_DEFAULT_CPU_REQUEST_MILLICORES = env_int(
+    "PORTAL_CONTAINER_DEFAULT_CPU_REQUEST_MILLICORES", 100
+)
+PORTAL_CONTAINER_DEFAULT_CPU_LIMIT_MILLICORES = env_int(
+    "PORTAL_CONTAINER_DEFAULT_CPU_LIMIT_MILLICORES", 1000
+)
+PORTAL_CONTAINER_DEFAULT_MEMORY_REQUEST_MIB = env_int(
+    "PORTAL_CONTAINER_DEFAULT_MEMORY_REQUEST_MIB", 256
+)
+PORTAL_CONTAINER_DEFAULT_MEMORY_LIMIT_MIB = env_int(
+    "PORTAL_CONTAINER_DEFAULT_MEMORY_LIMIT_MIB", 1024
+)
 
 # GPU jobs: the run time a job gets when it names none; how long a finished Job (and its pods and
 # logs) stays on the cluster; how long a worker's claim on a queued job lasts before another may
 # take it; after how long the resync enqueues a queued job again; how often job pages refresh.
-GPUJOBS_DEFAULT_MAX_RUNTIME_SECONDS = int(env("GPUJOBS_DEFAULT_MAX_RUNTIME_SECONDS", "86400"))
-GPUJOBS_TTL_SECONDS_AFTER_FINISHED = int(env("GPUJOBS_TTL_SECONDS_AFTER_FINISHED", "86400"))
-GPUJOBS_CLAIM_SECONDS = int(env("GPUJOBS_CLAIM_SECONDS", "60"))
-GPUJOBS_REQUEUE_AFTER_SECONDS = int(env("GPUJOBS_REQUEUE_AFTER_SECONDS", "30"))
-GPUJOBS_RESYNC_SECONDS = int(env("GPUJOBS_RESYNC_SECONDS", "60"))
-GPUJOBS_REFRESH_SECONDS = int(env("GPUJOBS_REFRESH_SECONDS", "2"))
-GPUJOBS_LOG_FOLLOW_MAX_SECONDS = int(env("GPUJOBS_LOG_FOLLOW_MAX_SECONDS", "600"))
+GPUJOBS_DEFAULT_MAX_RUNTIME_SECONDS = env_int("GPUJOBS_DEFAULT_MAX_RUNTIME_SECONDS", 86400)
+GPUJOBS_TTL_SECONDS_AFTER_FINISHED = env_int("GPUJOBS_TTL_SECONDS_AFTER_FINISHED", 86400)
+GPUJOBS_CLAIM_SECONDS = env_int("GPUJOBS_CLAIM_SECONDS", 60)
+GPUJOBS_REQUEUE_AFTER_SECONDS = env_int("GPUJOBS_REQUEUE_AFTER_SECONDS", 30)
+GPUJOBS_REFRESH_SECONDS = env_int("GPUJOBS_REFRESH_SECONDS", 2)
+GPUJOBS_LOG_FOLLOW_MAX_SECONDS = env_int("GPUJOBS_LOG_FOLLOW_MAX_SECONDS", 600)
 
+PORTAL_LOG_LEVEL = env("PORTAL_LOG_LEVEL", "INFO")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": env("LOG_LEVEL", "INFO")},
+    "root": {"handlers": ["console"], "level": PORTAL_LOG_LEVEL},
 }

@@ -9,7 +9,6 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from clusters.models import Cluster, GpuCapacity
-from tenants.models import Team
 
 
 class DateInput(forms.DateInput):
@@ -124,17 +123,3 @@ class ShrinkForm(forms.Form):
     )
     ends_on = forms.DateField(label="End date", required=False, widget=DateInput())
     note = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
-
-
-class AuditFilterForm(forms.Form):
-    team = forms.ModelChoiceField(
-        queryset=Team.objects.none(),
-        required=False,
-        empty_label="All my teams",
-        to_field_name="slug",
-    )
-
-    def __init__(self, *args, teams=None, **kwargs):
-        super().__init__(*args, **kwargs)
-        if teams is not None:
-            self.fields["team"].queryset = teams

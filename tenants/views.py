@@ -18,9 +18,9 @@ from django.views.decorators.http import require_POST
 from clusters.models import Cluster
 from tenants import selectors, services
 from tenants.errors import InvalidTransition
+from tenants.filtersets import AuditEventFilter, QuotaRequestFilter
 from tenants.forms import (
     ApproveForm,
-    AuditFilterForm,
     QuotaRequestForm,
     RejectForm,
     RevokeForm,
@@ -250,11 +250,18 @@ def _render_review(
     approve_form: ApproveForm | None = None,
     reject_form: RejectForm | None = None,
 ) -> HttpResponse:
-    """The queue, oldest first, each request beside its cluster's capacity for that GPU kind;
-    a form that failed is shown again, bound, with its errors."""
+    """The queue, oldest first (filtered as the API's review queue is), each request beside its
+    cluster's capacity for that GPU kind; a form that failed is shown again, bound, with its
+    errors."""
+    filterset = QuotaRequestFilter(
+        request.GET,
+        queryset=selectors.review_queue(),
+        request=request,
+        teams=selectors.teams_visible_to(request.user).order_by("name", "slug"),
+    )
     summaries = selectors.capacity_summaries()
     rows = []
-    for quota_request in selectors.review_queue():
+    for quota_request in filterset.page_rows():
         mine = quota_request.pk == bound_id
         rows.append(
             ReviewRow(
@@ -267,7 +274,11 @@ def _render_review(
                 own=quota_request.requested_by_id == request.user.pk,
             )
         )
-    return render(request, "tenants/review_queue.html", {"rows": rows, "bound_id": bound_id})
+    return render(
+        request,
+        "tenants/review_queue.html",
+        {"rows": rows, "bound_id": bound_id, "filter_form": filterset.form},
+    )
 
 
 @login_required
@@ -515,15 +526,13 @@ def _target_url(event: AuditEvent) -> str | None:
 
 @login_required
 def audit_list(request: HttpRequest) -> HttpResponse:
-    teams = selectors.teams_visible_to(request.user).order_by("name", "slug")
-    filter_form = AuditFilterForm(request.GET or None, teams=teams)
-    events = selectors.audit_events_visible_to(request.user).order_by("-created_at", "-id")
-    team = None
-    if filter_form.is_valid():
-        team = filter_form.cleaned_data["team"]
-        if team is not None:
-            events = events.filter(team=team)
-    page = Paginator(events, AUDIT_PAGE_SIZE).get_page(request.GET.get("page"))
+    filterset = AuditEventFilter(
+        request.GET,
+        queryset=selectors.audit_events_visible_to(request.user).order_by("-created_at", "-id"),
+        request=request,
+        teams=selectors.teams_visible_to(request.user).order_by("name", "slug"),
+    )
+    page = Paginator(filterset.page_rows(), AUDIT_PAGE_SIZE).get_page(request.GET.get("page"))
     page_events = list(page.object_list)
     _describe_events(page_events)
     for event in page_events:
@@ -531,10 +540,5 @@ def audit_list(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "tenants/audit_list.html",
-        {
-            "filter_form": filter_form,
-            "page": page,
-            "events": page_events,
-            "team_query": f"team={team.slug}&" if team else "",
-        },
+        {"filter_form": filterset.form, "page": page, "events": page_events},
     )

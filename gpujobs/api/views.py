@@ -29,7 +29,7 @@ from rest_framework.response import Response
 from clusters.kube import KubeError
 from gpujobs import cluster_reads, selectors, services
 from gpujobs.api import serializers as s
-from gpujobs.api.filters import GpuJobFilter
+from gpujobs.filtersets import GpuJobFilter
 from gpujobs.manifests import GPU_CONTAINER
 from tenants.api.filters import StableOrderingFilter
 

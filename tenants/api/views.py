@@ -29,12 +29,8 @@ from rest_framework.views import APIView
 from clusters.models import Cluster
 from tenants import selectors, services
 from tenants.api import serializers as s
-from tenants.api.filters import (
-    AuditEventFilter,
-    QuotaGrantFilter,
-    QuotaRequestFilter,
-    StableOrderingFilter,
-)
+from tenants.api.filters import StableOrderingFilter
+from tenants.filtersets import AuditEventFilter, QuotaGrantFilter, QuotaRequestFilter
 from tenants.models import Membership, TeamCluster
 from tenants.permissions import is_portal_admin
 

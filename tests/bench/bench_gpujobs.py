@@ -37,7 +37,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
-os.environ.setdefault("LOG_LEVEL", "WARNING")
+os.environ.setdefault("PORTAL_LOG_LEVEL", "WARNING")
 # The worker and the watcher started below take this benchmark's tasks only.
 os.environ["CELERY_TASK_DEFAULT_QUEUE"] = f"bench-gpujobs-{os.getpid()}"
 
@@ -466,7 +466,7 @@ def run() -> dict:
                 ],
                 logs / "worker.log",
                 "ready.",
-                {**env, "LOG_LEVEL": "INFO"},
+                {**env, "PORTAL_LOG_LEVEL": "INFO"},
             )
         )
         processes.append(

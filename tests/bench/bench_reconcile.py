@@ -26,7 +26,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
-os.environ.setdefault("LOG_LEVEL", "WARNING")  # the portal logs every write at INFO
+os.environ.setdefault("PORTAL_LOG_LEVEL", "WARNING")  # the portal logs every write at INFO
 
 import django  # noqa: E402
 

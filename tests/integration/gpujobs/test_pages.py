@@ -2,6 +2,8 @@
 the detail page's live fragments, and the team page's jobs and GPUs in use."""
 
 import datetime
+import re
+from html import unescape
 
 import pytest
 from django.utils import timezone
@@ -113,10 +115,11 @@ def test_form_offers_only_teams_where_the_user_may_run_jobs(
 ):
     factories.MembershipFactory(team=other_team, user=member, role="viewer")
 
-    html = client_as(member).get(f"/jobs/new/?team={team.slug}").content.decode()
+    page = client_as(member).get(f"/jobs/new/?team={team.slug}").content.decode()
 
-    assert f'<option value="{team.pk}" selected>' in html
-    assert f'value="{other_team.pk}"' not in html
+    team_select = re.search(r'<select name="team".*?</select>', page, re.S).group(0)
+    assert f'<option value="{team.pk}" selected>' in team_select
+    assert f'value="{other_team.pk}"' not in team_select
 
 
 def test_gpu_model_is_offered_when_the_cluster_has_several(client_as, member, team, cluster):
@@ -147,6 +150,51 @@ def test_list_filters_by_state_and_user(client_as, lead, member, team, cluster):
     assert "beta" not in running
     assert "beta" in by_lead
     assert "alpha" not in by_lead
+
+
+def test_the_next_page_keeps_a_username_filter_with_a_plus(client_as, lead, team, cluster):
+    ops = factories.UserFactory(username="ml+ops")
+    for n in range(30):
+        job(team, cluster, ops, name=f"ops-{n:02}")
+    job(team, cluster, lead, name="not-ops")
+    client = client_as(lead)
+
+    first = client.get("/jobs/", {"user": "ml+ops"})
+    next_link = re.search(r'href="(\?[^"]*page=2)"', first.content.decode()).group(1)
+    second = client.get("/jobs/" + unescape(next_link))
+
+    assert [j.name for j in first.context["jobs"]] == [f"ops-{n:02}" for n in range(29, 4, -1)]
+    assert second.context["page"].number == 2
+    assert [j.name for j in second.context["jobs"]] == [f"ops-{n:02}" for n in range(4, -1, -1)]
+
+
+def test_a_bad_filter_value_is_an_error_on_the_form_and_lists_nothing(
+    client_as, lead, team, cluster
+):
+    job(team, cluster, lead, name="alpha", state="running")
+
+    response = client_as(lead).get("/jobs/?state=exploded")
+
+    assert response.status_code == 200
+    assert list(response.context["filter_form"].errors) == ["state"]
+    assert response.context["jobs"] == []
+
+
+def test_the_team_filter_offers_only_the_users_teams(client_as, lead, team, other_team):
+    html = client_as(lead).get("/jobs/").content.decode()
+
+    assert '<option value="vision">Vision</option>' in html
+    assert 'value="speech"' not in html
+
+
+def test_the_list_filters_by_cluster_as_the_api_does(client_as, lead, team, cluster):
+    west = factories.ClusterFactory(name="gpu-west")
+    job(team, cluster, lead, name="east-job")
+    job(team, west, lead, name="west-job")
+
+    jobs = client_as(lead).get("/jobs/?cluster=gpu-west").context["jobs"]
+
+    assert [j.name for j in jobs] == ["west-job"]
 
 
 def test_detail_page_polls_while_the_job_runs(client_as, member, team, cluster):

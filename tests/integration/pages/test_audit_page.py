@@ -88,6 +88,25 @@ def test_audit_is_paginated_and_keeps_the_filter(client_as, lead, team, make_req
     assert "Page 2 of 2" in second.content.decode()
 
 
+def test_audit_filters_by_action_as_the_api_does(client_as, admin, lead, team, make_request):
+    quota_request = make_request(lead, team)
+    services.quota_request_reject(reviewer=admin, quota_request=quota_request, note="No.")
+
+    events = get_ok(client_as(lead), "/audit/?action=quota_request.rejected").context["events"]
+
+    assert [event.action for event in events] == ["quota_request.rejected"]
+
+
+def test_a_non_integer_target_id_is_an_error_on_the_form(client_as, lead, team, make_request):
+    make_request(lead, team)
+
+    response = get_ok(client_as(lead), "/audit/?target_id=ten")
+
+    assert list(response.context["filter_form"].errors) == ["target_id"]
+    assert response.context["events"] == []
+    assert "No events match." in response.content.decode()
+
+
 def test_audit_page_queries_do_not_grow_with_events(
     client_as, admin, lead, team, make_request, django_assert_max_num_queries
 ):

@@ -30,6 +30,35 @@ def test_queue_lists_pending_requests_oldest_first(
     assert f'id="request-{cancelled.pk}"' not in html
 
 
+def test_queue_filters_by_team_and_cluster_as_the_api_does(
+    client_as, admin, lead, other_lead, team, other_team, make_request, second_cluster
+):
+    make_request(lead, team)
+    speech_east = make_request(other_lead, other_team)
+    speech_west = make_request(
+        other_lead, other_team, cluster=second_cluster, gpu_resource="nvidia.com/mig-1g.10gb"
+    )
+    client = client_as(admin)
+
+    by_team = get_ok(client, "/review/?team=speech").context["rows"]
+    by_both = get_ok(client, "/review/?team=speech&cluster=gpu-west").context["rows"]
+
+    assert [row.request.pk for row in by_team] == [speech_east.pk, speech_west.pk]
+    assert [row.request.pk for row in by_both] == [speech_west.pk]
+
+
+def test_queue_filter_naming_no_team_is_an_error_on_the_form(
+    client_as, admin, lead, team, make_request
+):
+    make_request(lead, team)
+
+    response = get_ok(client_as(admin), "/review/?team=nobody")
+
+    assert list(response.context["filter_form"].errors) == ["team"]
+    assert response.context["rows"] == []
+    assert "No pending request matches." in response.content.decode()
+
+
 def test_queue_shows_capacity_granted_and_what_approving_leaves(
     client_as, admin, lead, team, make_request, make_grant
 ):

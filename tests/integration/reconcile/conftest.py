@@ -161,8 +161,8 @@ class Worker:
             # died is delivered again two seconds after it was taken.
             "PORTAL_RECONCILE_RETRY_BACKOFF_MAX": "1",
             "PORTAL_RECONCILE_MAX_RETRIES": "100",
-            "CELERY_VISIBILITY_TIMEOUT": "2",
-            "CELERY_UNACKED_RESTORE_INTERVAL": "1",
+            "CELERY_BROKER_TRANSPORT_OPTIONS_VISIBILITY_TIMEOUT": "2",
+            "CELERY_BROKER_TRANSPORT_OPTIONS_UNACKED_RESTORE_INTERVAL": "1",
             **(env or {}),
         }
         self.handle = open(log, "a")  # noqa: SIM115 - closed in stop()
@@ -262,7 +262,6 @@ def beat(postgres_database, tmp_path):
             "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
             "PORTAL_RECONCILE_SWEEP_SECONDS": str(every),
             # Only the sweep matters here: push the other entries out of the test's way.
-            "PORTAL_EXPIRE_GRANTS_EVERY_SECONDS": "3600",
             "PORTAL_INVENTORY_SYNC_SECONDS": "3600",
             "PORTAL_IDLE_CHECK_EVERY_SECONDS": "3600",
         }

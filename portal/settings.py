@@ -4,6 +4,7 @@ Every value has a safe default for the demo (SQLite, a local Redis, DEBUG on). P
 test suite override through environment variables; secrets may come from ``NAME_FILE`` paths.
 """
 
+import datetime
 from pathlib import Path
 
 import dj_database_url
@@ -53,12 +54,13 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
+    "knox",
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_htmx",
     "django_celery_beat",
+    "accounts",
     "clusters",
     "tenants",
     "monitoring",
@@ -127,6 +129,21 @@ LOGIN_URL = env("DJANGO_LOGIN_URL", "login")
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
 
+# API tokens (django-rest-knox): stored as hashes, each with an expiry. A token made by signing in
+# through the API lasts PORTAL_API_TOKEN_DAYS; one made on the "API tokens" page up to
+# PORTAL_API_TOKEN_MAX_DAYS; a user holds at most PORTAL_API_TOKENS_PER_USER at once.
+PORTAL_API_TOKEN_DAYS = env_int("PORTAL_API_TOKEN_DAYS", 30)
+PORTAL_API_TOKEN_MAX_DAYS = env_int("PORTAL_API_TOKEN_MAX_DAYS", 365)
+PORTAL_API_TOKENS_PER_USER = env_int("PORTAL_API_TOKENS_PER_USER", 50)
+KNOX_TOKEN_MODEL = "accounts.ApiToken"
+REST_KNOX = {
+    "TOKEN_MODEL": KNOX_TOKEN_MODEL,
+    "TOKEN_TTL": datetime.timedelta(days=PORTAL_API_TOKEN_DAYS),
+    # Recognisable in a leaked file or log (secret scanners look for such prefixes).
+    "TOKEN_PREFIX": "gpup_",
+    "AUTO_REFRESH": False,
+}
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
@@ -158,7 +175,7 @@ STORAGES = {
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "accounts.auth.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],

@@ -9,10 +9,12 @@ urlpatterns = [
     path("django-admin/", admin.site.urls),
     path("api/v1/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/v1/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("api/v1/", include("accounts.api.urls")),
     path("api/v1/", include("tenants.api.urls")),
     path("api/v1/", include("gpujobs.api.urls")),
     path("api/v1/", include("monitoring.api.urls")),
     path("monitoring/", include("monitoring.urls")),
     path("jobs/", include("gpujobs.urls")),
+    path("account/", include("accounts.urls")),
     path("", include("tenants.urls")),
 ]

@@ -1,7 +1,6 @@
 """The REST API under /api/v1/ (included by portal/urls.py)."""
 
 from django.urls import path
-from rest_framework.authtoken.views import obtain_auth_token
 from rest_framework.routers import DefaultRouter
 
 from tenants.api import views
@@ -21,7 +20,6 @@ router.register("quota-grants", views.QuotaGrantViewSet, basename="quota-grant")
 router.register("audit-events", views.AuditEventViewSet, basename="audit-event")
 
 urlpatterns = [
-    path("auth/token/", obtain_auth_token, name="api-token"),
     path("me/", views.MeView.as_view(), name="api-me"),
     *router.urls,
 ]

@@ -111,8 +111,12 @@ def test_schema_endpoint_serves_openapi_3_with_the_api_paths(api, outsider):
         "/api/v1/teams/{team_slug}/members/{username}/",
         "/api/v1/audit-events/",
         "/api/v1/auth/token/",
+        "/api/v1/tokens/",
+        "/api/v1/tokens/{id}/",
     ]:
         assert path in schema["paths"]
+    assert schema["components"]["securitySchemes"]["knoxApiToken"]["name"] == "Authorization"
+    assert "security" not in schema["paths"]["/api/v1/auth/token/"]["post"]  # no credentials
 
 
 def test_schema_generates_without_warnings_and_validates(tmp_path):

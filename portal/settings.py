@@ -55,6 +55,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "knox",
+    "axes",
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
@@ -77,6 +78,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last: answers 429 to a sign-in attempt once its client is locked out (accounts.lockout).
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "portal.urls"
@@ -122,12 +125,27 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Sign-in. Username/password today; single sign-on (e.g. an OIDC backend) is added by listing its
 # backend here and pointing LOGIN_URL at its start view: no view checks how a user signed in.
-AUTHENTICATION_BACKENDS = env_list(
-    "DJANGO_AUTHENTICATION_BACKENDS", "django.contrib.auth.backends.ModelBackend"
-)
+# axes' backend goes first whatever the list: it refuses every attempt of a locked-out client.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    *env_list("DJANGO_AUTHENTICATION_BACKENDS", "django.contrib.auth.backends.ModelBackend"),
+]
 LOGIN_URL = env("DJANGO_LOGIN_URL", "login")
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
+
+# Sign-in lockouts (accounts/lockout.py): this many failures for one username from one address,
+# or PORTAL_LOGIN_ADDRESS_FAILURE_LIMIT from one address, within the cool-off lock them out for
+# the cool-off; each attempt while locked out starts it again. Behind reverse proxies, say how
+# many append to X-Forwarded-For (PORTAL_PROXY_COUNT), or every client shares the proxy's address.
+AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = datetime.timedelta(seconds=env_int("AXES_COOLOFF_SECONDS", 900))
+PORTAL_LOGIN_ADDRESS_FAILURE_LIMIT = env_int("PORTAL_LOGIN_ADDRESS_FAILURE_LIMIT", 20)
+PORTAL_PROXY_COUNT = env_int("PORTAL_PROXY_COUNT", 0)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "ip_address"]
+AXES_HANDLER = "accounts.lockout.LoginLockoutHandler"
+AXES_LOCKOUT_CALLABLE = "accounts.lockout.lockout_response"
+AXES_CLIENT_IP_CALLABLE = "accounts.lockout.client_address"
 
 # API tokens (django-rest-knox): stored as hashes, each with an expiry. A token made by signing in
 # through the API lasts PORTAL_API_TOKEN_DAYS; one made on the "API tokens" page up to

@@ -212,6 +212,8 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Teams, GPU quota requests, grants and their audit trail.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # The schema (and its docs page, portal/urls.py) are for signed-in users only.
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",

@@ -43,6 +43,26 @@ if not SECRET_KEY:
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS")
 
+# HTTPS. With DEBUG off the portal assumes it is served over HTTPS by a TLS-terminating proxy in
+# front, which says so in X-Forwarded-Proto: plain http is redirected, cookies are sent over
+# HTTPS only, and browsers are told to use HTTPS for a year (HSTS). Every one can be switched
+# off (for a deployment without TLS, e.g. behind a proxy on a private network, or while trying
+# HSTS with a short max-age first); the demo (DEBUG on) has them all off.
+# DJANGO_SECURE_PROXY_SSL_HEADER names the header ("none": trust no header). Only a proxy that
+# sets that header on every request (dropping the client's own) may be trusted with it.
+_proxy_ssl_header = env("DJANGO_SECURE_PROXY_SSL_HEADER", "none" if DEBUG else "X-Forwarded-Proto")
+SECURE_PROXY_SSL_HEADER = (
+    None
+    if _proxy_ssl_header.lower() == "none"
+    else ("HTTP_" + _proxy_ssl_header.upper().replace("-", "_"), "https")
+)
+SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", not DEBUG)
+SESSION_COOKIE_SECURE = env_bool("DJANGO_SESSION_COOKIE_SECURE", not DEBUG)
+CSRF_COOKIE_SECURE = env_bool("DJANGO_CSRF_COOKIE_SECURE", not DEBUG)
+SECURE_HSTS_SECONDS = env_int("DJANGO_SECURE_HSTS_SECONDS", 0 if DEBUG else 365 * 24 * 3600)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", not DEBUG)
+SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", not DEBUG)
+
 PORTAL_NAME = env("PORTAL_NAME", "gpu-portal")
 
 INSTALLED_APPS = [

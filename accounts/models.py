@@ -20,6 +20,7 @@ class ApiToken(AbstractAuthToken):
 
     class Meta:
         ordering = ["-created", "-id"]
+        verbose_name = "API token"
 
     def __str__(self) -> str:
         return f"{self.token_key}… of {self.user}"

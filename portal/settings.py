@@ -9,6 +9,7 @@ from pathlib import Path
 
 import dj_database_url
 import plotly
+from csp.constants import NONE, SELF, UNSAFE_HASHES
 from django.core.exceptions import ImproperlyConfigured
 
 from portal.env import env, env_bool, env_float, env_int, env_list, refuse_renamed
@@ -81,6 +82,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "django_htmx",
     "django_celery_beat",
+    "csp",
     "accounts",
     "clusters",
     "tenants",
@@ -90,6 +92,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -212,6 +215,37 @@ STORAGES = {
         if DEBUG
         else "whitenoise.storage.CompressedManifestStaticFilesStorage"
     },
+}
+
+# Content-Security-Policy (django-csp): every script, style, font and request comes from the
+# portal itself, and no page runs inline script or eval (so an injected <script> or onclick=
+# does nothing). Plotly figures are data in <script type="application/json"> blocks, which a
+# policy does not restrict; htmx is told not to inject its indicator styles or eval anything
+# (templates/base.html). Images may also be data: URIs (plotly's and Swagger UI's icons).
+# No inline style either, but for the three that plotly.js writes, allowed by their hashes
+# (tests/unit/test_content_security_policy.py recomputes them from the plotly.js served):
+PLOTLY_INLINE_STYLES = [
+    # Empty: the <style> elements plotly then fills through the CSSOM, and the style="" it sets.
+    "'sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU='",
+    # The stylesheet of the map library plotly.js bundles, added once at load.
+    "'sha256-ji27qzEtxXZW+7dun6UwjHXJ18e6WAin1VvNtkzIE/o='",
+    # style="image-rendering: ..." on heatmap images.
+    "'sha256-AR/cKIZjWPcPmBUPDA6oti9XBiTbJvz0Cro2J1VzzS8='",
+]
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        # 'unsafe-hashes' lets the hashes match style attributes too, never any other value.
+        "style-src": [SELF, UNSAFE_HASHES, *PLOTLY_INLINE_STYLES],
+        "img-src": [SELF, "data:"],
+        "font-src": [SELF],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
 }
 
 REST_FRAMEWORK = {

@@ -13,7 +13,11 @@ urlpatterns = [
     # script as a file of its own (?script), so the page needs no inline script.
     path(
         "api/v1/docs/",
-        login_required(SpectacularSwaggerSplitView.as_view(url_name="api-schema")),
+        login_required(
+            SpectacularSwaggerSplitView.as_view(
+                url_name="api-schema", template_name="api_docs.html"
+            )
+        ),
         name="api-docs",
     ),
     path("api/v1/", include("accounts.api.urls")),

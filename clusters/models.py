@@ -4,6 +4,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
+from portal.redaction import redact
 from portal.validators import (
     DNS1123_LABEL_MAX_LENGTH,
     dns1123_label_validator,
@@ -101,6 +102,11 @@ class Cluster(models.Model):
 
     def __str__(self) -> str:
         return self.display_name or self.name
+
+    @property
+    def prometheus_url_shown(self) -> str:
+        """The Prometheus URL as pages show it: any credentials in it masked."""
+        return redact(self.prometheus_url)
 
 
 class GpuCapacity(models.Model):

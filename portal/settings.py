@@ -391,6 +391,8 @@ PORTAL_LOG_LEVEL = env("PORTAL_LOG_LEVEL", "INFO")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    # No URL credentials in any log line, whoever logs it (portal/redaction.py).
+    "filters": {"redact": {"()": "portal.redaction.RedactingFilter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["redact"]}},
     "root": {"handlers": ["console"], "level": PORTAL_LOG_LEVEL},
 }

@@ -71,13 +71,23 @@ class _FakePrometheus(BaseHTTPRequestHandler):
     mode = "error"
 
     def do_GET(self):
+        self.server.authorizations.append(self.headers.get("Authorization"))
         if self.server.mode == "slow":
             time.sleep(self.server.delay)
             return
-        body = json.dumps(
-            {"status": "error", "errorType": "execution", "error": "out of memory (simulated)"}
-        ).encode()
-        self.send_response(422)
+        if self.server.mode == "empty":
+            kind = "matrix" if self.path.startswith("/api/v1/query_range") else "vector"
+            answer = {"status": "success", "data": {"resultType": kind, "result": []}}
+            status = 200
+        else:
+            answer = {
+                "status": "error",
+                "errorType": "execution",
+                "error": "out of memory (simulated)",
+            }
+            status = 422
+        body = json.dumps(answer).encode()
+        self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -90,17 +100,20 @@ class _FakePrometheus(BaseHTTPRequestHandler):
 @pytest.fixture
 def fake_prometheus():
     """``fake_prometheus(mode)``: the URL of a local server that answers every query with an
-    error (``error``) or not at all for a while (``slow``)."""
+    error (``error``), with no series (``empty``) or not at all for a while (``slow``). The
+    ``Authorization`` header of each query is kept in ``fake_prometheus.authorizations``."""
     servers = []
 
     def start(mode: str, delay: float = 5.0) -> str:
         server = ThreadingHTTPServer(("127.0.0.1", 0), _FakePrometheus)
         server.mode, server.delay = mode, delay
+        server.authorizations = start.authorizations
         server.daemon_threads = True
         threading.Thread(target=server.serve_forever, daemon=True).start()
         servers.append(server)
         return f"http://127.0.0.1:{server.server_address[1]}"
 
+    start.authorizations = []
     yield start
     for server in servers:
         server.shutdown()

@@ -1,0 +1,143 @@
+"""A Prometheus URL with credentials (``http://user:password@host/``): the password goes to
+Prometheus as HTTP basic auth and nowhere else, not into a page, an API answer, the admin or a
+log line (portal/redaction.py)."""
+
+import base64
+import logging
+
+import pytest
+
+from clusters.models import Cluster
+from tenants.models import Membership
+from tests import factories
+from tests.integration.conftest import free_port
+
+from .pages import member_of
+
+pytestmark = [pytest.mark.integration]
+
+PASSWORD = "s3cret-pr0m-pass"
+
+
+@pytest.fixture
+def team(db):
+    return factories.TeamFactory(slug="secret-team", name="Secret Team")
+
+
+@pytest.fixture
+def lead(team):
+    return member_of(team, "sid-lead", Membership.Role.LEAD)
+
+
+@pytest.fixture
+def superuser(db):
+    return factories.AdminFactory(username="sam-superuser", is_superuser=True)
+
+
+def cluster_at(host: str) -> Cluster:
+    return factories.ClusterFactory(
+        name="guarded", prometheus_url=f"http://prom:{PASSWORD}@{host}/"
+    )
+
+
+def test_the_credentials_reach_prometheus_as_basic_auth_and_no_log_line(
+    team, lead, client_as, fake_prometheus, caplog
+):
+    url = fake_prometheus("empty")
+    cluster_at(url.removeprefix("http://"))
+
+    with caplog.at_level(logging.INFO):
+        page = client_as(lead).get(f"/monitoring/teams/{team.slug}/")
+
+    assert page.status_code == 200
+    expected = "Basic " + base64.b64encode(f"prom:{PASSWORD}".encode()).decode()
+    assert fake_prometheus.authorizations
+    assert set(fake_prometheus.authorizations) == {expected}
+    requests_logged = [r.getMessage() for r in caplog.records if r.name == "httpx"]
+    assert requests_logged  # httpx logs each request's URL...
+    assert not any(PASSWORD in line for line in requests_logged)  # ...without the password
+
+
+def test_an_unreachable_prometheus_is_named_without_its_password(team, lead, api, client_as):
+    port = free_port()
+    cluster_at(f"127.0.0.1:{port}")
+
+    page = client_as(lead).get(f"/monitoring/teams/{team.slug}/").content.decode()
+    answer = api.as_user(lead).get(f"/api/v1/monitoring/teams/{team.slug}/utilisation/")
+
+    assert f"Prometheus at http://127.0.0.1:{port} cannot be reached" in page
+    assert PASSWORD not in page
+    assert answer.status_code == 503
+    assert PASSWORD not in answer.content.decode()
+    assert f"http://127.0.0.1:{port}" in answer.json()["detail"]
+
+
+def test_cluster_pages_show_the_url_masked(admin, client_as):
+    cluster_at(f"127.0.0.1:{free_port()}")
+    page = client_as(admin)
+
+    listing = page.get("/monitoring/clusters/").content.decode()
+    detail = page.get("/monitoring/clusters/guarded/").content.decode()
+
+    assert "http://prom:***@127.0.0.1:" in listing
+    assert PASSWORD not in listing
+    assert PASSWORD not in detail
+
+
+def test_the_api_never_answers_the_url(admin, api):
+    cluster = cluster_at("prometheus.example.com")
+    api.as_user(admin)
+
+    for url in ("/api/v1/clusters/", f"/api/v1/clusters/{cluster.name}/"):
+        response = api.get(url)
+        assert response.status_code == 200
+        assert PASSWORD not in response.content.decode()
+
+
+def test_the_admin_shows_the_url_masked_and_keeps_the_password_on_save(superuser, client_as):
+    cluster = cluster_at("prometheus.example.com")
+    page = client_as(superuser)
+    change = f"/django-admin/clusters/cluster/{cluster.pk}/change/"
+
+    listing = page.get("/django-admin/clusters/cluster/").content.decode()
+    form = page.get(change)
+    html = form.content.decode()
+    shown = form.context["adminform"].form["prometheus_url"].value()
+    saved = page.post(change, {**_form_data(form), "display_name": "Guarded"})
+
+    assert "http://prom:***@prometheus.example.com/" in listing
+    assert PASSWORD not in listing
+    assert PASSWORD not in html
+    assert shown == "http://prom:***@prometheus.example.com/"
+    assert saved.status_code == 302
+    cluster.refresh_from_db()
+    assert cluster.display_name == "Guarded"
+    assert cluster.prometheus_url == f"http://prom:{PASSWORD}@prometheus.example.com/"
+
+
+def test_the_admin_replaces_the_password_when_a_new_one_is_typed(superuser, client_as):
+    cluster = cluster_at("prometheus.example.com")
+    page = client_as(superuser)
+    change = f"/django-admin/clusters/cluster/{cluster.pk}/change/"
+    data = _form_data(page.get(change))
+
+    moved = page.post(change, {**data, "prometheus_url": "http://prom:***@other.example.com/"})
+    typed = page.post(change, {**data, "prometheus_url": "http://prom:n3w@other.example.com/"})
+
+    assert "Type the credentials again" in moved.content.decode()
+    assert typed.status_code == 302
+    cluster.refresh_from_db()
+    assert cluster.prometheus_url == "http://prom:n3w@other.example.com/"
+
+
+def _form_data(response) -> dict:
+    """What the admin's change form posts back as it is shown."""
+    forms = [response.context["adminform"].form]
+    for inline in response.context["inline_admin_formsets"]:
+        forms += [inline.formset.management_form, *inline.formset.forms]
+    return {
+        bound.html_name: bound.value()
+        for form in forms
+        for bound in form
+        if bound.value() is not None
+    }

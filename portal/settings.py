@@ -127,9 +127,13 @@ TEMPLATES = [
 WSGI_APPLICATION = "portal.wsgi.application"
 
 # SQLite is the embedded default for the demo; tests and docker compose use PostgreSQL.
+# Connections are closed at the end of each request (DJANGO_CONN_MAX_AGE=0): under the ASGI
+# worker every request runs its database work in a thread of its own, whose persistent
+# connection would outlive it unused; put a connection pooler in front to save the connects.
 DATABASES = {
     "default": dj_database_url.parse(
-        env("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}"), conn_max_age=60
+        env("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}"),
+        conn_max_age=env_int("DJANGO_CONN_MAX_AGE", 0),
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -284,6 +288,8 @@ SPECTACULAR_SETTINGS = {
 
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")
 CELERY_RESULT_BACKEND = env("CELERY_RESULT_BACKEND", "") or None
+# The Redis the web tier keeps shared counts in (followed logs): the broker's, unless said.
+PORTAL_REDIS_URL = env("PORTAL_REDIS_URL", CELERY_BROKER_URL)
 # Publishing must fail fast when Redis is down: the request that enqueues is a person waiting.
 CELERY_BROKER_CONNECTION_TIMEOUT = 2
 CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 2, "interval_start": 0, "interval_step": 0.5}
@@ -386,6 +392,9 @@ GPUJOBS_CLAIM_SECONDS = env_int("GPUJOBS_CLAIM_SECONDS", 60)
 GPUJOBS_REQUEUE_AFTER_SECONDS = env_int("GPUJOBS_REQUEUE_AFTER_SECONDS", 30)
 GPUJOBS_REFRESH_SECONDS = env_int("GPUJOBS_REFRESH_SECONDS", 2)
 GPUJOBS_LOG_FOLLOW_MAX_SECONDS = env_int("GPUJOBS_LOG_FOLLOW_MAX_SECONDS", 600)
+# Followed logs at once (gpujobs/log_follows.py), per user and in all, counted in Redis.
+GPUJOBS_LOG_FOLLOWS_PER_USER = env_int("GPUJOBS_LOG_FOLLOWS_PER_USER", 4)
+GPUJOBS_LOG_FOLLOWS_TOTAL = env_int("GPUJOBS_LOG_FOLLOWS_TOTAL", 200)
 
 PORTAL_LOG_LEVEL = env("PORTAL_LOG_LEVEL", "INFO")
 LOGGING = {

@@ -49,6 +49,7 @@ SERVICE_FIXTURES = {
     "watcher_process": ["worker"],
     "beat": ["worker", "redis"],
     "own_queue": ["redis"],
+    "redis_url": ["redis"],
     "devcluster": ["devcluster"],
     "promtool": ["prometheus"],
     "own_prometheus": ["prometheus"],

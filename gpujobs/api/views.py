@@ -6,9 +6,6 @@ Cluster reads (logs, events) that fail answer 503 (worth retrying: the cluster i
 or busy) or 502 (the cluster refused), with the cluster's reason in words.
 """
 
-import time
-
-from django.conf import settings
 from django.http import StreamingHttpResponse
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.types import OpenApiTypes
@@ -21,13 +18,13 @@ from drf_spectacular.utils import (
 )
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import Throttled, ValidationError
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.response import Response
 
 from clusters.kube import KubeError
-from gpujobs import cluster_reads, selectors, services
+from gpujobs import cluster_reads, log_follows, selectors, services
 from gpujobs.api import serializers as s
 from gpujobs.filtersets import GpuJobFilter
 from gpujobs.manifests import GPU_CONTAINER
@@ -65,7 +62,15 @@ POD = OpenApiParameter("pod", str, description="One of the job's pods (default: 
 FOLLOW = OpenApiParameter(
     "follow",
     bool,
-    description="Stream the log as text/plain while the container runs (after the last N lines).",
+    description="Stream the log as text/plain while the container runs (after the last N "
+    "lines), for up to GPUJOBS_LOG_FOLLOW_MAX_SECONDS. A user may follow "
+    "GPUJOBS_LOG_FOLLOWS_PER_USER logs at once.",
+)
+NOTHING_TO_FOLLOW = OpenApiResponse(DETAIL_ERROR, description="The job has no log to follow.")
+TOO_MANY_FOLLOWS = OpenApiResponse(
+    DETAIL_ERROR,
+    description="You (or the portal) follow as many logs as allowed at once: try again after "
+    "the Retry-After header's seconds.",
 )
 
 
@@ -158,6 +163,8 @@ class GpuJobViewSet(
             (200, "application/json"): s.LogSerializer,
             (200, "text/plain"): OpenApiTypes.STR,
             404: NOT_FOUND,
+            409: NOTHING_TO_FOLLOW,
+            429: TOO_MANY_FOLLOWS,
             502: CLUSTER_ERROR,
             503: CLUSTER_ERROR,
         },
@@ -181,7 +188,7 @@ class GpuJobViewSet(
         follow = request.query_params.get("follow", "").lower() in ("1", "true", "yes")
         try:
             if follow:
-                return self._follow(job, tail=tail, container=container, pod=pod)
+                return self._follow(request, job, tail=tail, container=container, pod=pod)
             result = cluster_reads.job_log(job, tail=tail, container=container, pod=pod)
         except KubeError as error:
             return cluster_error(error)
@@ -195,27 +202,25 @@ class GpuJobViewSet(
             }
         )
 
-    def _follow(self, job, *, tail: int, container: str, pod: str | None):
-        name, lines, detail = cluster_reads.follow_job_log(
-            job, tail=tail, container=container, pod=pod
-        )
+    def _follow(self, request, job, *, tail: int, container: str, pod: str | None):
+        try:
+            slot = log_follows.take_slot(user_id=request.user.pk)
+        except log_follows.TooManyFollows as error:
+            raise Throttled(wait=log_follows.RETRY_AFTER_SECONDS, detail=str(error)) from None
+        try:
+            name, lines, detail = cluster_reads.follow_job_log(
+                job, tail=tail, container=container, pod=pod
+            )
+        except BaseException:
+            slot.release()
+            raise
         if lines is None:
+            slot.release()
             return Response({"detail": detail}, status=status.HTTP_409_CONFLICT)
-        deadline = time.monotonic() + settings.GPUJOBS_LOG_FOLLOW_MAX_SECONDS
-
-        def stream():
-            try:
-                for line in lines:
-                    yield f"{line}\n"
-                    if time.monotonic() > deadline:
-                        yield "[the portal stopped following this log; ask again to go on]\n"
-                        return
-            except KubeError as error:
-                yield f"[log ended: {error}]\n"
-            finally:
-                lines.close()
-
-        response = StreamingHttpResponse(stream(), content_type="text/plain; charset=utf-8")
+        # An async iterator: under the ASGI worker the stream holds no worker or thread.
+        response = StreamingHttpResponse(
+            log_follows.stream(lines, slot=slot), content_type="text/plain; charset=utf-8"
+        )
         response["X-Pod"] = name
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"  # proxies must pass lines on as they come

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+import redis
 from django.conf import settings
 from django.db import connection
 from kubernetes import client
@@ -116,6 +117,31 @@ def celery_worker_process(postgres_database, tmp_path_factory):
         worker.wait(timeout=20)
     except subprocess.TimeoutExpired:
         worker.kill()
+
+
+# A Redis database for the tests that count in Redis (the broker uses database 0).
+REDIS_TEST_DB = 15
+
+
+@pytest.fixture
+def redis_url(settings) -> str:
+    """The suite's Redis (a database of its own, without the portal's keys before and after
+    the test), as the portal's shared-counts Redis (``PORTAL_REDIS_URL``)."""
+    url = settings.CELERY_BROKER_URL.rsplit("/", 1)[0] + f"/{REDIS_TEST_DB}"
+    client = redis.Redis.from_url(url)
+
+    def clear():
+        for key in client.scan_iter(match="gpuportal:*"):
+            client.delete(key)
+
+    try:
+        clear()
+    except redis.ConnectionError as error:
+        pytest.fail(f"Redis at {url} does not answer ({error}): start it with `make test`.")
+    settings.PORTAL_REDIS_URL = url
+    yield url
+    clear()
+    client.close()
 
 
 @pytest.fixture(scope="session")

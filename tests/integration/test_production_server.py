@@ -1,6 +1,7 @@
 """The image's own commands, run here as the Dockerfile runs them (no Docker engine on these
-machines): collectstatic with DEBUG off, then gunicorn serving the portal. Pages render, static
-files come from WhiteNoise under hashed names, and errors show no debug page.
+machines): collectstatic with DEBUG off, then gunicorn serving the portal's ASGI application in
+uvicorn's worker (tests/integration/servers.py). Pages render, static files come from WhiteNoise
+under hashed names, and errors show no debug page.
 
 In production a TLS-terminating proxy sits in front of gunicorn and says so with
 ``X-Forwarded-Proto: https`` (the production settings trust that header and redirect plain
@@ -8,20 +9,19 @@ http). The test talks plain http on loopback and sends that header as the proxy 
 leaves it out and sees the redirect to https.
 """
 
-import os
 import re
-import subprocess
-import sys
 
 import httpx
 import pytest
 
-from tests.integration.conftest import REPO_ROOT, _database_url, free_port, wait_for
+from tests.integration.servers import (
+    BEHIND_TLS_PROXY,
+    DOCKERFILE_SERVER,
+    dockerfile_command,
+    portal_server,
+)
 
 pytestmark = [pytest.mark.integration]
-
-# What the TLS-terminating proxy in front of the portal adds to every request it passes on.
-BEHIND_TLS_PROXY = {"X-Forwarded-Proto": "https"}
 
 
 def get(url: str, **kwargs) -> httpx.Response:
@@ -30,40 +30,15 @@ def get(url: str, **kwargs) -> httpx.Response:
 
 @pytest.fixture(scope="module")
 def production_server(postgres_database, tmp_path_factory):
-    tmp_path = tmp_path_factory.mktemp("production")
-    env = {
-        **os.environ,
-        "DJANGO_DEBUG": "0",
-        "DJANGO_SECRET_KEY": "production-server-test-only",
-        "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
-        "DJANGO_STATIC_ROOT": str(tmp_path / "static"),
-        "DATABASE_URL": _database_url(postgres_database),
-    }
-    subprocess.run(
-        [sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"],
-        cwd=REPO_ROOT, env=env, check=True, capture_output=True,
-    )  # fmt: skip
-    port = free_port()
-    with open(tmp_path / "gunicorn.log", "w") as log:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "portal.wsgi:application",
-             "--bind", f"127.0.0.1:{port}", "--workers", "1"],
-            cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
+    with portal_server(postgres_database, tmp_path_factory.mktemp("production")) as base:
+        yield base
 
-    def answering():
-        if server.poll() is not None:
-            pytest.fail(f"gunicorn exited:\n{(tmp_path / 'gunicorn.log').read_text()[-3000:]}")
-        try:
-            return httpx.get(f"{base}/login/", headers=BEHIND_TLS_PROXY, timeout=5)
-        except httpx.HTTPError:
-            return None
 
-    wait_for(answering, timeout=60, interval=0.5, what="gunicorn to answer")
-    yield base
-    server.terminate()
-    server.wait(timeout=30)
+def test_the_server_here_is_the_dockerfiles():
+    command = dockerfile_command()
+
+    assert command[0] == "gunicorn"
+    assert command[1 : 1 + len(DOCKERFILE_SERVER)] == DOCKERFILE_SERVER
 
 
 def test_gunicorn_serves_pages_and_hashed_static_files_with_debug_off(production_server):

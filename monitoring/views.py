@@ -230,6 +230,6 @@ def notification_list(request: HttpRequest) -> HttpResponse:
 @require_POST
 @login_required
 def notifications_read(request: HttpRequest) -> HttpResponse:
-    ids = [int(i) for i in request.POST.getlist("id") if i.isdigit()] or None
+    ids = [int(i) for i in request.POST.getlist("id") if i.isdigit() and len(i) < 19] or None
     notifications_mark_read(user=request.user, ids=ids)
     return redirect(reverse("notification-list"))

@@ -62,6 +62,7 @@ class TokenLoginView(APIView):
 class ApiTokenViewSet(mixins.ListModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet):
     serializer_class = s.ApiTokenSerializer
     permission_classes = [IsAuthenticated]
+    lookup_value_regex = r"\d+"
     filter_backends = []
 
     def get_queryset(self):

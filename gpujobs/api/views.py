@@ -28,6 +28,7 @@ from gpujobs import cluster_reads, log_follows, selectors, services
 from gpujobs.api import serializers as s
 from gpujobs.filtersets import GpuJobFilter
 from gpujobs.manifests import GPU_CONTAINER
+from portal.params import whole_number
 from tenants.api.filters import StableOrderingFilter
 
 DETAIL_ERROR = inline_serializer(name="JobDetailError", fields={"detail": serializers.CharField()})
@@ -98,12 +99,9 @@ def _int_param(request, name: str, default: int, *, low: int, high: int) -> int:
     if raw in (None, ""):
         return default
     try:
-        value = int(raw)
-    except ValueError:
-        raise ValidationError({name: [f"Must be a whole number from {low} to {high}."]}) from None
-    if not low <= value <= high:
-        raise ValidationError({name: [f"Must be a whole number from {low} to {high}."]})
-    return value
+        return whole_number(raw, low=low, high=high)
+    except ValueError as error:
+        raise ValidationError({name: [str(error)]}) from None
 
 
 @extend_schema_view(
@@ -126,6 +124,7 @@ class GpuJobViewSet(
 ):
     serializer_class = s.GpuJobSerializer
     permission_classes = [IsAuthenticated]
+    lookup_value_regex = r"\d+"
     filter_backends = [DjangoFilterBackend, StableOrderingFilter]
     filterset_class = GpuJobFilter
     ordering_fields = ["created_at", "state", "gpus", "started_at", "finished_at"]

@@ -9,10 +9,14 @@ router = DefaultRouter()
 router.include_format_suffixes = False
 router.register("teams", views.TeamViewSet, basename="team")
 router.register(
-    r"teams/(?P<team_slug>[^/.]+)/members", views.TeamMembershipViewSet, basename="team-member"
+    rf"teams/(?P<team_slug>{views.SLUG})/members",
+    views.TeamMembershipViewSet,
+    basename="team-member",
 )
 router.register(
-    r"teams/(?P<team_slug>[^/.]+)/clusters", views.TeamClusterViewSet, basename="team-cluster"
+    rf"teams/(?P<team_slug>{views.SLUG})/clusters",
+    views.TeamClusterViewSet,
+    basename="team-cluster",
 )
 router.register("clusters", views.ClusterViewSet, basename="cluster")
 router.register("quota-requests", views.QuotaRequestViewSet, basename="quota-request")

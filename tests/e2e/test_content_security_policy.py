@@ -32,10 +32,9 @@ def test_an_injected_inline_script_is_refused_and_reported(sign_in, lead, consol
     console.expect("Content Security Policy")
 
 
-def test_the_pages_of_a_lead_work_under_the_policy(sign_in, cluster, team, lead, admin):
-    factories.TeamClusterFactory(team=team, cluster=cluster)
-    job = factories.GpuJobFactory(team=team, cluster=cluster, submitted_by=lead, name="trainer")
-    services.quota_request_create(
+def pending_request(lead, team, cluster):
+    """A request in the review queue (the team and review pages show it)."""
+    return services.quota_request_create(
         requested_by=lead,
         team=team,
         cluster=cluster,
@@ -43,6 +42,12 @@ def test_the_pages_of_a_lead_work_under_the_policy(sign_in, cluster, team, lead,
         ends_on=timezone.localdate() + datetime.timedelta(days=30),
         justification="More runs.",
     )
+
+
+def test_the_pages_of_a_lead_work_under_the_policy(sign_in, cluster, team, lead, admin):
+    factories.TeamClusterFactory(team=team, cluster=cluster)
+    job = factories.GpuJobFactory(team=team, cluster=cluster, submitted_by=lead, name="trainer")
+    pending_request(lead, team, cluster)
     page = sign_in(lead)
 
     for url, heading in [
@@ -87,14 +92,7 @@ def test_the_api_docs_page_draws_swagger_ui_under_the_policy(sign_in, outsider):
 def test_the_pages_of_an_admin_work_under_the_policy(sign_in, cluster, team, lead, console):
     admin = factories.AdminFactory(username="sue-superuser", is_superuser=True)
     console.expect(r"/favicon\.ico")  # Django's admin pages name no icon
-    services.quota_request_create(
-        requested_by=lead,
-        team=team,
-        cluster=cluster,
-        gpus=2,
-        ends_on=timezone.localdate() + datetime.timedelta(days=30),
-        justification="More runs.",
-    )
+    pending_request(lead, team, cluster)
     page = sign_in(admin)
 
     for url, heading in [

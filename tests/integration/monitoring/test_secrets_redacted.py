@@ -8,25 +8,12 @@ import logging
 import pytest
 
 from clusters.models import Cluster
-from tenants.models import Membership
 from tests import factories
 from tests.integration.conftest import free_port
-
-from .pages import member_of
 
 pytestmark = [pytest.mark.integration]
 
 PASSWORD = "s3cret-pr0m-pass"
-
-
-@pytest.fixture
-def team(db):
-    return factories.TeamFactory(slug="secret-team", name="Secret Team")
-
-
-@pytest.fixture
-def lead(team):
-    return member_of(team, "sid-lead", Membership.Role.LEAD)
 
 
 @pytest.fixture

@@ -44,6 +44,8 @@ class NodeOptions:
     cpu_nodes: int = 2
     gpu_model: str = nodes.DEFAULT_GPU_MODEL
     gpus_per_node: int = nodes.DEFAULT_GPUS_PER_NODE
+    second_gpu_nodes: int = 2
+    second_gpu_model: str = nodes.DEFAULT_SECOND_GPU_MODEL
 
     @classmethod
     def from_env(cls) -> NodeOptions:
@@ -52,11 +54,20 @@ class NodeOptions:
             cpu_nodes=int(os.environ.get("DEVCLUSTER_CPU_NODES", cls.cpu_nodes)),
             gpu_model=os.environ.get("DEVCLUSTER_GPU_MODEL", cls.gpu_model),
             gpus_per_node=int(os.environ.get("DEVCLUSTER_GPUS_PER_NODE", cls.gpus_per_node)),
+            second_gpu_nodes=int(
+                os.environ.get("DEVCLUSTER_SECOND_GPU_NODES", cls.second_gpu_nodes)
+            ),
+            second_gpu_model=os.environ.get("DEVCLUSTER_SECOND_GPU_MODEL", cls.second_gpu_model),
         )
 
     def specs(self) -> list[nodes.NodeSpec]:
         return nodes.default_node_specs(
-            self.gpu_nodes, self.cpu_nodes, self.gpu_model, self.gpus_per_node
+            self.gpu_nodes,
+            self.cpu_nodes,
+            self.gpu_model,
+            self.gpus_per_node,
+            second_gpu_nodes=self.second_gpu_nodes,
+            second_gpu_model=self.second_gpu_model,
         )
 
 
@@ -624,6 +635,7 @@ def _start_cluster(settings: Settings, node_options: NodeOptions) -> None:
     _start_and_wait(settings, [COMPONENTS_BY_NAME[name] for name in after_apiserver])
     progress(
         f"creating nodes: {node_options.gpu_nodes} GPU ({node_options.gpu_model}), "
+        f"{node_options.second_gpu_nodes} GPU ({node_options.second_gpu_model}), "
         f"{node_options.cpu_nodes} CPU-only"
     )
     nodes.recreate(api, node_options.specs())

@@ -7,6 +7,7 @@ up)"` works; progress and diagnostics go to stderr.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -50,6 +51,8 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
+    if args.no_kueue:
+        os.environ["DEVCLUSTER_KUEUE"] = "0"
     settings, _ = cluster.up(
         _node_options(args),
         reconcile_nodes_when_reused=_explicit_node_options(args),
@@ -79,6 +82,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"apiserver:  {settings.apiserver_url}")
         print(f"prometheus: {settings.prometheus_url}")
         print(f"dcgm:       {settings.dcgm_url}/metrics")
+        if settings.kueue:
+            print(f"kueue:      webhooks {settings.kueue_webhook_url}, visibility API "
+                  f"127.0.0.1:{settings.kueue_visibility_port} (via the apiserver)")  # fmt: skip
         core = cluster.client.CoreV1Api(cluster.admin_api_client(settings))
         for node in core.list_node().items:
             gpus = (node.status.allocatable or {}).get("nvidia.com/gpu", "0")
@@ -166,6 +172,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--second-gpu-model",
         metavar="PRODUCT",
         help="nvidia.com/gpu.product of the second GPU nodes (default NVIDIA-H100-80GB-HBM3)",
+    )
+    up.add_argument(
+        "--no-kueue",
+        action="store_true",
+        help="when starting, leave Kueue out (env DEVCLUSTER_KUEUE=0); a running cluster is "
+        "reused as it is",
     )
     up.add_argument(
         "--fresh",

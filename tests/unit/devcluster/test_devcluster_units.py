@@ -1,6 +1,7 @@
 """Small pure pieces of the devcluster: node manifests, certificate subjects, file names."""
 
 from devcluster import cluster, credentials, nodes, pki
+from devcluster import settings as settings_module
 from devcluster.settings import Settings
 
 
@@ -58,6 +59,22 @@ def test_the_default_cluster_has_four_a100_and_two_h100_nodes(monkeypatch):
     models = [s.gpu_model for s in specs if s.gpus]
     assert models.count("NVIDIA-A100-SXM4-80GB") == 4
     assert models.count("NVIDIA-H100-80GB-HBM3") == 2
+
+
+def test_kueue_is_on_unless_switched_off_and_a_running_clusters_choice_is_remembered(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setenv("DEVCLUSTER_STATE", str(tmp_path))
+    monkeypatch.delenv("DEVCLUSTER_KUEUE", raising=False)
+    assert Settings.from_env().kueue is True
+
+    monkeypatch.setenv("DEVCLUSTER_KUEUE", "0")
+    Settings.from_env().record()
+    monkeypatch.setenv("DEVCLUSTER_KUEUE", "1")
+
+    assert Settings.from_env().kueue is True
+    assert settings_module.current().kueue is False
+    assert "kueue" not in [c.name for c in cluster.components(settings_module.current())]
 
 
 def test_a_certificate_subject_has_one_organization_per_group_and_escapes_separators():

@@ -4,6 +4,7 @@ import pytest
 from django.contrib.staticfiles import finders
 
 from clusters.models import GpuUtilizationMetric
+from devcluster.gpu_models import DEFAULT_GPU_MODEL as A100
 from tenants.models import Membership
 from tests import factories
 
@@ -26,7 +27,8 @@ def lead(team):
 def test_a_running_gpu_pod_appears_on_its_teams_chart_with_its_utilisation(
     devcluster, core, metrics_cluster, team, lead, client_as
 ):
-    run_pod(core, team.slug, gpu_pod("trainer", gpus=2, utilisation=73))
+    # The figures below are an A100's; the devcluster has H100 nodes too.
+    run_pod(core, team.slug, gpu_pod("trainer", gpus=2, utilisation=73, gpu_model=A100))
     page = client_as(lead)
 
     def trainer_at_73():

@@ -47,11 +47,11 @@ def delete_namespace(core_api, name: str) -> None:
     kube.delete_namespace(core_api, name, call=patiently)
 
 
-def gpu_pod(name, *, gpus=1, utilisation=None, labels=None):
+def gpu_pod(name, *, gpus=1, utilisation=None, labels=None, gpu_model=None):
     """A GPU pod the way the portal builds them; the devcluster annotation sets its simulated
-    utilisation (a number, or one per GPU: "90,10")."""
+    utilisation (a number, or one per GPU: "90,10"); ``gpu_model`` pins its nodes' model."""
     annotations = {UTILISATION: str(utilisation)} if utilisation is not None else {}
-    return kube.gpu_pod(name, gpus, annotations=annotations, labels=labels)
+    return kube.gpu_pod(name, gpus, annotations=annotations, labels=labels, gpu_model=gpu_model)
 
 
 def run_pod(core_api, namespace, manifest) -> dict:

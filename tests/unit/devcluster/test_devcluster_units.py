@@ -1,6 +1,7 @@
 """Small pure pieces of the devcluster: node manifests, certificate subjects, file names."""
 
 from devcluster import cluster, credentials, nodes, pki
+from devcluster import settings as settings_module
 from devcluster.settings import Settings
 
 
@@ -31,6 +32,49 @@ def test_the_default_node_set_is_gpu_nodes_then_cpu_nodes():
 
     assert [s.name for s in specs] == ["gpu-node-0", "gpu-node-1", "cpu-node-0"]
     assert specs[0].gpu_model == "Tesla-T4"
+
+
+def test_the_second_gpu_model_gets_its_own_named_nodes_between_the_first_and_the_cpu_nodes():
+    specs = nodes.default_node_specs(gpu_nodes=1, cpu_nodes=1, second_gpu_nodes=2)
+
+    assert [(s.name, s.gpu_model) for s in specs] == [
+        ("gpu-node-0", "NVIDIA-A100-SXM4-80GB"),
+        ("gpu-node-h100-0", "NVIDIA-H100-80GB-HBM3"),
+        ("gpu-node-h100-1", "NVIDIA-H100-80GB-HBM3"),
+        ("cpu-node-0", "NVIDIA-A100-SXM4-80GB"),
+    ]
+    assert specs[1].to_manifest()["metadata"]["labels"]["nvidia.com/gpu.product"] == (
+        "NVIDIA-H100-80GB-HBM3"
+    )
+    assert nodes.short_model_name("Tesla-T4") == "t4"
+
+
+def test_the_default_cluster_has_four_a100_and_two_h100_nodes(monkeypatch):
+    for variable in ("DEVCLUSTER_GPU_NODES", "DEVCLUSTER_SECOND_GPU_NODES",
+                     "DEVCLUSTER_GPU_MODEL", "DEVCLUSTER_SECOND_GPU_MODEL"):  # fmt: skip
+        monkeypatch.delenv(variable, raising=False)
+
+    specs = cluster.NodeOptions.from_env().specs()
+
+    models = [s.gpu_model for s in specs if s.gpus]
+    assert models.count("NVIDIA-A100-SXM4-80GB") == 4
+    assert models.count("NVIDIA-H100-80GB-HBM3") == 2
+
+
+def test_kueue_is_on_unless_switched_off_and_a_running_clusters_choice_is_remembered(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setenv("DEVCLUSTER_STATE", str(tmp_path))
+    monkeypatch.delenv("DEVCLUSTER_KUEUE", raising=False)
+    assert Settings.from_env().kueue is True
+
+    monkeypatch.setenv("DEVCLUSTER_KUEUE", "0")
+    Settings.from_env().record()
+    monkeypatch.setenv("DEVCLUSTER_KUEUE", "1")
+
+    assert Settings.from_env().kueue is True
+    assert settings_module.current().kueue is False
+    assert "kueue" not in [c.name for c in cluster.components(settings_module.current())]
 
 
 def test_a_certificate_subject_has_one_organization_per_group_and_escapes_separators():

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from clusters.kube import Invalid, KubeError
+from clusters.vocabulary import JOB_ID_LABEL
 from clusters.workloads import WorkloadClient
 from gpujobs import manifests
 from gpujobs.models import GpuJob
@@ -41,7 +42,7 @@ def job_pods(job: GpuJob, *, kube: WorkloadClient | None = None) -> list[dict]:
     listing = _client(job, kube).list_objects(
         "Pod",
         namespace=job.team.slug,
-        label_selector=f"{manifests.JOB_ID_LABEL}={job.pk}",
+        label_selector=f"{JOB_ID_LABEL}={job.pk}",
     )
     pods = [
         p

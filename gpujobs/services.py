@@ -25,6 +25,7 @@ from kombu.exceptions import OperationalError
 
 from clusters.kube import ClusterNotConfigured, KubeError, TransientKubeError
 from clusters.models import Cluster
+from clusters.vocabulary import JOB_ID_LABEL, MANAGED_BY_LABEL, TEAM_LABEL
 from clusters.workloads import QuotaExceeded, WorkloadClient
 from gpujobs import admission, manifests, selectors
 from gpujobs.models import GpuJob
@@ -155,9 +156,9 @@ def enqueue_delete(*, job_id: int) -> None:
 def _owned_by(job_obj: dict, job: GpuJob) -> bool:
     labels = (job_obj.get("metadata") or {}).get("labels") or {}
     return (
-        labels.get(manifests.JOB_ID_LABEL) == str(job.pk)
-        and labels.get(manifests.TEAM_LABEL) == job.team.slug
-        and labels.get(manifests.MANAGED_BY_LABEL) == settings.PORTAL_NAME
+        labels.get(JOB_ID_LABEL) == str(job.pk)
+        and labels.get(TEAM_LABEL) == job.team.slug
+        and labels.get(MANAGED_BY_LABEL) == settings.PORTAL_NAME
     )
 
 

@@ -4,6 +4,7 @@ from django.db import models
 from django.db.models import F, Q
 
 from clusters.models import Cluster
+from clusters.vocabulary import DEFAULT_GPU_RESOURCE
 from portal.validators import (
     DNS1123_LABEL_MAX_LENGTH,
     dns1123_label_validator,
@@ -78,7 +79,7 @@ class QuotaAmounts(models.Model):
     team = models.ForeignKey(Team, on_delete=models.PROTECT)
     cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT)
     gpu_resource = models.CharField(
-        max_length=253, default="nvidia.com/gpu", validators=[extended_resource_name_validator]
+        max_length=253, default=DEFAULT_GPU_RESOURCE, validators=[extended_resource_name_validator]
     )
     gpus = models.PositiveIntegerField(validators=[MinValueValidator(1)])
     cpu_cores = models.DecimalField(

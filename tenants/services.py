@@ -20,6 +20,7 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError
 
 from clusters.models import Cluster, GpuCapacity
+from clusters.vocabulary import DEFAULT_GPU_RESOURCE
 from tenants.errors import InvalidTransition
 from tenants.models import (
     MAX_CPU_CORES,
@@ -419,7 +420,7 @@ def quota_request_create(
     cluster: Cluster,
     gpus: int,
     justification: str,
-    gpu_resource: str = "nvidia.com/gpu",
+    gpu_resource: str = DEFAULT_GPU_RESOURCE,
     starts_on: datetime.date | None = None,
     ends_on: datetime.date | None = None,
     cpu_cores: Decimal | None = None,

@@ -9,6 +9,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from clusters.models import Cluster
+from clusters.vocabulary import DEFAULT_GPU_RESOURCE
 from tenants.models import AuditEvent, Membership, QuotaGrant, QuotaRequest, Team, TeamCluster
 from tenants.permissions import is_portal_admin
 from tenants.selectors import teams_visible_to
@@ -139,7 +140,7 @@ class NamespaceDeleteSerializer(serializers.Serializer):
 
 
 class GpuKindCapacitySerializer(serializers.Serializer):
-    resource_name = serializers.CharField(help_text="e.g. nvidia.com/gpu")
+    resource_name = serializers.CharField(help_text=f"e.g. {DEFAULT_GPU_RESOURCE}")
     gpu_model = serializers.CharField()
     capacity = serializers.IntegerField(help_text="GPUs the portal may plan with.")
     plannable = serializers.IntegerField(help_text="Capacity times the overcommit ratio.")
@@ -226,7 +227,7 @@ class QuotaRequestCreateSerializer(serializers.Serializer):
 
     team = serializers.CharField(help_text="Team slug.")
     cluster = serializers.CharField(help_text="Cluster name.")
-    gpu_resource = serializers.CharField(default="nvidia.com/gpu")
+    gpu_resource = serializers.CharField(default=DEFAULT_GPU_RESOURCE)
     gpus = serializers.IntegerField(min_value=1)
     cpu_cores = serializers.DecimalField(
         max_digits=8, decimal_places=2, min_value=0, required=False, allow_null=True

@@ -34,7 +34,7 @@ from gpujobs.permissions import can_stop_job, can_submit_jobs
 from gpujobs.recording import record_finished
 from gpujobs.specs import JobRequest
 from tenants.errors import InvalidTransition
-from tenants.models import Team
+from tenants.models import AuditEvent, Team
 from tenants.services import audit, schedule_reconcile
 
 logger = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ def job_submit(*, user: User, team: Team, cluster: Cluster, job_request: JobRequ
         )
         audit(
             actor=user,
-            action="gpu_job.submitted",
+            action=AuditEvent.Action.GPU_JOB_SUBMITTED,
             target=job,
             team=team,
             before=None,
@@ -122,7 +122,7 @@ def job_cancel(*, actor: User, job: GpuJob) -> GpuJob:
         )
         audit(
             actor=actor,
-            action="gpu_job.cancelled",
+            action=AuditEvent.Action.GPU_JOB_CANCELLED,
             target=locked,
             team=locked.team,
             before=before,

@@ -27,7 +27,7 @@ from monitoring.models import IdlePod, IdlePolicy, Notification
 from monitoring.notifications import notify_team_leads
 from monitoring.prometheus import PrometheusError
 from tenants import services as tenant_services
-from tenants.models import Team
+from tenants.models import AuditEvent, Team
 
 logger = logging.getLogger(__name__)
 
@@ -223,7 +223,7 @@ def _apply_stop_policy(
     with transaction.atomic():
         tenant_services.audit(
             actor=None,
-            action="idle_pod.stopped",
+            action=AuditEvent.Action.IDLE_POD_STOPPED,
             target=episode,
             team=team,
             before=None,
@@ -284,7 +284,7 @@ def idle_policy_set(
         if before != after:
             tenant_services.audit(
                 actor=actor,
-                action="idle_policy.set",
+                action=AuditEvent.Action.IDLE_POLICY_SET,
                 target=policy,
                 team=team,
                 before=before,

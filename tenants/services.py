@@ -37,6 +37,7 @@ from tenants.selectors import granted_gpus, plannable_gpus
 
 logger = logging.getLogger(__name__)
 
+Action = AuditEvent.Action
 RequestState = QuotaRequest.State
 GrantState = QuotaGrant.State
 
@@ -83,7 +84,7 @@ def snapshot(instance: Model) -> dict[str, Any]:
 def audit(
     *,
     actor: User | None,
-    action: str,
+    action: AuditEvent.Action,
     target: Model,
     team: Team | None,
     before: dict | None,
@@ -270,7 +271,7 @@ def team_create(*, actor: User, slug: str, name: str, description: str = "") -> 
     try:
         with transaction.atomic():
             team.save()
-            audit(actor=actor, action="team.created", target=team, team=team, before=None,
+            audit(actor=actor, action=Action.TEAM_CREATED, target=team, team=team, before=None,
                   after=snapshot(team))  # fmt: skip
     except IntegrityError as error:
         # full_clean's uniqueness check can lose a race with another admin creating the same slug.
@@ -294,7 +295,7 @@ def membership_set(*, actor: User, team: Team, user: User, role: str) -> Members
             membership.save(update_fields=["role"])
         else:
             return membership
-        audit(actor=actor, action="membership.set", target=membership, team=team,
+        audit(actor=actor, action=Action.MEMBERSHIP_SET, target=membership, team=team,
               before=before, after=snapshot(membership))  # fmt: skip
         schedule_reconcile_team(team=team)  # the team's RoleBindings change
     return membership
@@ -308,7 +309,7 @@ def membership_remove(*, actor: User, team: Team, user: User) -> None:
         if membership is None:
             raise ValidationError({"user": f"{user.username} is not a member of {team.slug}."})
         before = snapshot(membership)
-        audit(actor=actor, action="membership.removed", target=membership, team=team,
+        audit(actor=actor, action=Action.MEMBERSHIP_REMOVED, target=membership, team=team,
               before=before, after=None)  # fmt: skip
         membership.delete()
         schedule_reconcile_team(team=team)  # the team's RoleBindings change
@@ -343,7 +344,7 @@ def team_archive(*, actor: User, team: Team, note: str = "") -> Team:
             quota_request.decided_at = timezone.now()
             quota_request.decision_note = note
             quota_request.save(update_fields=["state", "decided_by", "decided_at", "decision_note"])
-            audit(actor=actor, action="quota_request.cancelled", target=quota_request,
+            audit(actor=actor, action=Action.QUOTA_REQUEST_CANCELLED, target=quota_request,
                   team=locked, before=request_before, after=snapshot(quota_request),
                   note=note)  # fmt: skip
         active = QuotaGrant.objects.filter(team=locked, state=GrantState.ACTIVE)
@@ -351,7 +352,7 @@ def team_archive(*, actor: User, team: Team, note: str = "") -> Team:
             _end_grant(grant_id=grant_id, to_state=GrantState.REVOKED, actor=actor, note=note)
         locked.archived_at = timezone.now()
         locked.save(update_fields=["archived_at"])
-        audit(actor=actor, action="team.archived", target=locked, team=locked, before=before,
+        audit(actor=actor, action=Action.TEAM_ARCHIVED, target=locked, team=locked, before=before,
               after=snapshot(locked), note=note)  # fmt: skip
         schedule_reconcile_team(team=locked)
     return locked
@@ -384,8 +385,8 @@ def team_namespace_delete(
         if state.namespace_delete_requested_at is None:
             state.namespace_delete_requested_at = timezone.now()
             state.save(update_fields=["namespace_delete_requested_at"])
-            audit(actor=actor, action="team.namespace_delete_requested", target=team, team=team,
-                  before=None, after=None,
+            audit(actor=actor, action=Action.TEAM_NAMESPACE_DELETE_REQUESTED, target=team,
+                  team=team, before=None, after=None,
                   note=f"Namespace {team.namespace} on cluster {cluster.name}.")  # fmt: skip
         schedule_reconcile(team_id=team.pk, cluster_id=cluster.pk)
     state.refresh_from_db()
@@ -405,7 +406,7 @@ def cluster_set_overcommit(*, actor: User, cluster: Cluster, ratio: Decimal) -> 
         before = snapshot(locked)
         locked.overcommit_ratio = ratio
         locked.save(update_fields=["overcommit_ratio"])
-        audit(actor=actor, action="cluster.overcommit_changed", target=locked, team=None,
+        audit(actor=actor, action=Action.CLUSTER_OVERCOMMIT_CHANGED, target=locked, team=None,
               before=before, after=snapshot(locked))  # fmt: skip
     return locked
 
@@ -440,7 +441,7 @@ def quota_request_create(
             cpu_cores=cpu_cores, memory_gib=memory_gib, starts_on=starts_on, ends_on=ends_on,
             justification=justification.strip(), requested_by=requested_by,
         )  # fmt: skip
-        audit(actor=requested_by, action="quota_request.created", target=quota_request,
+        audit(actor=requested_by, action=Action.QUOTA_REQUEST_CREATED, target=quota_request,
               team=team, before=None, after=snapshot(quota_request))  # fmt: skip
     return quota_request
 
@@ -457,7 +458,7 @@ def quota_request_cancel(*, actor: User, quota_request: QuotaRequest) -> QuotaRe
         locked.state = RequestState.CANCELLED
         locked.decided_at = timezone.now()
         locked.save(update_fields=["state", "decided_at"])
-        audit(actor=actor, action="quota_request.cancelled", target=locked, team=locked.team,
+        audit(actor=actor, action=Action.QUOTA_REQUEST_CANCELLED, target=locked, team=locked.team,
               before=before, after=snapshot(locked))  # fmt: skip
     return locked
 
@@ -475,7 +476,7 @@ def quota_request_reject(*, reviewer: User, quota_request: QuotaRequest, note: s
         locked.decided_at = timezone.now()
         locked.decision_note = note.strip()
         locked.save(update_fields=["state", "decided_by", "decided_at", "decision_note"])
-        audit(actor=reviewer, action="quota_request.rejected", target=locked, team=locked.team,
+        audit(actor=reviewer, action=Action.QUOTA_REQUEST_REJECTED, target=locked, team=locked.team,
               before=before, after=snapshot(locked), note=locked.decision_note)  # fmt: skip
     return locked
 
@@ -529,14 +530,14 @@ def quota_request_approve(
         locked.decided_at = timezone.now()
         locked.decision_note = note.strip()
         locked.save(update_fields=["state", "decided_by", "decided_at", "decision_note"])
-        audit(actor=reviewer, action="quota_request.approved", target=locked, team=locked.team,
+        audit(actor=reviewer, action=Action.QUOTA_REQUEST_APPROVED, target=locked, team=locked.team,
               before=before, after=snapshot(locked), note=locked.decision_note)  # fmt: skip
         grant = QuotaGrant.objects.create(
             request=locked, team=locked.team, cluster=cluster, gpu_resource=locked.gpu_resource,
             gpus=granted, cpu_cores=locked.cpu_cores, memory_gib=locked.memory_gib,
             starts_on=locked.starts_on, ends_on=granted_until, granted_by=reviewer,
         )  # fmt: skip
-        audit(actor=reviewer, action="quota_grant.activated", target=grant, team=grant.team,
+        audit(actor=reviewer, action=Action.QUOTA_GRANT_ACTIVATED, target=grant, team=grant.team,
               before=None, after=snapshot(grant), note=locked.decision_note)  # fmt: skip
         schedule_reconcile(team_id=grant.team_id, cluster_id=grant.cluster_id)
     return grant
@@ -553,7 +554,11 @@ def _end_grant(*, grant_id: int, to_state: str, actor: User | None, note: str) -
         locked.state = to_state
         locked.ended_at = timezone.now()
         locked.save(update_fields=["state", "ended_at", "updated_at"])
-        action = "quota_grant.revoked" if to_state == GrantState.REVOKED else "quota_grant.expired"
+        action = (
+            Action.QUOTA_GRANT_REVOKED
+            if to_state == GrantState.REVOKED
+            else Action.QUOTA_GRANT_EXPIRED
+        )
         audit(actor=actor, action=action, target=locked, team=locked.team, before=before,
               after=snapshot(locked), note=note)  # fmt: skip
         schedule_reconcile(team_id=locked.team_id, cluster_id=locked.cluster_id)
@@ -609,7 +614,7 @@ def quota_grant_shrink(
         if ends_on is not None:
             locked.ends_on = ends_on
         locked.save(update_fields=["gpus", "ends_on", "updated_at"])
-        audit(actor=actor, action="quota_grant.shrunk", target=locked, team=locked.team,
+        audit(actor=actor, action=Action.QUOTA_GRANT_SHRUNK, target=locked, team=locked.team,
               before=before, after=snapshot(locked), note=note.strip())  # fmt: skip
         schedule_reconcile(team_id=locked.team_id, cluster_id=locked.cluster_id)
     return locked

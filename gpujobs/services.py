@@ -33,9 +33,10 @@ from gpujobs.observe import FINAL_STATES, QUOTA_USED_UP, Reason
 from gpujobs.permissions import can_stop_job, can_submit_jobs
 from gpujobs.recording import record_finished
 from gpujobs.specs import JobRequest
+from tenants.audit import audit
 from tenants.errors import InvalidTransition
 from tenants.models import AuditEvent, Team
-from tenants.services import audit, schedule_reconcile
+from tenants.reconcile_triggers import request_reconcile_after_commit
 
 logger = logging.getLogger(__name__)
 
@@ -208,7 +209,7 @@ def job_create_on_cluster(*, job_id: int, kube: WorkloadClient | None = None) ->
             if selectors.namespace_on_its_way(team_id=job.team_id, cluster_id=job.cluster_id):
                 # Granted, but the reconcile that creates the namespace has not run yet (or the
                 # cluster was rebuilt): ask for it now and try again, rather than fail the job.
-                schedule_reconcile(team_id=job.team_id, cluster_id=job.cluster_id)
+                request_reconcile_after_commit(team_id=job.team_id, cluster_id=job.cluster_id)
                 waiting = (
                     f"Waiting for team {job.team.slug}'s namespace on cluster {job.cluster.name}: "
                     "the portal is applying its quota there; trying again."

@@ -26,7 +26,7 @@ from monitoring.metrics import pod_usage, prometheus_for
 from monitoring.models import IdlePod, IdlePolicy, Notification
 from monitoring.notifications import notify_team_leads
 from monitoring.prometheus import PrometheusError
-from tenants import services as tenant_services
+from tenants.audit import audit
 from tenants.models import AuditEvent, Team
 
 logger = logging.getLogger(__name__)
@@ -221,7 +221,7 @@ def _apply_stop_policy(
         _stop_failed(episode, error, doing=f"stop {name} on {cluster.name}")
         return
     with transaction.atomic():
-        tenant_services.audit(
+        audit(
             actor=None,
             action=AuditEvent.Action.IDLE_POD_STOPPED,
             target=episode,
@@ -282,7 +282,7 @@ def idle_policy_set(
         policy.save()
         after = {f: getattr(policy, f) for f in fields}
         if before != after:
-            tenant_services.audit(
+            audit(
                 actor=actor,
                 action=AuditEvent.Action.IDLE_POLICY_SET,
                 target=policy,

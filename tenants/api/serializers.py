@@ -122,11 +122,21 @@ class TeamClusterSerializer(serializers.ModelSerializer):
     class Meta:
         model = TeamCluster
         fields = [
-            "cluster", "namespace", "status", "in_sync", "recovered", "reconcile_requested_at",
-            "last_applied_at", "last_reconciled_at", "applied_quota", "last_error",
-            "last_error_at", "consecutive_failures", "namespace_delete_requested_at",
+            "cluster",
+            "namespace",
+            "status",
+            "in_sync",
+            "recovered",
+            "reconcile_requested_at",
+            "last_applied_at",
+            "last_reconciled_at",
+            "applied_quota",
+            "last_error",
+            "last_error_at",
+            "consecutive_failures",
+            "namespace_delete_requested_at",
             "namespace_deleted_at",
-        ]  # fmt: skip
+        ]
         read_only_fields = fields
 
 
@@ -330,8 +340,14 @@ class ReviewQueueItemSerializer(QuotaRequestSerializer):
             (quota_request.cluster_id, quota_request.gpu_resource)
         )
         if summary is None:
-            return {"capacity": 0, "plannable": 0, "granted": 0, "free": 0,
-                    "granted_in_period": 0, "free_after": -quota_request.gpus}  # fmt: skip
+            return {
+                "capacity": 0,
+                "plannable": 0,
+                "granted": 0,
+                "free": 0,
+                "granted_in_period": 0,
+                "free_after": -quota_request.gpus,
+            }
         return {
             "capacity": summary.capacity,
             "plannable": summary.plannable,

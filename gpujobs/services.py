@@ -23,10 +23,16 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 from kombu.exceptions import OperationalError
 
-from clusters.kube import ClusterNotConfigured, KubeError, TransientKubeError
+from clusters.kube import (
+    ClusterNotConfigured,
+    KubeError,
+    NotFound,
+    QuotaExceeded,
+    TransientKubeError,
+)
 from clusters.models import Cluster
 from clusters.vocabulary import JOB_ID_LABEL, MANAGED_BY_LABEL, TEAM_LABEL
-from clusters.workloads import QuotaExceeded, WorkloadClient
+from clusters.workloads import WorkloadClient
 from gpujobs import admission, manifests, selectors
 from gpujobs.models import GpuJob
 from gpujobs.observe import FINAL_STATES, QUOTA_USED_UP, Reason
@@ -205,7 +211,7 @@ def job_create_on_cluster(*, job_id: int, kube: WorkloadClient | None = None) ->
         return "refused by the cluster's quota"
     except KubeError as error:
         message = str(error)
-        if "namespaces" in message and "not found" in message:
+        if isinstance(error, NotFound) and error.details.get("kind") == "namespaces":
             if selectors.namespace_on_its_way(team_id=job.team_id, cluster_id=job.cluster_id):
                 # Granted, but the reconcile that creates the namespace has not run yet (or the
                 # cluster was rebuilt): ask for it now and try again, rather than fail the job.

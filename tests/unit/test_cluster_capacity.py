@@ -80,17 +80,17 @@ def test_models_of_a_mixed_pool_are_listed():
 
 
 class FakeResponse:
-    def __init__(self, status, message, reason="Reason"):
+    def __init__(self, status, message, reason="Reason", details=None):
         self.status, self.reason = status, reason
-        self.data = json.dumps({"kind": "Status", "message": message})
+        self.data = json.dumps({"kind": "Status", "message": message, "details": details or {}})
 
     def getheaders(self):
         return {}
 
 
-def translate(status, message="nope"):
+def translate(status, message="nope", details=None):
     client = kube.KubeClient(api=None, cluster_name="gpu-east", field_manager="gpu-portal")
-    error = ApiException(http_resp=FakeResponse(status, message))
+    error = ApiException(http_resp=FakeResponse(status, message, details=details))
     return client._translate(error, method="PATCH", what="ResourceQuota q in namespace vision")
 
 
@@ -123,8 +123,11 @@ def test_a_forbidden_apply_says_what_was_refused_and_who_can_fix_it():
 
 
 def test_a_namespace_being_deleted_is_worth_retrying():
+    # As the namespace lifecycle admission answers (kube-apiserver v1.36.3): the cause says so.
     error = translate(
-        403, "unable to create new content in namespace vision because it is being terminated"
+        403,
+        "unable to create new content in namespace vision because it is being terminated",
+        details={"causes": [{"reason": "NamespaceTerminating", "field": "metadata.namespace"}]},
     )
 
     assert isinstance(error, kube.Conflict)

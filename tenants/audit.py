@@ -11,33 +11,25 @@ from django.db.models import Model
 
 from tenants.models import AuditEvent, Team
 
+# What a quota request asks for and a grant gives (``QuotaAmounts``), and the state it is in.
+_QUOTA_FIELDS = [
+    "team_id",
+    "cluster_id",
+    "gpu_resource",
+    "gpus",
+    "cpu_cores",
+    "memory_gib",
+    "starts_on",
+    "ends_on",
+    "state",
+]
+
 # The fields of each model that an event's before/after holds.
 AUDITED_FIELDS = {
     "Team": ["slug", "name", "description", "archived_at"],
     "Membership": ["team_id", "user_id", "role"],
-    "QuotaRequest": [
-        "team_id",
-        "cluster_id",
-        "gpu_resource",
-        "gpus",
-        "cpu_cores",
-        "memory_gib",
-        "starts_on",
-        "ends_on",
-        "state",
-        "decision_note",
-    ],
-    "QuotaGrant": [
-        "team_id",
-        "cluster_id",
-        "gpu_resource",
-        "gpus",
-        "cpu_cores",
-        "memory_gib",
-        "starts_on",
-        "ends_on",
-        "state",
-    ],
+    "QuotaRequest": [*_QUOTA_FIELDS, "decision_note"],
+    "QuotaGrant": _QUOTA_FIELDS,
     "Cluster": ["name", "overcommit_ratio"],
     "GpuCapacity": ["cluster_id", "resource_name", "gpu_model", "allocatable", "admin_cap"],
 }

@@ -94,6 +94,11 @@ class QuotaExceeded(KubeError):
     """403 from ResourceQuota admission: the namespace's quota does not leave room."""
 
 
+class ResourceVersionExpired(KubeError):
+    """410 Gone: the resourceVersion a watch or list resumed from is older than the API server
+    keeps; the caller must list everything again."""
+
+
 class Throttled(TransientKubeError):
     """429: the API server asks the portal to slow down."""
 
@@ -354,6 +359,12 @@ class KubeClient:
             return Conflict(
                 f"Cannot {verb} {what} on cluster {self.cluster_name}: it changed at the same "
                 f"time ({message}). The portal tries again.",
+                **fields,
+            )
+        if status == 410:
+            return ResourceVersionExpired(
+                f"Reading {what} on cluster {self.cluster_name} took too long: the API server no "
+                f"longer keeps the version it started from ({message}). Listing again.",
                 **fields,
             )
         if status == 429:

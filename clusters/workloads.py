@@ -26,6 +26,7 @@ from clusters.kube import (
     KubeClient,
     KubeError,
     NotFound,
+    ResourceVersionExpired,
     describe,
 )
 
@@ -39,11 +40,6 @@ LIST_PAGE_SIZE = 500
 WATCH_TIMEOUT_SECONDS = 240
 # Reading a followed log: how long one read may wait for the next bytes.
 FOLLOW_READ_TIMEOUT = 60
-
-
-class ResourceVersionExpired(KubeError):
-    """410 Gone: the resourceVersion a watch or list resumed from is older than the API server
-    keeps; the caller must list everything again."""
 
 
 @dataclass
@@ -199,18 +195,7 @@ class WorkloadClient(KubeClient):
                 query.append(("fieldSelector", field_selector))
             if token:
                 query.append(("continue", token))
-            try:
-                body = self._call("GET", path, what=what, query=query)
-            except KubeError as error:
-                if error.status == 410:
-                    raise ResourceVersionExpired(
-                        f"Listing {what} on cluster {self.cluster_name} took too long: its "
-                        "snapshot expired. Listing again.",
-                        status=error.status,
-                        reason=error.reason,
-                        details=error.details,
-                    ) from error
-                raise
+            body = self._call("GET", path, what=what, query=query)
             for item in body.get("items") or []:
                 item.setdefault("kind", kind)
                 item.setdefault("apiVersion", resource.api_version)
@@ -376,15 +361,7 @@ class WorkloadClient(KubeClient):
                 _request_timeout=(REQUEST_TIMEOUT[0], read_timeout),
             )
         except ApiException as error:
-            translated = self._translate(error, method="GET", what=what)
-            if translated.status == 410:
-                raise ResourceVersionExpired(
-                    str(translated),
-                    status=translated.status,
-                    reason=translated.reason,
-                    details=translated.details,
-                ) from error
-            raise translated from error
+            raise self._translate(error, method="GET", what=what) from error
         except (HTTPError, OSError) as error:
             raise ClusterUnreachable(self._unreachable(error)) from error
 
@@ -394,7 +371,6 @@ __all__ = [
     "JOBS",
     "PODS",
     "Listing",
-    "ResourceVersionExpired",
     "WatchEvent",
     "WorkloadClient",
 ]

@@ -82,15 +82,17 @@ def test_models_of_a_mixed_pool_are_listed():
 class FakeResponse:
     def __init__(self, status, message, reason="Reason", details=None):
         self.status, self.reason = status, reason
-        self.data = json.dumps({"kind": "Status", "message": message, "details": details or {}})
+        self.data = json.dumps(
+            {"kind": "Status", "message": message, "reason": reason, "details": details or {}}
+        )
 
     def getheaders(self):
         return {}
 
 
-def translate(status, message="nope", details=None):
+def translate(status, message="nope", details=None, reason="Reason"):
     client = kube.KubeClient(api=None, cluster_name="gpu-east", field_manager="gpu-portal")
-    error = ApiException(http_resp=FakeResponse(status, message, details=details))
+    error = ApiException(http_resp=FakeResponse(status, message, reason, details))
     return client._translate(error, method="PATCH", what="ResourceQuota q in namespace vision")
 
 
@@ -111,6 +113,34 @@ def test_api_errors_become_portal_errors_that_say_whether_to_retry(status, kind,
 
     assert isinstance(error, kind)
     assert error.transient is transient
+
+
+@pytest.mark.parametrize(
+    ("status", "reason", "kind"),
+    [
+        (404, "NotFound", kube.NotFound),
+        (409, "AlreadyExists", kube.AlreadyExists),
+        (409, "Conflict", kube.Conflict),
+        (410, "Expired", kube.ResourceVersionExpired),
+    ],
+)
+def test_api_errors_carry_the_status_reason_and_details(status, reason, kind):
+    details = {"name": "vision", "kind": "namespaces"}
+
+    error = translate(status, "message", details=details, reason=reason)
+
+    assert type(error) is kind
+    assert (error.status, error.reason, error.details) == (status, reason, details)
+
+
+def test_a_quota_refusal_is_told_from_other_refusals_by_the_admission_error():
+    quota = translate(
+        403, 'pods "p" is forbidden: exceeded quota: q, requested: x', reason="Forbidden"
+    )
+    rbac = translate(403, 'pods "p" is forbidden: User "x" cannot create pods', reason="Forbidden")
+
+    assert isinstance(quota, kube.QuotaExceeded)
+    assert isinstance(rbac, kube.Forbidden)
 
 
 def test_a_forbidden_apply_says_what_was_refused_and_who_can_fix_it():

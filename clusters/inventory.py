@@ -17,12 +17,10 @@ from dataclasses import dataclass, field
 
 from clusters.kube import KubeClient, selector
 from clusters.models import Cluster
+from clusters.vocabulary import DEFAULT_GPU_RESOURCE, GPU_RESOURCE_PREFIXES
 from clusters.workloads import WorkloadClient
 
-DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
 TERMINAL_PHASES = ("Succeeded", "Failed")
-# Extended resources that are GPUs (or slices of one), whatever other resources a node has.
-GPU_RESOURCE_PREFIXES = ("nvidia.com/gpu", "nvidia.com/mig-", "amd.com/gpu", "gpu.intel.com/")
 
 
 @dataclass

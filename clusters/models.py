@@ -4,6 +4,12 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
+from clusters.vocabulary import (
+    DEFAULT_GPU_MODEL_LABEL,
+    DEFAULT_GPU_NODE_SELECTOR,
+    DEFAULT_GPU_RESOURCE,
+    DEFAULT_GPU_TAINT_KEY,
+)
 from portal.validators import (
     DNS1123_LABEL_MAX_LENGTH,
     dns1123_label_validator,
@@ -12,7 +18,7 @@ from portal.validators import (
 
 
 def default_gpu_node_selector() -> dict:
-    return {"hardware-type": "gpu"}
+    return dict(DEFAULT_GPU_NODE_SELECTOR)
 
 
 class MetricsLabelLayout(models.TextChoices):
@@ -45,10 +51,10 @@ class Cluster(models.Model):
     kubeconfig_path = models.CharField(max_length=500, blank=True)
     prometheus_url = models.URLField(blank=True)
     gpu_node_selector = models.JSONField(default=default_gpu_node_selector)
-    gpu_taint_key = models.CharField(max_length=253, default="nvidia.com/gpu")
+    gpu_taint_key = models.CharField(max_length=253, default=DEFAULT_GPU_TAINT_KEY)
     gpu_model_label = models.CharField(
         max_length=253,
-        default="nvidia.com/gpu.product",
+        default=DEFAULT_GPU_MODEL_LABEL,
         help_text="Node label that names the GPU model (set by NVIDIA's GPU feature discovery).",
     )
     user_prefix = models.CharField(
@@ -108,7 +114,7 @@ class GpuCapacity(models.Model):
 
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="gpu_capacities")
     resource_name = models.CharField(
-        max_length=253, default="nvidia.com/gpu", validators=[extended_resource_name_validator]
+        max_length=253, default=DEFAULT_GPU_RESOURCE, validators=[extended_resource_name_validator]
     )
     gpu_model = models.CharField(max_length=200, blank=True)
     allocatable = models.PositiveIntegerField(

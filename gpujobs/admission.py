@@ -15,15 +15,15 @@ from typing import Any
 from django.core.exceptions import ValidationError
 
 from clusters.models import Cluster
-from gpujobs import manifests, selectors
+from clusters.vocabulary import PORTAL_PREFIX
+from gpujobs import selectors
 from gpujobs.images import registry_refusal
 from gpujobs.observe import QUOTA_USED_UP
 from gpujobs.specs import EnvPairs, Errors, JobRequest
 from tenants.models import Team
 
-# Kubernetes' own annotation prefixes (and their subdomains), and the portal's own prefix.
+# Kubernetes' own annotation prefixes (and their subdomains); the portal's is PORTAL_PREFIX.
 RESERVED_ANNOTATION_DOMAINS = ("kubernetes.io", "k8s.io")
-PORTAL_ANNOTATION_PREFIX = manifests.JOB_ID_LABEL.partition("/")[0]
 
 
 def check_team(team: Team, *, errors: Errors) -> None:
@@ -61,7 +61,7 @@ def check_gpus(*, cluster: Cluster, gpu_resource: str, gpu_model: str, errors: E
 def check_annotations(annotations: EnvPairs, *, errors: Errors) -> None:
     for key, _ in annotations:
         prefix = key.rpartition("/")[0]
-        if prefix == PORTAL_ANNOTATION_PREFIX or any(
+        if prefix == PORTAL_PREFIX or any(
             prefix == domain or prefix.endswith(f".{domain}")
             for domain in RESERVED_ANNOTATION_DOMAINS
         ):

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
+from clusters.vocabulary import JOB_ID_LABEL
 from clusters.workloads import WorkloadClient
 from gpujobs import manifests, recording, selectors, services
 from gpujobs.observe import Observation, observe
@@ -61,7 +62,7 @@ def key_of(kind: str, obj: dict) -> Key | None:
         job_id = manifests.job_id_from_name(involved.get("name") or "")
         namespace = involved.get("namespace") or metadata.get("namespace") or ""
         return (namespace, job_id) if job_id is not None else None
-    value = (metadata.get("labels") or {}).get(manifests.JOB_ID_LABEL, "")
+    value = (metadata.get("labels") or {}).get(JOB_ID_LABEL, "")
     if not value.isdigit():
         return None
     return metadata.get("namespace") or "", int(value)

@@ -26,8 +26,8 @@ from monitoring.metrics import pod_usage, prometheus_for
 from monitoring.models import IdlePod, IdlePolicy, Notification
 from monitoring.notifications import notify_team_leads
 from monitoring.prometheus import PrometheusError
-from tenants import services as tenant_services
-from tenants.models import Team
+from tenants.audit import audit
+from tenants.models import AuditEvent, Team
 
 logger = logging.getLogger(__name__)
 
@@ -221,9 +221,9 @@ def _apply_stop_policy(
         _stop_failed(episode, error, doing=f"stop {name} on {cluster.name}")
         return
     with transaction.atomic():
-        tenant_services.audit(
+        audit(
             actor=None,
-            action="idle_pod.stopped",
+            action=AuditEvent.Action.IDLE_POD_STOPPED,
             target=episode,
             team=team,
             before=None,
@@ -282,9 +282,9 @@ def idle_policy_set(
         policy.save()
         after = {f: getattr(policy, f) for f in fields}
         if before != after:
-            tenant_services.audit(
+            audit(
                 actor=actor,
-                action="idle_policy.set",
+                action=AuditEvent.Action.IDLE_POLICY_SET,
                 target=policy,
                 team=team,
                 before=before,

@@ -35,9 +35,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 
-MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
-TEAM_LABEL = "gpuportal.io/team"
-HASH_ANNOTATION = "gpuportal.io/desired-hash"
+from clusters.vocabulary import (
+    DEFAULT_PORTAL_NAME,
+    DESIRED_HASH_ANNOTATION,
+    MANAGED_BY_LABEL,
+    TEAM_LABEL,
+)
+
 RBAC_GROUP = "rbac.authorization.k8s.io"
 
 # Team role -> the built-in ClusterRole its members get in the team's namespace.
@@ -67,7 +71,7 @@ class Grant:
 class Policy:
     """Portal-wide figures (from settings) that are not part of any grant."""
 
-    portal_name: str = "gpu-portal"
+    portal_name: str = DEFAULT_PORTAL_NAME
     max_pods: int = 100
     default_cpu_request_millicores: int = 100
     default_cpu_limit_millicores: int = 1000
@@ -301,7 +305,7 @@ def content_hash(obj: dict) -> str:
 
 def with_hash(obj: dict) -> dict:
     stamped = json.loads(json.dumps(obj))
-    stamped["metadata"].setdefault("annotations", {})[HASH_ANNOTATION] = content_hash(obj)
+    stamped["metadata"].setdefault("annotations", {})[DESIRED_HASH_ANNOTATION] = content_hash(obj)
     return stamped
 
 

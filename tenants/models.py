@@ -4,6 +4,7 @@ from django.db import models
 from django.db.models import F, Q
 
 from clusters.models import Cluster
+from clusters.vocabulary import DEFAULT_GPU_RESOURCE
 from portal.validators import (
     DNS1123_LABEL_MAX_LENGTH,
     dns1123_label_validator,
@@ -78,7 +79,7 @@ class QuotaAmounts(models.Model):
     team = models.ForeignKey(Team, on_delete=models.PROTECT)
     cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT)
     gpu_resource = models.CharField(
-        max_length=253, default="nvidia.com/gpu", validators=[extended_resource_name_validator]
+        max_length=253, default=DEFAULT_GPU_RESOURCE, validators=[extended_resource_name_validator]
     )
     gpus = models.PositiveIntegerField(validators=[MinValueValidator(1)])
     cpu_cores = models.DecimalField(
@@ -245,6 +246,32 @@ class TeamCluster(models.Model):
 class AuditEvent(models.Model):
     """One state change: who did what to which object, when, and the object before and after."""
 
+    class Action(models.TextChoices):
+        """Every change the portal records. Services write these and readers (the idle report's
+        shrink history, filters, admin) compare against them, never against string literals."""
+
+        TEAM_CREATED = "team.created", "team created"
+        TEAM_ARCHIVED = "team.archived", "team archived"
+        TEAM_NAMESPACE_DELETE_REQUESTED = (
+            "team.namespace_delete_requested",
+            "team namespace deletion requested",
+        )
+        MEMBERSHIP_SET = "membership.set", "membership set"
+        MEMBERSHIP_REMOVED = "membership.removed", "membership removed"
+        CLUSTER_OVERCOMMIT_CHANGED = "cluster.overcommit_changed", "cluster overcommit changed"
+        QUOTA_REQUEST_CREATED = "quota_request.created", "quota request created"
+        QUOTA_REQUEST_CANCELLED = "quota_request.cancelled", "quota request cancelled"
+        QUOTA_REQUEST_REJECTED = "quota_request.rejected", "quota request rejected"
+        QUOTA_REQUEST_APPROVED = "quota_request.approved", "quota request approved"
+        QUOTA_GRANT_ACTIVATED = "quota_grant.activated", "quota grant activated"
+        QUOTA_GRANT_SHRUNK = "quota_grant.shrunk", "quota grant shrunk"
+        QUOTA_GRANT_REVOKED = "quota_grant.revoked", "quota grant revoked"
+        QUOTA_GRANT_EXPIRED = "quota_grant.expired", "quota grant expired"
+        GPU_JOB_SUBMITTED = "gpu_job.submitted", "GPU job submitted"
+        GPU_JOB_CANCELLED = "gpu_job.cancelled", "GPU job cancelled"
+        IDLE_POD_STOPPED = "idle_pod.stopped", "idle pod stopped"
+        IDLE_POLICY_SET = "idle_policy.set", "idle policy set"
+
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
@@ -252,7 +279,7 @@ class AuditEvent(models.Model):
     team = models.ForeignKey(
         Team, on_delete=models.SET_NULL, null=True, blank=True, related_name="audit_events"
     )
-    action = models.CharField(max_length=64, db_index=True)
+    action = models.CharField(max_length=64, db_index=True, choices=Action.choices)
     target_type = models.CharField(max_length=64)
     target_id = models.PositiveBigIntegerField()
     before = models.JSONField(null=True, blank=True)

@@ -9,7 +9,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from clusters.models import Cluster, GpuCapacity
-from tenants.models import AuditEvent, QuotaGrant, QuotaRequest, Team
+from tenants.models import AuditEvent, QuotaGrant, QuotaRequest, Team, TeamCluster
 from tenants.permissions import is_portal_admin
 
 
@@ -45,6 +45,13 @@ def quota_grants_visible_to(user: User | AnonymousUser) -> QuerySet[QuotaGrant]:
 def audit_events_visible_to(user: User | AnonymousUser) -> QuerySet[AuditEvent]:
     """Members see their teams' events; events about no team (clusters) are for admins."""
     return _team_scoped(AuditEvent.objects.all(), user).select_related("actor", "team")
+
+
+def team_cluster_ids(*, team: Team) -> list[int]:
+    """Clusters the team has a namespace on, or is about to: any it has state or a grant on."""
+    ids = set(TeamCluster.objects.filter(team=team).values_list("cluster_id", flat=True))
+    ids |= set(QuotaGrant.objects.filter(team=team).values_list("cluster_id", flat=True))
+    return sorted(ids)
 
 
 def grants_overlapping(

@@ -11,7 +11,7 @@ from django.core.exceptions import ObjectDoesNotExist
 from django.db import OperationalError
 
 from clusters.kube import KubeError, TransientKubeError
-from tenants import reconcile, services
+from tenants import reconcile, reconcile_triggers, services
 from tenants.models import TeamCluster
 
 
@@ -51,6 +51,6 @@ def reconcile_sweep() -> int:
     )
     count = 0
     for team_id, cluster_id in pairs.iterator():
-        services.enqueue_reconcile(team_id=team_id, cluster_id=cluster_id)
+        reconcile_triggers.enqueue_reconcile_now(team_id=team_id, cluster_id=cluster_id)
         count += 1
     return count

@@ -9,6 +9,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from clusters.models import Cluster
+from clusters.vocabulary import DEFAULT_GPU_RESOURCE
 from tenants.models import AuditEvent, Membership, QuotaGrant, QuotaRequest, Team, TeamCluster
 from tenants.permissions import is_portal_admin
 from tenants.selectors import teams_visible_to
@@ -121,11 +122,21 @@ class TeamClusterSerializer(serializers.ModelSerializer):
     class Meta:
         model = TeamCluster
         fields = [
-            "cluster", "namespace", "status", "in_sync", "recovered", "reconcile_requested_at",
-            "last_applied_at", "last_reconciled_at", "applied_quota", "last_error",
-            "last_error_at", "consecutive_failures", "namespace_delete_requested_at",
+            "cluster",
+            "namespace",
+            "status",
+            "in_sync",
+            "recovered",
+            "reconcile_requested_at",
+            "last_applied_at",
+            "last_reconciled_at",
+            "applied_quota",
+            "last_error",
+            "last_error_at",
+            "consecutive_failures",
+            "namespace_delete_requested_at",
             "namespace_deleted_at",
-        ]  # fmt: skip
+        ]
         read_only_fields = fields
 
 
@@ -139,7 +150,7 @@ class NamespaceDeleteSerializer(serializers.Serializer):
 
 
 class GpuKindCapacitySerializer(serializers.Serializer):
-    resource_name = serializers.CharField(help_text="e.g. nvidia.com/gpu")
+    resource_name = serializers.CharField(help_text=f"e.g. {DEFAULT_GPU_RESOURCE}")
     gpu_model = serializers.CharField()
     capacity = serializers.IntegerField(help_text="GPUs the portal may plan with.")
     plannable = serializers.IntegerField(help_text="Capacity times the overcommit ratio.")
@@ -226,7 +237,7 @@ class QuotaRequestCreateSerializer(serializers.Serializer):
 
     team = serializers.CharField(help_text="Team slug.")
     cluster = serializers.CharField(help_text="Cluster name.")
-    gpu_resource = serializers.CharField(default="nvidia.com/gpu")
+    gpu_resource = serializers.CharField(default=DEFAULT_GPU_RESOURCE)
     gpus = serializers.IntegerField(min_value=1)
     cpu_cores = serializers.DecimalField(
         max_digits=8, decimal_places=2, min_value=0, required=False, allow_null=True
@@ -329,8 +340,14 @@ class ReviewQueueItemSerializer(QuotaRequestSerializer):
             (quota_request.cluster_id, quota_request.gpu_resource)
         )
         if summary is None:
-            return {"capacity": 0, "plannable": 0, "granted": 0, "free": 0,
-                    "granted_in_period": 0, "free_after": -quota_request.gpus}  # fmt: skip
+            return {
+                "capacity": 0,
+                "plannable": 0,
+                "granted": 0,
+                "free": 0,
+                "granted_in_period": 0,
+                "free_after": -quota_request.gpus,
+            }
         return {
             "capacity": summary.capacity,
             "plannable": summary.plannable,

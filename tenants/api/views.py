@@ -3,7 +3,8 @@
 Visibility comes from ``tenants.selectors`` (another team's object is a 404, so the answer never
 says it exists); what a user may do is decided by ``tenants.services`` (a 403 with its reason),
 with admin-only actions refused up front by ``AdminOnlyActions`` so that a non-admin hears "no"
-before any complaint about the body. Domain errors become JSON in ``portal.api``.
+before any complaint about the body. Domain errors become JSON in ``portal.api``, and the error
+answers are declared in the schema by ``portal.openapi``.
 """
 
 from functools import cached_property
@@ -12,15 +13,13 @@ from django.contrib.auth.models import User
 from django.db.models import Prefetch
 from django.shortcuts import get_object_or_404
 from django_filters.rest_framework import DjangoFilterBackend
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
     OpenApiResponse,
     extend_schema,
     extend_schema_view,
-    inline_serializer,
 )
-from rest_framework import mixins, serializers, status, viewsets
+from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.permissions import BasePermission, IsAuthenticated
 from rest_framework.response import Response
@@ -78,22 +77,6 @@ class PortalViewSet(viewsets.GenericViewSet):
         return Response(data, status=status_code)
 
 
-TRANSITION_ERROR = inline_serializer(
-    name="TransitionError",
-    fields={
-        "detail": serializers.CharField(),
-        "state": serializers.ListField(child=serializers.CharField()),
-    },
-)
-DETAIL_ERROR = inline_serializer(name="DetailError", fields={"detail": serializers.CharField()})
-NOT_FOUND = OpenApiResponse(DETAIL_ERROR, description="Not found, or not visible to you.")
-FORBIDDEN = OpenApiResponse(DETAIL_ERROR, description="Visible to you, but not yours to change.")
-CONFLICT = OpenApiResponse(TRANSITION_ERROR, description="The object's state does not allow it.")
-BAD_INPUT = OpenApiResponse(
-    OpenApiTypes.OBJECT, description="Field name -> list of messages (non_field_errors for none)."
-)
-
-
 # --- the current user --------------------------------------------------------------------------
 
 
@@ -116,11 +99,10 @@ class MeView(APIView):
 
 @extend_schema_view(
     list=extend_schema(summary="Teams you belong to (admins: all teams)"),
-    retrieve=extend_schema(responses={200: s.TeamSerializer, 404: NOT_FOUND}),
     create=extend_schema(
         summary="Create a team (admins)",
         request=s.TeamCreateSerializer,
-        responses={201: s.TeamSerializer, 400: BAD_INPUT, 403: FORBIDDEN},
+        responses={201: s.TeamSerializer},
     ),
 )
 class TeamViewSet(
@@ -156,7 +138,7 @@ class TeamViewSet(
     @extend_schema(
         summary="Archive a team: revoke its grants, remove its access and quota (admins)",
         request=s.TeamArchiveSerializer,
-        responses={200: s.TeamSerializer, 403: FORBIDDEN, 404: NOT_FOUND, 409: CONFLICT},
+        responses=s.TeamSerializer,
     )
     @action(detail=True, methods=["post"])
     def archive(self, request, slug=None):
@@ -176,18 +158,18 @@ USERNAME = OpenApiParameter("username", str, OpenApiParameter.PATH, description=
         summary="Add a member or change their role (admins)",
         parameters=[TEAM_SLUG],
         request=s.MembershipSetSerializer,
-        responses={200: s.MembershipSerializer, 400: BAD_INPUT, 403: FORBIDDEN, 404: NOT_FOUND},
+        responses={200: s.MembershipSerializer},
     ),
     partial_update=extend_schema(
         summary="Change a member's role (admins)",
         parameters=[TEAM_SLUG, USERNAME],
         request=s.MembershipRoleSerializer,
-        responses={200: s.MembershipSerializer, 400: BAD_INPUT, 403: FORBIDDEN, 404: NOT_FOUND},
+        responses=s.MembershipSerializer,
     ),
     destroy=extend_schema(
         summary="Remove a member (admins)",
         parameters=[TEAM_SLUG, USERNAME],
-        responses={204: None, 403: FORBIDDEN, 404: NOT_FOUND},
+        responses={204: None},
     ),
 )
 class TeamMembershipViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalViewSet):
@@ -282,7 +264,7 @@ class TeamClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Porta
         summary="Delete an archived team's namespace and everything in it (admins)",
         parameters=[TEAM_SLUG, CLUSTER_NAME],
         request=s.NamespaceDeleteSerializer,
-        responses={200: s.TeamClusterSerializer, 400: BAD_INPUT, 403: FORBIDDEN, 404: NOT_FOUND},
+        responses=s.TeamClusterSerializer,
     )
     @action(detail=True, methods=["post"], url_path="delete-namespace")
     def delete_namespace(self, request, team_slug=None, cluster=None):
@@ -299,11 +281,10 @@ class TeamClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Porta
 
 @extend_schema_view(
     list=extend_schema(summary="Clusters with capacity per GPU kind"),
-    retrieve=extend_schema(responses={200: s.ClusterSerializer, 404: NOT_FOUND}),
     partial_update=extend_schema(
         summary="Change a cluster's overcommit ratio (admins)",
         request=s.ClusterOvercommitSerializer,
-        responses={200: s.ClusterSerializer, 400: BAD_INPUT, 403: FORBIDDEN, 404: NOT_FOUND},
+        responses=s.ClusterSerializer,
     ),
 )
 class ClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalViewSet):
@@ -337,11 +318,10 @@ class ClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalVie
 
 @extend_schema_view(
     list=extend_schema(summary="Quota requests of your teams (admins: all)"),
-    retrieve=extend_schema(responses={200: s.QuotaRequestSerializer, 404: NOT_FOUND}),
     create=extend_schema(
         summary="Ask for GPU quota for a team you lead",
         request=s.QuotaRequestCreateSerializer,
-        responses={201: s.QuotaRequestSerializer, 400: BAD_INPUT, 403: FORBIDDEN},
+        responses={201: s.QuotaRequestSerializer},
     ),
 )
 class QuotaRequestViewSet(
@@ -384,10 +364,6 @@ class QuotaRequestViewSet(
         request=s.QuotaRequestApproveSerializer,
         responses={
             201: OpenApiResponse(s.QuotaGrantSerializer, description="The grant it created."),
-            400: BAD_INPUT,
-            403: FORBIDDEN,
-            404: NOT_FOUND,
-            409: CONFLICT,
         },
     )
     @action(detail=True, methods=["post"])
@@ -402,13 +378,7 @@ class QuotaRequestViewSet(
     @extend_schema(
         summary="Reject with a note (admins)",
         request=s.DecisionNoteSerializer,
-        responses={
-            200: s.QuotaRequestSerializer,
-            400: BAD_INPUT,
-            403: FORBIDDEN,
-            404: NOT_FOUND,
-            409: CONFLICT,
-        },
+        responses=s.QuotaRequestSerializer,
     )
     @action(detail=True, methods=["post"])
     def reject(self, request, pk=None):
@@ -422,7 +392,7 @@ class QuotaRequestViewSet(
     @extend_schema(
         summary="Withdraw a pending request (its requester or a team lead)",
         request=None,
-        responses={200: s.QuotaRequestSerializer, 403: FORBIDDEN, 404: NOT_FOUND, 409: CONFLICT},
+        responses=s.QuotaRequestSerializer,
     )
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk=None):
@@ -433,7 +403,7 @@ class QuotaRequestViewSet(
 
     @extend_schema(
         summary="Pending requests, oldest first, with their cluster's capacity (admins)",
-        responses={200: s.ReviewQueueItemSerializer(many=True), 403: FORBIDDEN},
+        responses=s.ReviewQueueItemSerializer(many=True),
     )
     @action(detail=False, methods=["get"], url_path="review-queue")
     def review_queue(self, request):
@@ -445,7 +415,6 @@ class QuotaRequestViewSet(
 
 @extend_schema_view(
     list=extend_schema(summary="Quota grants of your teams (admins: all)"),
-    retrieve=extend_schema(responses={200: s.QuotaGrantSerializer, 404: NOT_FOUND}),
 )
 class QuotaGrantViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalViewSet):
     serializer_class = s.QuotaGrantSerializer
@@ -464,7 +433,7 @@ class QuotaGrantViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Portal
     @extend_schema(
         summary="End an active grant now (admins)",
         request=s.DecisionNoteSerializer,
-        responses={200: s.QuotaGrantSerializer, 403: FORBIDDEN, 404: NOT_FOUND, 409: CONFLICT},
+        responses=s.QuotaGrantSerializer,
     )
     @action(detail=True, methods=["post"])
     def revoke(self, request, pk=None):
@@ -476,13 +445,7 @@ class QuotaGrantViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Portal
     @extend_schema(
         summary="Reduce an active grant's GPUs or end it sooner (admins)",
         request=s.QuotaGrantShrinkSerializer,
-        responses={
-            200: s.QuotaGrantSerializer,
-            400: BAD_INPUT,
-            403: FORBIDDEN,
-            404: NOT_FOUND,
-            409: CONFLICT,
-        },
+        responses=s.QuotaGrantSerializer,
     )
     @action(detail=True, methods=["post"])
     def shrink(self, request, pk=None):
@@ -497,7 +460,6 @@ class QuotaGrantViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Portal
 
 @extend_schema_view(
     list=extend_schema(summary="State changes of your teams, newest first (admins: all)"),
-    retrieve=extend_schema(responses={200: s.AuditEventSerializer, 404: NOT_FOUND}),
 )
 class AuditEventViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalViewSet):
     serializer_class = s.AuditEventSerializer

@@ -80,17 +80,19 @@ def test_models_of_a_mixed_pool_are_listed():
 
 
 class FakeResponse:
-    def __init__(self, status, message, reason="Reason"):
+    def __init__(self, status, message, reason="Reason", details=None):
         self.status, self.reason = status, reason
-        self.data = json.dumps({"kind": "Status", "message": message})
+        self.data = json.dumps(
+            {"kind": "Status", "message": message, "reason": reason, "details": details or {}}
+        )
 
     def getheaders(self):
         return {}
 
 
-def translate(status, message="nope"):
+def translate(status, message="nope", details=None, reason="Reason"):
     client = kube.KubeClient(api=None, cluster_name="gpu-east", field_manager="gpu-portal")
-    error = ApiException(http_resp=FakeResponse(status, message))
+    error = ApiException(http_resp=FakeResponse(status, message, reason, details))
     return client._translate(error, method="PATCH", what="ResourceQuota q in namespace vision")
 
 
@@ -113,6 +115,34 @@ def test_api_errors_become_portal_errors_that_say_whether_to_retry(status, kind,
     assert error.transient is transient
 
 
+@pytest.mark.parametrize(
+    ("status", "reason", "kind"),
+    [
+        (404, "NotFound", kube.NotFound),
+        (409, "AlreadyExists", kube.AlreadyExists),
+        (409, "Conflict", kube.Conflict),
+        (410, "Expired", kube.ResourceVersionExpired),
+    ],
+)
+def test_api_errors_carry_the_status_reason_and_details(status, reason, kind):
+    details = {"name": "vision", "kind": "namespaces"}
+
+    error = translate(status, "message", details=details, reason=reason)
+
+    assert type(error) is kind
+    assert (error.status, error.reason, error.details) == (status, reason, details)
+
+
+def test_a_quota_refusal_is_told_from_other_refusals_by_the_admission_error():
+    quota = translate(
+        403, 'pods "p" is forbidden: exceeded quota: q, requested: x', reason="Forbidden"
+    )
+    rbac = translate(403, 'pods "p" is forbidden: User "x" cannot create pods', reason="Forbidden")
+
+    assert isinstance(quota, kube.QuotaExceeded)
+    assert isinstance(rbac, kube.Forbidden)
+
+
 def test_a_forbidden_apply_says_what_was_refused_and_who_can_fix_it():
     message = str(translate(403, 'resourcequotas "q" is forbidden: User "x" cannot patch'))
 
@@ -123,8 +153,11 @@ def test_a_forbidden_apply_says_what_was_refused_and_who_can_fix_it():
 
 
 def test_a_namespace_being_deleted_is_worth_retrying():
+    # As the namespace lifecycle admission answers (kube-apiserver v1.36.3): the cause says so.
     error = translate(
-        403, "unable to create new content in namespace vision because it is being terminated"
+        403,
+        "unable to create new content in namespace vision because it is being terminated",
+        details={"causes": [{"reason": "NamespaceTerminating", "field": "metadata.namespace"}]},
     )
 
     assert isinstance(error, kube.Conflict)

@@ -1,0 +1,41 @@
+"""The portal's words on cluster objects: the labels and annotations it puts on what it creates,
+and the names a cluster's GPUs go by (resource, node label, taint) unless its row says otherwise.
+
+Defined once and imported by every app (``clusters`` imports no app, so every app may import
+this). The values are a contract with the cluster as well as with the code: objects made under
+one spelling are not recognised under another, so a change here strands what is already there.
+"""
+
+from types import MappingProxyType
+
+# --- ownership ---------------------------------------------------------------------------------
+
+# Who made an object: the portal's name (``settings.PORTAL_NAME``) under Kubernetes' standard
+# label. The portal reads, changes and deletes only objects that carry it.
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+DEFAULT_PORTAL_NAME = "gpu-portal"
+
+# Labels and annotations under this prefix are the portal's own: users may not set them.
+PORTAL_PREFIX = "gpuportal.io"
+
+# The team an object belongs to (its value is the team's slug, which is also its namespace).
+TEAM_LABEL = f"{PORTAL_PREFIX}/team"
+# A GPU job's Job and pods: the job's id in the portal.
+JOB_ID_LABEL = f"{PORTAL_PREFIX}/job-id"
+# A GPU job's Job: the name the user gave it, and who submitted it.
+JOB_NAME_ANNOTATION = f"{PORTAL_PREFIX}/job-name"
+SUBMITTED_BY_ANNOTATION = f"{PORTAL_PREFIX}/submitted-by"
+# A team's objects: the hash of what the portal last applied, to tell drift from no change.
+DESIRED_HASH_ANNOTATION = f"{PORTAL_PREFIX}/desired-hash"
+
+# --- GPUs --------------------------------------------------------------------------------------
+
+# The extended resource a GPU pod asks for, and the kind a quota request is for by default.
+DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
+# Extended resources that are GPUs (or slices of one), whatever other resources a node has.
+GPU_RESOURCE_PREFIXES = ("nvidia.com/gpu", "nvidia.com/mig-", "amd.com/gpu", "gpu.intel.com/")
+# The node label naming the GPU model (set by NVIDIA's GPU feature discovery).
+DEFAULT_GPU_MODEL_LABEL = "nvidia.com/gpu.product"
+# Where GPU pods may go: nodes with these labels (as in the seed), tainted with this key.
+DEFAULT_GPU_NODE_SELECTOR = MappingProxyType({"hardware-type": "gpu"})
+DEFAULT_GPU_TAINT_KEY = "nvidia.com/gpu"

@@ -37,6 +37,14 @@ class GpuUtilizationMetric(models.TextChoices):
     )
 
 
+class QuotaMode(models.TextChoices):
+    """How a cluster enforces the grants: a fixed ResourceQuota per team, or Kueue queues that
+    let jobs wait and let idle GPUs be borrowed (with the ResourceQuota as the hard ceiling)."""
+
+    QUOTA_ONLY = "quota", "Quota only (ResourceQuota)"
+    KUEUE = "kueue", "Kueue (queues, borrowing, preemption)"
+
+
 class Cluster(models.Model):
     """One Kubernetes cluster the portal hands out GPU quota on.
 
@@ -95,6 +103,12 @@ class Cluster(models.Model):
         validators=[MinValueValidator(Decimal("0.01"))],
         help_text="Guaranteed GPUs granted may reach capacity times this ratio.",
     )
+    quota_mode = models.CharField(
+        max_length=10,
+        choices=QuotaMode.choices,
+        default=QuotaMode.QUOTA_ONLY,
+        help_text="Kueue needs Kueue v0.17+ installed on the cluster.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -102,6 +116,9 @@ class Cluster(models.Model):
         constraints = [
             models.CheckConstraint(
                 condition=Q(overcommit_ratio__gt=0), name="cluster_overcommit_ratio_positive"
+            ),
+            models.CheckConstraint(
+                condition=Q(quota_mode__in=["quota", "kueue"]), name="cluster_quota_mode_valid"
             ),
         ]
 
@@ -142,3 +159,38 @@ class GpuCapacity(models.Model):
         if self.admin_cap is None:
             return self.allocatable
         return min(self.allocatable, self.admin_cap)
+
+
+class GpuModelCapacity(models.Model):
+    """GPUs of one model (as the cluster's GPU model label names it) among the nodes offering a
+    GPU resource: what per-model quota and Kueue's resource flavors plan with, and how large a
+    job one node of the model can take. Written by the capacity sync from the nodes."""
+
+    cluster = models.ForeignKey(
+        Cluster, on_delete=models.CASCADE, related_name="gpu_model_capacities"
+    )
+    resource_name = models.CharField(
+        max_length=253, default=DEFAULT_GPU_RESOURCE, validators=[extended_resource_name_validator]
+    )
+    gpu_model = models.CharField(max_length=200)
+    allocatable = models.PositiveIntegerField(default=0)
+    nodes = models.PositiveIntegerField(default=0)
+    max_per_node = models.PositiveIntegerField(
+        default=0, help_text="The most GPUs one Ready node of this model offers."
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["cluster", "resource_name", "gpu_model"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "resource_name", "gpu_model"],
+                name="gpu_model_capacity_unique",
+            ),
+            models.CheckConstraint(
+                condition=~Q(gpu_model=""), name="gpu_model_capacity_model_named"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.cluster.name}: {self.allocatable} × {self.gpu_model} ({self.resource_name})"

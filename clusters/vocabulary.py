@@ -39,3 +39,36 @@ DEFAULT_GPU_MODEL_LABEL = "nvidia.com/gpu.product"
 # Where GPU pods may go: nodes with these labels (as in the seed), tainted with this key.
 DEFAULT_GPU_NODE_SELECTOR = MappingProxyType({"hardware-type": "gpu"})
 DEFAULT_GPU_TAINT_KEY = "nvidia.com/gpu"
+
+# --- Kueue -------------------------------------------------------------------------------------
+
+# On a Job: the LocalQueue it waits in, and the WorkloadPriorityClass it runs at (Kueue's own).
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+KUEUE_PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
+KUEUE_API_VERSION = "kueue.x-k8s.io/v1beta2"
+
+# A team's two LocalQueues in its namespace, one per kind of work (never ``default``: Kueue sends
+# every unlabelled Job of a namespace to a LocalQueue of that name). Guaranteed work runs inside
+# the team's own quota and is never preempted; opportunistic work borrows GPUs other teams (or
+# the team itself) leave idle, and is preempted when the lender needs them back.
+GUARANTEED = "guaranteed"
+OPPORTUNISTIC = "opportunistic"
+LOCAL_QUEUES = (GUARANTEED, OPPORTUNISTIC)
+
+
+def priority_class_name(portal_name: str, kind: str) -> str:
+    """The cluster-wide WorkloadPriorityClass of guaranteed or opportunistic work."""
+    return f"{portal_name}-{kind}"
+
+
+def cluster_queue_name(portal_name: str, slug: str, kind: str) -> str:
+    """A team's ClusterQueue for one kind of work: ``gpu-portal-vision`` holds the team's
+    quota (guaranteed work, never borrowing), ``gpu-portal-vision-opportunistic`` none of its
+    own (opportunistic work, borrowing only)."""
+    base = f"{portal_name}-{slug}"
+    return base if kind == GUARANTEED else f"{base}-{kind}"
+
+
+def cohort_name(portal_name: str) -> str:
+    """Every team queue of a cluster lends and borrows in one cohort."""
+    return portal_name

@@ -1,3 +1,5 @@
+from decimal import Decimal
+
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
@@ -80,6 +82,11 @@ class QuotaAmounts(models.Model):
     cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT)
     gpu_resource = models.CharField(
         max_length=253, default=DEFAULT_GPU_RESOURCE, validators=[extended_resource_name_validator]
+    )
+    gpu_model = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="The GPU model (the cluster's GPU model label value); empty means any model.",
     )
     gpus = models.PositiveIntegerField(validators=[MinValueValidator(1)])
     cpu_cores = models.DecimalField(
@@ -241,6 +248,49 @@ class TeamCluster(models.Model):
             and self.last_applied_at
             and self.last_applied_at > self.last_error_at
         )
+
+
+class TeamQueuePolicy(models.Model):
+    """How a team shares GPUs with the other teams of a Kueue cluster: how many GPUs of each
+    model it may borrow beyond its own quota, how many of its own it lends while idle, and its
+    weight when idle GPUs are shared out. Without a row a team borrows and lends without limit
+    at weight 1."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="queue_policies")
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="queue_policies")
+    borrowing_limit = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="GPUs of each model the team may borrow beyond its quota; empty: no limit.",
+    )
+    lending_limit = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="GPUs of its own quota of each model it may lend while idle; empty: all.",
+    )
+    fair_sharing_weight = models.DecimalField(
+        max_digits=6,
+        decimal_places=3,
+        default=Decimal("1"),
+        validators=[MinValueValidator(Decimal("0.001")), MaxValueValidator(Decimal("1000"))],
+        help_text="Its share of idle GPUs relative to other teams' weights.",
+    )
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["team", "cluster"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "cluster"], name="team_queue_policy_unique"),
+            models.CheckConstraint(
+                condition=Q(fair_sharing_weight__gt=0), name="team_queue_policy_weight_positive"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.team}'s queue policy on {self.cluster}"
 
 
 class AuditEvent(models.Model):

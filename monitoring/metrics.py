@@ -14,12 +14,15 @@ from dataclasses import dataclass
 from clusters.models import Cluster
 from monitoring import promql
 from monitoring.prometheus import PrometheusClient, PrometheusError
+from portal.validators import parse_label_matchers
 from tenants.models import Team
 
 
 def metrics_config(cluster: Cluster) -> promql.MetricsConfig:
     return promql.MetricsConfig(
-        layout=cluster.metrics_label_layout, utilisation_metric=cluster.gpu_utilization_metric
+        layout=cluster.metrics_label_layout,
+        utilisation_metric=cluster.gpu_utilization_metric,
+        exporter=parse_label_matchers(cluster.dcgm_exporter_selector),
     )
 
 

@@ -5,6 +5,7 @@ handle.api_client()                   # kubernetes ApiClient as the admin
 handle.mint("alice", ["team-a"])      # kubeconfig path for a user
 handle.add_gpu_node(gpus=8)           # another simulated GPU node
 handle.write_pod_log("ns", "pod", ["epoch 1"])  # what `kubectl logs ns/pod` will show
+with handle.tenant_metrics(text): ...  # a tenant's pod publishing metrics, scraped meanwhile
 """
 
 from __future__ import annotations
@@ -16,14 +17,14 @@ import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from kubernetes import client
 
 from devcluster import backfill as backfill_module
-from devcluster import cluster, credentials, nodes, podlogs, processes
+from devcluster import cluster, credentials, nodes, podlogs, processes, tenant_metrics
 from devcluster.gpu_models import DEFAULT_GPU_MODEL
 from devcluster.settings import Settings, current
 
@@ -160,6 +161,12 @@ class DevCluster:
                     ]
                     objects.replace_namespaced_custom_object(*args, pod, body)
         return path
+
+    def tenant_metrics(self, text: str) -> AbstractContextManager[str]:
+        """Prometheus scrapes ``text`` (exposition format) as a tenant's pod while the block
+        runs, under the ``tenant-pods`` job (see devcluster.tenant_metrics); yields the
+        target's address once scraped."""
+        return tenant_metrics.published(self.settings, text)
 
     def backfill(
         self, spec: backfill_module.BackfillSpec, restart_prometheus: bool = True

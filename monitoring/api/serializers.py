@@ -80,6 +80,10 @@ class NotificationSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+class NamespaceRefusedSerializer(serializers.Serializer):
+    detail = serializers.CharField(help_text="Why the team's namespace is not read.")
+
+
 class MetricsUnavailableSerializer(serializers.Serializer):
     detail = serializers.CharField()
     reason = serializers.ChoiceField(

@@ -1,5 +1,6 @@
 """Monitoring over REST. Teams are found among those the user may see (another team's slug is
-a 404); the namespace queried is that team's slug. Prometheus trouble is a 503 with a reason."""
+a 404); the namespace queried is that team's slug, once confirmed as the portal's for the team
+(a 409 saying why otherwise). Prometheus trouble is a 503 with a reason."""
 
 from __future__ import annotations
 
@@ -25,6 +26,12 @@ UNAVAILABLE = OpenApiResponse(
     s.MetricsUnavailableSerializer, description="Prometheus is unreachable, slow or refused."
 )
 NOT_FOUND = OpenApiResponse(description="No such team, or not one of yours.")
+NAMESPACE_REFUSED = OpenApiResponse(
+    s.NamespaceRefusedSerializer,
+    description="The team's namespace on the cluster is not confirmed as the portal's (someone "
+    "else made it, or no reconcile has applied the team's quota there yet): nothing is read "
+    "from it.",
+)
 BAD_INPUT = OpenApiResponse(OpenApiTypes.OBJECT, description="Field name -> messages.")
 CLUSTER = OpenApiParameter(
     "cluster", str, description="Cluster name (default: where the team has grants)."
@@ -38,6 +45,8 @@ class MetricsAPIView(APIView):
     permission_classes = [IsAuthenticated]
 
     def handle_exception(self, exc):
+        if isinstance(exc, metrics.NamespaceNotConfirmed):
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         if isinstance(exc, PrometheusError):
             response = Response(
                 {"detail": metrics.unavailable_message(exc), "reason": exc.reason},
@@ -68,6 +77,7 @@ class TeamUtilisationView(MetricsAPIView):
             200: s.TeamUtilisationSerializer,
             400: BAD_INPUT,
             404: NOT_FOUND,
+            409: NAMESPACE_REFUSED,
             503: UNAVAILABLE,
         },
     )
@@ -84,7 +94,13 @@ class TeamPodsView(MetricsAPIView):
     @extend_schema(
         summary="A team's pods holding GPUs now, with the idle verdict",
         parameters=[CLUSTER],
-        responses={200: s.TeamPodsSerializer, 400: BAD_INPUT, 404: NOT_FOUND, 503: UNAVAILABLE},
+        responses={
+            200: s.TeamPodsSerializer,
+            400: BAD_INPUT,
+            404: NOT_FOUND,
+            409: NAMESPACE_REFUSED,
+            503: UNAVAILABLE,
+        },
     )
     def get(self, request, slug: str):
         team, cluster = self.team_and_cluster(slug)

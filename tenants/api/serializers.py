@@ -124,7 +124,7 @@ class TeamClusterSerializer(serializers.ModelSerializer):
             "cluster", "namespace", "status", "in_sync", "recovered", "reconcile_requested_at",
             "last_applied_at", "last_reconciled_at", "applied_quota", "last_error",
             "last_error_at", "consecutive_failures", "namespace_delete_requested_at",
-            "namespace_deleted_at",
+            "namespace_deleted_at", "namespace_owned",
         ]  # fmt: skip
         read_only_fields = fields
 

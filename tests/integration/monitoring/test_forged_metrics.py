@@ -30,9 +30,9 @@ from monitoring.usage import usage_report
 from tenants.models import Membership
 from tests import factories
 
-from .pages import chart_values, member_of
+from .pages import chart_values, member_of, portal_namespace
 from .workloads import (
-    create_namespace,
+    create_team_namespace,
     delete_namespace,
     delete_series,
     eventually,
@@ -69,7 +69,7 @@ def forged_exposition(namespace: str) -> str:
 def forged(devcluster, core):
     """The victim's namespace with its real pod, and the forged series in Prometheus; returned
     once the idle rule, unpinned, judges both pods."""
-    namespace = create_namespace(core, "forged")
+    namespace = create_team_namespace(core, "forged")
     try:
         run_pod(core, namespace, gpu_pod("real-job", gpus=1, utilisation=55))
         started = time.time()
@@ -99,8 +99,10 @@ def unpin(cluster):
 
 
 @pytest.fixture
-def team(db, forged):
-    return factories.TeamFactory(slug=forged.namespace, name="Victim")
+def team(db, forged, cluster):
+    team = factories.TeamFactory(slug=forged.namespace, name="Victim")
+    portal_namespace(team, cluster)
+    return team
 
 
 @pytest.fixture

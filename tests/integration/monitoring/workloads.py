@@ -10,6 +10,7 @@ import time
 import httpx
 from urllib3.exceptions import HTTPError
 
+from tenants.manifests import TEAM_LABEL
 from tests.integration import kube
 from tests.integration.conftest import free_port, wait_for
 
@@ -41,6 +42,14 @@ def patiently(call, *args, **kwargs):
 
 def create_namespace(core_api, prefix="mon") -> str:
     return kube.create_namespace(core_api, prefix, call=patiently)
+
+
+def create_team_namespace(core_api, prefix="mon") -> str:
+    """A namespace labelled as the portal labels a team's (its name is the team's slug)."""
+    name = create_namespace(core_api, prefix)
+    labels = {MANAGED_BY: "gpu-portal", TEAM_LABEL: name}
+    patiently(core_api.patch_namespace, name, {"metadata": {"labels": labels}})
+    return name
 
 
 def delete_namespace(core_api, name: str) -> None:

@@ -33,6 +33,7 @@ from tests.integration.monitoring.workloads import (
     patiently,
     portal_job,
     prometheus_has,
+    running_job_pod,
 )
 from tests.integration.portal_identity import mint_portal_identity
 
@@ -50,16 +51,7 @@ def foreign(devcluster, core, batch):
     patiently(core.patch_namespace, namespace, {"metadata": {"labels": {"owner": "data-eng"}}})
     try:
         patiently(batch.create_namespaced_job, namespace, portal_job("theirs", utilisation=2))
-        pod = eventually(
-            lambda: [
-                p.metadata.name
-                for p in patiently(
-                    core.list_namespaced_pod, namespace, label_selector="job-name=theirs"
-                ).items
-                if p.status.phase == "Running"
-            ],
-            what="their Job's pod to run",
-        )[0]
+        pod = running_job_pod(core, namespace, "theirs")
         judged = promql.pod_average_utilisation(
             promql.MetricsConfig(), window_minutes=WINDOW_MINUTES, namespace=namespace
         )

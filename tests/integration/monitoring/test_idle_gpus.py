@@ -30,6 +30,7 @@ from .workloads import (
     portal_job,
     prometheus_has,
     run_pod,
+    running_job_pod,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.devcluster]
@@ -47,16 +48,7 @@ def workloads(devcluster, core, batch):
         run_pod(core, pods_ns, gpu_pod("sleepy", gpus=1, utilisation=0))
         run_pod(core, pods_ns, gpu_pod("busy", gpus=1, utilisation=80))
         patiently(batch.create_namespaced_job, job_ns, portal_job("train-idle", utilisation=3))
-        job_pod = eventually(
-            lambda: [
-                p.metadata.name
-                for p in patiently(
-                    core.list_namespaced_pod, job_ns, label_selector="job-name=train-idle"
-                ).items
-                if p.status.phase == "Running"
-            ],
-            what="the Job's pod to run",
-        )[0]
+        job_pod = running_job_pod(core, job_ns, "train-idle")
         config = promql.MetricsConfig()
         for namespace, count in ((pods_ns, 2), (job_ns, 1)):
             query = promql.pod_average_utilisation(

@@ -79,6 +79,20 @@ def run_pod(core_api, namespace, manifest) -> dict:
     return pod
 
 
+def running_job_pod(core_api, namespace: str, job: str) -> str:
+    """The name of the Job's pod, once it runs."""
+    return eventually(
+        lambda: [
+            p.metadata.name
+            for p in patiently(
+                core_api.list_namespaced_pod, namespace, label_selector=f"job-name={job}"
+            ).items
+            if p.status.phase == "Running"
+        ],
+        what=f"the pod of Job {namespace}/{job} to run",
+    )[0]
+
+
 def portal_job(name, *, utilisation, gpus=1) -> dict:
     """A Job carrying the portal's label, as the jobs app will create them."""
     template = gpu_pod(name, gpus=gpus, utilisation=utilisation, labels={MANAGED_BY: "gpu-portal"})

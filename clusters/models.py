@@ -14,7 +14,12 @@ from portal.validators import (
     DNS1123_LABEL_MAX_LENGTH,
     dns1123_label_validator,
     extended_resource_name_validator,
+    validate_label_matchers,
 )
+
+# The devcluster's Prometheus scrapes its DCGM simulator under this job, as the DCGM exporter's
+# Helm chart and most scrape configs name it.
+DEFAULT_DCGM_EXPORTER_SELECTOR = 'job="dcgm-exporter"'
 
 
 def default_gpu_node_selector() -> dict:
@@ -87,6 +92,18 @@ class Cluster(models.Model):
         max_length=64,
         choices=GpuUtilizationMetric.choices,
         default=GpuUtilizationMetric.GPU_UTIL,
+    )
+    dcgm_exporter_selector = models.CharField(
+        max_length=500,
+        default=DEFAULT_DCGM_EXPORTER_SELECTOR,
+        blank=True,
+        validators=[validate_label_matchers],
+        help_text="PromQL label matchers that only the DCGM exporter's own series carry, added "
+        'to every GPU metrics query, e.g. job="dcgm-exporter" (with the exported_* layout '
+        'also the exporter\'s namespace="gpu-operator"). Series from any other source, '
+        "such as a tenant's pod publishing DCGM metric names with another team's labels, "
+        "then never count. Pin labels the scrape sets, which a scraped pod cannot override. "
+        "Empty trusts every series.",
     )
     idle_utilization_percent = models.PositiveSmallIntegerField(
         default=10,

@@ -6,6 +6,7 @@ handle.mint("alice", ["team-a"])      # kubeconfig path for a user
 handle.add_gpu_node(gpus=8)           # another simulated GPU node
 handle.write_pod_log("ns", "pod", ["epoch 1"])  # what `kubectl logs ns/pod` will show
 with handle.kueue_stopped(): ...      # Kueue down for a moment (jobs stay suspended)
+with handle.tenant_metrics(text): ...  # a tenant's pod publishing metrics, scraped meanwhile
 """
 
 from __future__ import annotations
@@ -17,14 +18,14 @@ import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from kubernetes import client
 
 from devcluster import backfill as backfill_module
-from devcluster import cluster, credentials, kueue, nodes, podlogs, processes
+from devcluster import cluster, credentials, kueue, nodes, podlogs, processes, tenant_metrics
 from devcluster.gpu_models import DEFAULT_GPU_MODEL
 from devcluster.settings import Settings, current
 
@@ -190,6 +191,12 @@ class DevCluster:
                     ]
                     objects.replace_namespaced_custom_object(*args, pod, body)
         return path
+
+    def tenant_metrics(self, text: str) -> AbstractContextManager[str]:
+        """Prometheus scrapes ``text`` (exposition format) as a tenant's pod while the block
+        runs, under the ``tenant-pods`` job (see devcluster.tenant_metrics); yields the
+        target's address once scraped."""
+        return tenant_metrics.published(self.settings, text)
 
     def backfill(
         self, spec: backfill_module.BackfillSpec, restart_prometheus: bool = True

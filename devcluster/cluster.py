@@ -21,7 +21,7 @@ from pathlib import Path
 import yaml
 from kubernetes import client, config
 
-from devcluster import builder, kubeconfig, kueue, nodes, pki, podlogs, processes
+from devcluster import builder, kubeconfig, kueue, nodes, pki, podlogs, processes, tenant_metrics
 from devcluster.log import progress
 from devcluster.settings import Settings, current
 
@@ -466,6 +466,7 @@ def _write_prometheus_config(settings: Settings) -> None:
         "  - job_name: prometheus\n"
         "    static_configs:\n"
         f"      - targets: ['127.0.0.1:{settings.prometheus_port}']\n"
+        + tenant_metrics.scrape_config(settings)
     )
 
 

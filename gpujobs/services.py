@@ -42,6 +42,7 @@ from gpujobs.specs import JobRequest
 from tenants.audit import audit
 from tenants.errors import InvalidTransition
 from tenants.models import AuditEvent, Team
+from tenants.namespaces import check_namespace_owned
 from tenants.reconcile_triggers import request_reconcile_after_commit
 
 logger = logging.getLogger(__name__)
@@ -193,6 +194,9 @@ def job_create_on_cluster(*, job_id: int, kube: WorkloadClient | None = None) ->
     job = GpuJob.objects.select_related("team", "cluster", "submitted_by").get(pk=job_id)
     try:
         kube = kube or WorkloadClient.for_cluster(job.cluster)
+        # Never a Job in a namespace of the team's name that someone else made (raises
+        # NamespaceNotOwned); one not there yet is the "not found" below.
+        check_namespace_owned(kube, slug=job.team.slug)
         job_obj, created = kube.create_job(manifests.stored_job_manifest(job))
     except TransientKubeError as error:
         # Let the retry (or another worker) claim it again, and say why it still waits.

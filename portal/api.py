@@ -4,6 +4,8 @@ Views and services raise; ``exception_handler`` (``REST_FRAMEWORK["EXCEPTION_HAN
 what they raise into the answer, for every API view alike:
 
 * ``InvalidTransition``: 409 ``{"detail", "state": [current state]}``;
+* ``NamespaceNotConfirmed``: 409 ``{"detail"}`` (a team's namespace on the cluster is not
+  confirmed as the portal's, so nothing is read from it);
 * Django's ``ValidationError``: 400, field name -> list of messages (``non_field_errors`` for
   none); Django's ``PermissionDenied``: 403 ``{"detail"}``;
 * ``PrometheusError``: 503 ``{"detail", "reason"}`` with ``Retry-After``;
@@ -23,7 +25,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from clusters.kube import KubeError
-from monitoring.metrics import unavailable_message
+from monitoring.metrics import NamespaceNotConfirmed, unavailable_message
 from monitoring.prometheus import PrometheusError
 from tenants.errors import InvalidTransition
 
@@ -37,6 +39,8 @@ def exception_handler(exc, context):
         return Response(
             {"detail": str(exc), "state": [exc.current_state]}, status=status.HTTP_409_CONFLICT
         )
+    if isinstance(exc, NamespaceNotConfirmed):
+        return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
     if isinstance(exc, PrometheusError):
         return _unavailable({"detail": unavailable_message(exc), "reason": exc.reason})
     if isinstance(exc, KubeError):

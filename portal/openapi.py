@@ -8,7 +8,8 @@ class adds the errors from what the operation is:
 * 401 for views that need a signed-in user, and 403 where such a user may still be refused (a
   write, or an action in the view's ``admin_actions``);
 * 404 when the path names an object (another team's is a 404 too, never a 403);
-* 409 for an action on one object (a state change the object's state may not allow);
+* 409 for an action on one object (a state change the object's state may not allow), and for
+  views that read a team's namespace (``reads_team_namespace``: not confirmed as the portal's);
 * 502 and 503 for views that read the cluster (``reads_cluster``), 503 for those that read
   Prometheus (``reads_prometheus``).
 """
@@ -49,7 +50,9 @@ ERROR_RESPONSES = {
     403: OpenApiResponse(ErrorSerializer, description="Visible to you, but not yours to do."),
     404: OpenApiResponse(ErrorSerializer, description="Not found, or not visible to you."),
     409: OpenApiResponse(
-        ErrorSerializer, description="The object's state does not allow it (see `state`)."
+        ErrorSerializer,
+        description="The object's state does not allow it (see `state`), or the team's namespace "
+        "on the cluster is not confirmed as the portal's, so nothing is read from it.",
     ),
     502: OpenApiResponse(ErrorSerializer, description="The cluster refused or failed."),
     503: OpenApiResponse(
@@ -86,7 +89,9 @@ class PortalAutoSchema(AutoSchema):
                 statuses.append(403)
         if "{" in self.path:
             statuses.append(404)
-        if self.method == "POST" and getattr(view, "detail", False):
+        if (self.method == "POST" and getattr(view, "detail", False)) or getattr(
+            view, "reads_team_namespace", False
+        ):
             statuses.append(409)
         if getattr(view, "reads_cluster", False):
             statuses += [502, 503]

@@ -221,6 +221,13 @@ class TeamCluster(models.Model):
     consecutive_failures = models.PositiveIntegerField(default=0)
     namespace_delete_requested_at = models.DateTimeField(null=True, blank=True)
     namespace_deleted_at = models.DateTimeField(null=True, blank=True)
+    namespace_owned = models.BooleanField(
+        null=True,
+        blank=True,
+        help_text="What the last reconcile found of the team's namespace: the portal's (made or "
+        "found with its labels), someone else's (never touched, no metrics shown from it), or "
+        "empty: not looked at yet, or deleted since.",
+    )
 
     class Meta:
         ordering = ["team", "cluster"]

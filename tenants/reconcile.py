@@ -29,6 +29,7 @@ from clusters.kube import KubeClient, KubeError, NotOwned, describe
 from clusters.models import Cluster, GpuCapacity
 from tenants import manifests
 from tenants.models import Membership, QuotaGrant, Team, TeamCluster
+from tenants.namespaces import NamespaceNotOwned, check_namespace_owned
 
 logger = logging.getLogger(__name__)
 
@@ -114,22 +115,17 @@ def _each(function, items: list) -> list:
 def sync(kube: KubeClient, desired: list[dict], *, slug: str, rules: manifests.Policy) -> Outcome:
     """Make the cluster hold ``desired`` for the team, touching only objects the portal owns.
 
-    Raises ``NotOwned`` when the namespace, or an object the portal would create, already exists
-    without the portal's labels: someone else made it, and it is left alone.
+    Raises ``NotOwned`` when the namespace (``NamespaceNotOwned``), or an object the portal would
+    create, already exists without the portal's labels: someone else made it, and it is left
+    alone.
     """
     outcome = Outcome()
     namespace = slug
-    live_namespace = kube.get("Namespace", namespace)
+    live_namespace = check_namespace_owned(kube, slug=slug, rules=rules)
     live: dict[tuple, dict] = {}  # the portal's objects for the team, by (kind, namespace, name)
     foreign: dict[tuple, dict] = {}  # objects with a name the portal wants, made by someone else
     read_by_name: set[tuple] = set()
     if live_namespace is not None:
-        if not manifests.is_owned(live_namespace, slug=slug, policy=rules):
-            raise NotOwned(
-                f"Namespace {namespace} already exists on cluster {kube.cluster_name} and was not "
-                f"created by the portal for team {slug}, so the portal leaves it alone. A cluster "
-                f"admin must delete or rename it (or the team needs another slug)."
-            )
         live[manifests.object_key(live_namespace)] = live_namespace
         # A namespace that does not exist yet holds nothing: only an existing one is read.
         # A kind the team has one object of is read by name: a GET costs the API server less
@@ -204,7 +200,7 @@ def delete_namespace(kube: KubeClient, *, slug: str, rules: manifests.Policy) ->
     if live is None:
         return outcome
     if not manifests.is_owned(live, slug=slug, policy=rules):
-        raise NotOwned(
+        raise NamespaceNotOwned(
             f"Namespace {slug} on cluster {kube.cluster_name} was not created by the portal; "
             "it is not deleted."
         )
@@ -294,6 +290,9 @@ def _record(state: TeamCluster, *, outcome: Outcome, error: KubeError | None, st
             last_error_at=now,
             consecutive_failures=F("consecutive_failures") + 1,
         )
+        if isinstance(error, NamespaceNotOwned):
+            changes["namespace_owned"] = False
+        # Any other failure says nothing new about whose the namespace is.
     else:
         changes.update(last_applied_at=now, last_write_count=outcome.writes, consecutive_failures=0)
         if outcome.namespace_deleted:
@@ -301,7 +300,10 @@ def _record(state: TeamCluster, *, outcome: Outcome, error: KubeError | None, st
                 status=TeamCluster.Status.DELETED,
                 applied_quota={},
                 namespace_deleted_at=state.namespace_deleted_at or now,
+                namespace_owned=None,  # gone: whoever makes it next, it is not known to be ours
             )
         else:
-            changes.update(status=settled_or_pending, applied_quota=outcome.quota)
+            changes.update(
+                status=settled_or_pending, applied_quota=outcome.quota, namespace_owned=True
+            )
     TeamCluster.objects.filter(pk=state.pk).update(**changes)

@@ -22,6 +22,25 @@ def teams_visible_to(user: User | AnonymousUser) -> QuerySet[Team]:
     return Team.objects.filter(memberships__user=user).distinct()
 
 
+def namespace_ownership(*, cluster: Cluster, namespace: str) -> bool | None:
+    """Whose the last reconcile found the team's namespace (``namespace``, its slug) on the
+    cluster: the portal's (True), someone else's (False), or not known (None: never looked at,
+    or deleted since). See ``tenants.namespaces``."""
+    return (
+        TeamCluster.objects.filter(cluster=cluster, team__slug=namespace)
+        .values_list("namespace_owned", flat=True)
+        .first()
+    )
+
+
+def owned_namespaces(*, cluster: Cluster, among: set[str] | None = None) -> set[str]:
+    """The teams' namespaces on the cluster that the last reconcile found the portal's."""
+    rows = TeamCluster.objects.filter(cluster=cluster, namespace_owned=True)
+    if among is not None:
+        rows = rows.filter(team__slug__in=among)
+    return set(rows.values_list("team__slug", flat=True))
+
+
 def _team_scoped(queryset: QuerySet, user: User | AnonymousUser) -> QuerySet:
     if is_portal_admin(user):
         return queryset

@@ -1,6 +1,7 @@
 """Monitoring over REST. Teams are found among those the user may see (another team's slug is
-a 404); the namespace queried is that team's slug. Prometheus trouble raises ``PrometheusError``,
-which ``portal.api`` answers with a 503 and its reason."""
+a 404); the namespace queried is that team's slug, once confirmed as the portal's for the team
+(``NamespaceNotConfirmed`` otherwise). Prometheus trouble raises ``PrometheusError``. The API's
+one exception handler (``portal.api``) answers them with a 409 and a 503 with its reason."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ END = OpenApiParameter("end", str, description="ISO 8601 (window=custom; default
 class MetricsAPIView(APIView):
     permission_classes = [IsAuthenticated]
     reads_prometheus = True
+    reads_team_namespace = True
 
     def team_and_cluster(self, slug: str):
         team = get_object_or_404(teams_visible_to(self.request.user), slug=slug)
@@ -91,6 +93,7 @@ class CsvRenderer(BaseRenderer):
 
 
 class UsageReportView(MetricsAPIView):
+    reads_team_namespace = False  # past hours of every visible team, not one namespace
     renderer_classes = [JSONRenderer, CsvRenderer]
 
     @extend_schema(

@@ -136,6 +136,7 @@ class TeamClusterSerializer(serializers.ModelSerializer):
             "consecutive_failures",
             "namespace_delete_requested_at",
             "namespace_deleted_at",
+            "namespace_owned",
         ]
         read_only_fields = fields
 

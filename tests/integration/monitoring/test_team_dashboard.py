@@ -8,15 +8,17 @@ from devcluster.gpu_models import DEFAULT_GPU_MODEL as A100
 from tenants.models import Membership
 from tests import factories
 
-from .pages import chart_values, figure_on_page, member_of
+from .pages import chart_values, figure_on_page, member_of, portal_namespace
 from .workloads import eventually, gpu_pod, prometheus_has, run_pod
 
 pytestmark = [pytest.mark.integration, pytest.mark.devcluster]
 
 
 @pytest.fixture
-def team(db, namespace):
-    return factories.TeamFactory(slug=namespace, name="Vision")
+def team(db, namespace, metrics_cluster):
+    team = factories.TeamFactory(slug=namespace, name="Vision")
+    portal_namespace(team, metrics_cluster)
+    return team
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ import time
 import httpx
 from urllib3.exceptions import HTTPError
 
+from tenants.manifests import TEAM_LABEL
 from tests.integration import kube
 from tests.integration.conftest import free_port, wait_for
 
@@ -43,6 +44,14 @@ def create_namespace(core_api, prefix="mon") -> str:
     return kube.create_namespace(core_api, prefix, call=patiently)
 
 
+def create_team_namespace(core_api, prefix="mon") -> str:
+    """A namespace labelled as the portal labels a team's (its name is the team's slug)."""
+    name = create_namespace(core_api, prefix)
+    labels = {MANAGED_BY: "gpu-portal", TEAM_LABEL: name}
+    patiently(core_api.patch_namespace, name, {"metadata": {"labels": labels}})
+    return name
+
+
 def delete_namespace(core_api, name: str) -> None:
     kube.delete_namespace(core_api, name, call=patiently)
 
@@ -68,6 +77,20 @@ def run_pod(core_api, namespace, manifest) -> dict:
         what=f"pod {namespace}/{name} to run",
     )
     return pod
+
+
+def running_job_pod(core_api, namespace: str, job: str) -> str:
+    """The name of the Job's pod, once it runs."""
+    return eventually(
+        lambda: [
+            p.metadata.name
+            for p in patiently(
+                core_api.list_namespaced_pod, namespace, label_selector=f"job-name={job}"
+            ).items
+            if p.status.phase == "Running"
+        ],
+        what=f"the pod of Job {namespace}/{job} to run",
+    )[0]
 
 
 def portal_job(name, *, utilisation, gpus=1) -> dict:

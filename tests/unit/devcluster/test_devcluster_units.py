@@ -1,6 +1,8 @@
 """Small pure pieces of the devcluster: node manifests, certificate subjects, file names."""
 
-from devcluster import cluster, credentials, nodes, pki
+import yaml
+
+from devcluster import cluster, credentials, nodes, pki, tenant_metrics
 from devcluster import settings as settings_module
 from devcluster.settings import Settings
 
@@ -107,3 +109,22 @@ def test_a_fresh_start_discards_cluster_objects_and_metrics_but_keeps_the_ca(tmp
     assert not settings.prometheus_data_dir.exists()
     assert (settings.pki_dir / "ca.crt").read_text() == "the cluster CA"
     cluster.discard_cluster_data(settings)  # nothing left to discard is not an error
+
+
+def test_prometheus_also_scrapes_tenant_targets_from_files_without_honouring_their_labels(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setenv("DEVCLUSTER_STATE", str(tmp_path))
+    settings = Settings.from_env()
+
+    cluster._write_prometheus_config(settings)
+
+    config = yaml.safe_load((tmp_path / "prometheus" / "prometheus.yml").read_text())
+    jobs = {job["job_name"]: job for job in config["scrape_configs"]}
+    assert jobs["dcgm-exporter"]["honor_labels"] is True
+    tenant = jobs[tenant_metrics.TENANT_JOB]
+    assert "honor_labels" not in tenant  # a pod's own job label becomes exported_job
+    assert tenant["file_sd_configs"] == [
+        {"files": [f"{tmp_path}/prometheus/tenant-targets/*.json"], "refresh_interval": "5s"}
+    ]
+    assert tenant_metrics.targets_dir(settings).is_dir()  # watched from the start

@@ -11,8 +11,9 @@ from django.core.exceptions import ObjectDoesNotExist
 from django.db import OperationalError
 
 from clusters.kube import KubeError, TransientKubeError
-from tenants import reconcile, reconcile_triggers, services
-from tenants.models import TeamCluster
+from clusters.models import Cluster, QuotaMode
+from tenants import queue_reconcile, reconcile, reconcile_triggers, services
+from tenants.models import ClusterState, TeamCluster
 
 
 @shared_task(
@@ -41,10 +42,34 @@ def reconcile_team(*, team_id: int, cluster_id: int) -> dict:
     return outcome.as_dict()
 
 
+@shared_task(
+    acks_late=True,
+    autoretry_for=(TransientKubeError, OperationalError),
+    retry_backoff=True,
+    retry_backoff_max=settings.PORTAL_RECONCILE_RETRY_BACKOFF_MAX,
+    retry_jitter=True,
+    max_retries=settings.PORTAL_RECONCILE_MAX_RETRIES,
+)
+def reconcile_cluster(*, cluster_id: int) -> dict:
+    """Bring the cluster's cluster-wide Kueue objects (flavors, priority classes) in line with
+    its quota mode and GPU models; retried like ``reconcile_team``."""
+    try:
+        outcome = queue_reconcile.reconcile_cluster(cluster_id=cluster_id)
+    except TransientKubeError:
+        raise
+    except KubeError as error:
+        return {"error": str(error)}
+    except ObjectDoesNotExist:
+        return {"error": "the cluster no longer exists"}
+    return outcome.as_dict()
+
+
 @shared_task(acks_late=True)
 def reconcile_sweep() -> int:
     """The periodic sweep: expire grants whose period is over, then reconcile every team on every
-    cluster it has been on, so hand edits are reverted and expired grants leave the quota."""
+    cluster it has been on, and the cluster-wide objects of every cluster in Kueue mode (or
+    left with some), so hand edits are reverted and expired grants leave the quota. Returns how
+    many passes it enqueued."""
     services.quota_grants_expire()
     pairs = TeamCluster.objects.filter(namespace_deleted_at__isnull=True).values_list(
         "team_id", "cluster_id"
@@ -52,5 +77,11 @@ def reconcile_sweep() -> int:
     count = 0
     for team_id, cluster_id in pairs.iterator():
         reconcile_triggers.enqueue_reconcile_now(team_id=team_id, cluster_id=cluster_id)
+        count += 1
+    clusters = set(
+        Cluster.objects.filter(quota_mode=QuotaMode.KUEUE).values_list("pk", flat=True)
+    ) | set(ClusterState.objects.filter(queues_applied=True).values_list("cluster_id", flat=True))
+    for cluster_id in sorted(clusters):
+        reconcile_triggers.enqueue_cluster_reconcile_now(cluster_id=cluster_id)
         count += 1
     return count

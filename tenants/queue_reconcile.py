@@ -28,6 +28,7 @@ from tenants import manifests, queue_manifests
 from tenants.models import ClusterState
 from tenants.reconcile import (
     Outcome,
+    being_deleted,
     each,
     kueue_cluster_state,
     kueue_missing,
@@ -65,6 +66,8 @@ def sync_cluster_objects(kube: KubeClient, desired: list[dict], *, portal_name: 
         key = manifests.object_key(obj)
         kind, _, name = key
         current = live.get(key)
+        if terminating := being_deleted(kube, current):
+            raise terminating
         if current is not None and manifests.matches(obj, current):
             return None
         if key in foreign:

@@ -31,7 +31,7 @@ from django.db import connection, transaction
 from django.db.models import Case, F, Value, When
 from django.utils import timezone
 
-from clusters.kube import KINDS, KubeClient, KubeError, NotFound, NotOwned, describe
+from clusters.kube import KINDS, Conflict, KubeClient, KubeError, NotFound, NotOwned, describe
 from clusters.models import Cluster, GpuCapacity, GpuModelCapacity, QuotaMode
 from tenants import manifests, queue_manifests
 from tenants.models import (
@@ -195,6 +195,20 @@ def list_queue_kind(
         return None
 
 
+def being_deleted(kube: KubeClient, live: dict | None) -> KubeError | None:
+    """A Kueue object the portal wants that is still being deleted (a ClusterQueue waits for
+    the workloads it admitted, a flavor for the queues that use it): applying it would not stop
+    that, so the pass is retried until it is gone and can be made again."""
+    if live is None or not (live.get("metadata") or {}).get("deletionTimestamp"):
+        return None
+    kind, namespace, name = manifests.object_key(live)
+    return Conflict(
+        f"{describe(kind, name, namespace or None)} on cluster {kube.cluster_name} is being "
+        "deleted (Kueue keeps it while it is in use); the portal makes it again once it is "
+        "gone, and tries until then."
+    )
+
+
 def kueue_missing(kube: KubeClient, kind: str) -> KubeError:
     return KubeError(
         f"Kueue is not installed on cluster {kube.cluster_name}: it does not serve "
@@ -284,6 +298,8 @@ def sync(
                 current = found
             elif found is not None:
                 foreign[key] = found
+        if kind in QUEUE_KINDS and (terminating := being_deleted(kube, current)):
+            raise terminating
         if current is not None and manifests.matches(obj, current):
             return None
         if key in foreign:
@@ -307,7 +323,13 @@ def sync(
     outcome.applied = [what for what in applied if what]
 
     wanted = {manifests.object_key(obj) for obj in desired}
-    unwanted = [obj for key, obj in live.items() if key not in wanted and key[0] != "Namespace"]
+    unwanted = [
+        obj
+        for key, obj in live.items()
+        if key not in wanted
+        and key[0] != "Namespace"
+        and not obj["metadata"].get("deletionTimestamp")
+    ]
 
     def prune(obj: dict) -> str:
         kind, obj_namespace, name = manifests.object_key(obj)

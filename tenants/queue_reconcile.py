@@ -16,8 +16,6 @@ written to the cluster's ``ClusterState``.
 
 from __future__ import annotations
 
-import logging
-
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -30,14 +28,14 @@ from tenants.reconcile import (
     Outcome,
     being_deleted,
     each,
+    finish,
     kueue_cluster_state,
     kueue_missing,
     list_queue_kind,
     lock,
+    queues_applied_after,
     record,
 )
-
-logger = logging.getLogger(__name__)
 
 CLUSTER_KINDS = ("ResourceFlavor", "WorkloadPriorityClass")
 # First key of the advisory locks of cluster passes (team passes use ``reconcile``'s).
@@ -140,20 +138,6 @@ def reconcile_cluster(*, cluster_id: int, kube: KubeClient | None = None) -> Out
                     outcome.reads, outcome.writes = client.reads - reads, client.writes - writes
             except KubeError as failure:
                 error = failure
-        changes = {}
-        if error is None and outcome.queues is not None:
-            changes["queues_applied"] = outcome.queues
-        elif kueue_mode:
-            changes["queues_applied"] = True
+        changes = queues_applied_after(outcome=outcome, error=error, kueue_mode=kueue_mode)
         record(state, outcome=outcome, error=error, started=started, changes=changes)
-    if error is not None:
-        logger.warning("reconcile of cluster %s failed: %s", cluster.name, error)
-        raise error
-    if outcome.writes:
-        logger.info(
-            "reconciled cluster %s: applied %s, deleted %s",
-            cluster.name,
-            outcome.applied,
-            outcome.deleted,
-        )
-    return outcome
+    return finish(outcome, error, what=f"cluster {cluster.name}")

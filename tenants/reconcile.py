@@ -420,25 +420,31 @@ def reconcile_team_on_cluster(
                 outcome.reads, outcome.writes = client.reads - reads, client.writes - writes
         except KubeError as failure:
             error = failure
-        changes = {}
-        if error is None and outcome.queues is not None:
-            changes["queues_applied"] = outcome.queues
-        elif kueue_mode:
-            changes["queues_applied"] = True  # a failed pass may have made some
+        changes = queues_applied_after(outcome=outcome, error=error, kueue_mode=kueue_mode)
         if error is None and not outcome.namespace_deleted:
             changes["applied_quota"] = outcome.quota
         record(state, outcome=outcome, error=error, started=started, changes=changes)
+    return finish(outcome, error, what=f"{team.slug} on {cluster.name}")
+
+
+def queues_applied_after(*, outcome: Outcome, error: KubeError | None, kueue_mode: bool) -> dict:
+    """The ``queues_applied`` a pass leaves on its state: what it found when it read the queues
+    and succeeded; otherwise, in Kueue mode, that some may be there (a failed pass may have
+    made some); otherwise unchanged."""
+    if error is None and outcome.queues is not None:
+        return {"queues_applied": outcome.queues}
+    if kueue_mode:
+        return {"queues_applied": True}
+    return {}
+
+
+def finish(outcome: Outcome, error: KubeError | None, *, what: str) -> Outcome:
+    """Log the recorded pass; raise its error (for the task to retry a transient one)."""
     if error is not None:
-        logger.warning("reconcile of %s on %s failed: %s", team.slug, cluster.name, error)
+        logger.warning("reconcile of %s failed: %s", what, error)
         raise error
     if outcome.writes:
-        logger.info(
-            "reconciled %s on %s: applied %s, deleted %s",
-            team.slug,
-            cluster.name,
-            outcome.applied,
-            outcome.deleted,
-        )
+        logger.info("reconciled %s: applied %s, deleted %s", what, outcome.applied, outcome.deleted)
     return outcome
 
 

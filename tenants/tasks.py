@@ -15,53 +15,53 @@ from clusters.models import Cluster, QuotaMode
 from tenants import queue_reconcile, reconcile, reconcile_triggers, services
 from tenants.models import ClusterState, TeamCluster
 
+# Transient cluster errors (unreachable, 409, 429, 5xx, Kueue's webhooks down) are retried with
+# backoff; past the retries the periodic sweep takes over.
+RECONCILE_TASK = {
+    "acks_late": True,
+    "autoretry_for": (TransientKubeError, OperationalError),
+    "retry_backoff": True,
+    "retry_backoff_max": settings.PORTAL_RECONCILE_RETRY_BACKOFF_MAX,
+    "retry_jitter": True,
+    "max_retries": settings.PORTAL_RECONCILE_MAX_RETRIES,
+}
 
-@shared_task(
-    acks_late=True,
-    autoretry_for=(TransientKubeError, OperationalError),
-    retry_backoff=True,
-    retry_backoff_max=settings.PORTAL_RECONCILE_RETRY_BACKOFF_MAX,
-    retry_jitter=True,
-    max_retries=settings.PORTAL_RECONCILE_MAX_RETRIES,
-)
+
+def _run_pass(run, *, gone: str) -> dict:
+    """A reconcile pass's outcome, or the error that needs a person (recorded on the state, not
+    retried); transient errors are raised for Celery to retry."""
+    try:
+        outcome = run()
+    except TransientKubeError:
+        raise
+    except KubeError as error:
+        return {"error": str(error)}
+    except ObjectDoesNotExist:
+        return {"error": gone}
+    return outcome.as_dict()
+
+
+@shared_task(**RECONCILE_TASK)
 def reconcile_team(*, team_id: int, cluster_id: int) -> dict:
     """Bring the team's namespace on the cluster in line with its grants and members.
 
-    Transient cluster errors (unreachable, 409, 429, 5xx) are retried with backoff; past the
-    retries the periodic sweep takes over. Other errors are recorded on the team's cluster
+    Transient cluster errors are retried; other errors are recorded on the team's cluster
     status, where a lead can read them, and not retried: they need a person.
     """
-    try:
-        outcome = reconcile.reconcile_team_on_cluster(team_id=team_id, cluster_id=cluster_id)
-    except TransientKubeError:
-        raise
-    except KubeError as error:
-        return {"error": str(error)}
-    except ObjectDoesNotExist:
-        return {"error": "the team or the cluster no longer exists"}
-    return outcome.as_dict()
+    return _run_pass(
+        lambda: reconcile.reconcile_team_on_cluster(team_id=team_id, cluster_id=cluster_id),
+        gone="the team or the cluster no longer exists",
+    )
 
 
-@shared_task(
-    acks_late=True,
-    autoretry_for=(TransientKubeError, OperationalError),
-    retry_backoff=True,
-    retry_backoff_max=settings.PORTAL_RECONCILE_RETRY_BACKOFF_MAX,
-    retry_jitter=True,
-    max_retries=settings.PORTAL_RECONCILE_MAX_RETRIES,
-)
+@shared_task(**RECONCILE_TASK)
 def reconcile_cluster(*, cluster_id: int) -> dict:
     """Bring the cluster's cluster-wide Kueue objects (flavors, priority classes) in line with
     its quota mode and GPU models; retried like ``reconcile_team``."""
-    try:
-        outcome = queue_reconcile.reconcile_cluster(cluster_id=cluster_id)
-    except TransientKubeError:
-        raise
-    except KubeError as error:
-        return {"error": str(error)}
-    except ObjectDoesNotExist:
-        return {"error": "the cluster no longer exists"}
-    return outcome.as_dict()
+    return _run_pass(
+        lambda: queue_reconcile.reconcile_cluster(cluster_id=cluster_id),
+        gone="the cluster no longer exists",
+    )
 
 
 @shared_task(acks_late=True)

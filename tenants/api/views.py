@@ -77,6 +77,17 @@ class PortalViewSet(viewsets.GenericViewSet):
         return Response(data, status=status_code)
 
 
+class TeamNestedViewSet(PortalViewSet):
+    """A view set under ``teams/{team_slug}/``: the team must be one the user may see (else
+    404, so the answer never says it exists)."""
+
+    @cached_property
+    def team(self):
+        return get_object_or_404(
+            selectors.teams_visible_to(self.request.user), slug=self.kwargs["team_slug"]
+        )
+
+
 # --- the current user --------------------------------------------------------------------------
 
 
@@ -172,7 +183,7 @@ USERNAME = OpenApiParameter("username", str, OpenApiParameter.PATH, description=
         responses={204: None},
     ),
 )
-class TeamMembershipViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalViewSet):
+class TeamMembershipViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TeamNestedViewSet):
     serializer_class = s.MembershipSerializer
     action_serializers = {
         "create": s.MembershipSetSerializer,
@@ -188,12 +199,6 @@ class TeamMembershipViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Po
         "partial_update": "change team memberships",
         "destroy": "change team memberships",
     }
-
-    @cached_property
-    def team(self):
-        return get_object_or_404(
-            selectors.teams_visible_to(self.request.user), slug=self.kwargs["team_slug"]
-        )
 
     def check_permissions(self, request):
         # Answer 401, then 404 for a team the user cannot see, and only then 403.
@@ -237,19 +242,13 @@ CLUSTER_NAME = OpenApiParameter("cluster", str, OpenApiParameter.PATH, descripti
     ),
     retrieve=extend_schema(parameters=[TEAM_SLUG, CLUSTER_NAME]),
 )
-class TeamClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalViewSet):
+class TeamClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TeamNestedViewSet):
     serializer_class = s.TeamClusterSerializer
     action_serializers = {"delete_namespace": s.NamespaceDeleteSerializer}
     lookup_field = "cluster__name"
     lookup_url_kwarg = "cluster"
     ordering_fields = ["last_applied_at"]
     admin_actions = {"delete_namespace": "delete a team's namespace"}
-
-    @cached_property
-    def team(self):
-        return get_object_or_404(
-            selectors.teams_visible_to(self.request.user), slug=self.kwargs["team_slug"]
-        )
 
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):
@@ -331,7 +330,7 @@ class ClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalVie
         responses=s.TeamQueuePolicySerializer,
     ),
 )
-class TeamQueuePolicyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalViewSet):
+class TeamQueuePolicyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TeamNestedViewSet):
     """How the team shares GPUs on a Kueue cluster. Without a policy a team borrows and lends
     without limit at weight 1; setting one needs no existing row (PUT creates it)."""
 
@@ -343,12 +342,6 @@ class TeamQueuePolicyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, P
     ordering_fields = ["updated_at"]
     http_method_names = ["get", "put", "head", "options"]
     admin_actions = {"update": "set a team's queue policy"}
-
-    @cached_property
-    def team(self):
-        return get_object_or_404(
-            selectors.teams_visible_to(self.request.user), slug=self.kwargs["team_slug"]
-        )
 
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):

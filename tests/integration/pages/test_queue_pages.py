@@ -211,3 +211,15 @@ def test_only_admins_see_or_switch_the_mode(client_as, request, cluster, user_fi
         == 403
     )
     assert Cluster.objects.get(pk=cluster.pk).quota_mode == "quota"
+
+
+def test_the_django_admin_shows_the_mode_and_models_but_does_not_switch_it(client_as, cluster):
+    factories.GpuModelCapacityFactory(cluster=cluster, gpu_model=A100, allocatable=12)
+    superuser = factories.AdminFactory(username="root-admin", is_superuser=True)
+    client = client_as(superuser)
+    url = f"/django-admin/clusters/cluster/{cluster.pk}/change/"
+
+    page = get_ok(client, url).content.decode()
+
+    assert A100 in page
+    assert 'name="quota_mode"' not in page

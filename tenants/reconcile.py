@@ -120,6 +120,31 @@ def queue_policy(*, team: Team, cluster: Cluster) -> queue_manifests.QueuePolicy
 
 
 @dataclass(frozen=True)
+class QueueLimits:
+    """What a team's queues on a Kueue-mode cluster hold, as the reconcile builds them: its own
+    GPUs per (GPU kind, model) ("" for any model: the any-gpu flavor), the most its queues can
+    ever admit per kind (the ResourceQuota's ceiling) and its policy. For the job side, to refuse
+    up front a job that could never run."""
+
+    own: dict[tuple[str, str], int]
+    ceiling: dict[str, int]
+    policy: queue_manifests.QueuePolicy
+
+
+def team_queue_limits(*, team: Team, cluster: Cluster) -> QueueLimits:
+    """The team's queue figures on the cluster from the database as it is now (whatever the
+    cluster's mode: they are what Kueue mode gives it)."""
+    state = team_state(team=team, cluster=cluster)
+    kueue = kueue_cluster_state(cluster)
+    policy = queue_policy(team=team, cluster=cluster)
+    return QueueLimits(
+        own=queue_manifests.own_gpus(state, kueue),
+        ceiling=queue_manifests.quota_ceiling(state, kueue, policy),
+        policy=policy,
+    )
+
+
+@dataclass(frozen=True)
 class Desired:
     """What a pass should leave on the cluster for the team."""
 

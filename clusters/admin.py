@@ -1,4 +1,5 @@
 from django.contrib import admin
+from django.db import models
 
 from clusters.models import Cluster, GpuCapacity, GpuModelCapacity
 
@@ -27,3 +28,5 @@ class ClusterAdmin(admin.ModelAdmin):
     # every team on the cluster; a plain field edit here would do neither.
     readonly_fields = ["quota_mode"]
     inlines = [GpuCapacityInline, GpuModelCapacityInline]
+    # API servers and Prometheus are reached over https unless a URL says otherwise.
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,7 @@ from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
 from clusters.models import Cluster
+from clusters.vocabulary import KUEUE_API_VERSION
 
 # (connect, read) seconds: a cluster that does not answer is an error to retry, not a hang.
 REQUEST_TIMEOUT = (5, 30)
@@ -121,6 +123,17 @@ class Unauthorized(TransientKubeError):
     token or an authenticator still starting may fix it)."""
 
 
+class WebhookUnavailable(ServerError):
+    """500 because an admission webhook the API server must call did not answer: the webhook's
+    server is down (Kueue's, while Kueue is not running, refuses every Job and every change to
+    its queues and flavors). Nothing was changed; worth retrying once the webhook is back.
+    ``webhook`` names it (``mjob.kb.io``)."""
+
+    def __init__(self, message: str = "", *, webhook: str = "", **fields):
+        super().__init__(message, **fields)
+        self.webhook = webhook
+
+
 class Invalid(KubeError):
     """400/422: the API server refused the object as invalid."""
 
@@ -157,6 +170,12 @@ KINDS: dict[str, Kind] = {
     "LimitRange": Kind("v1", "limitranges", namespaced=True),
     "RoleBinding": Kind("rbac.authorization.k8s.io/v1", "rolebindings", namespaced=True),
     "Node": Kind("v1", "nodes", namespaced=False),
+    # Kueue's, in a cluster in Kueue mode: per cluster the flavors of its GPU models and the
+    # priority classes, per team its queues.
+    "ResourceFlavor": Kind(KUEUE_API_VERSION, "resourceflavors", namespaced=False),
+    "WorkloadPriorityClass": Kind(KUEUE_API_VERSION, "workloadpriorityclasses", namespaced=False),
+    "ClusterQueue": Kind(KUEUE_API_VERSION, "clusterqueues", namespaced=False),
+    "LocalQueue": Kind(KUEUE_API_VERSION, "localqueues", namespaced=True),
 }
 
 
@@ -373,6 +392,15 @@ class KubeClient:
                 f"{verb} {what}. The portal tries again shortly.",
                 **fields,
             )
+        if status >= 500 and (webhook := _failed_webhook(message)):
+            return WebhookUnavailable(
+                f"Cluster {self.cluster_name} cannot {verb} {what} now: its admission webhook "
+                f"{webhook} does not answer ({message}). While Kueue is not running its webhooks "
+                "refuse every Job and every change to its queues; nothing is lost, and the portal "
+                "tries again until it is back.",
+                webhook=webhook,
+                **fields,
+            )
         if status >= 500:
             return ServerError(
                 f"The API server of cluster {self.cluster_name} failed to {verb} {what} "
@@ -477,6 +505,19 @@ def _is_quota_refusal(reason: str, message: str) -> bool:
     """
     admission_error = message.partition(" is forbidden: ")[2]
     return reason == "Forbidden" and admission_error.startswith("exceeded quota: ")
+
+
+def _failed_webhook(message: str) -> str:
+    """The webhook named in a 500 the API server answers when it could not call one, or "".
+
+    As with quota refusals the API server says so only in words (checked on the devcluster's
+    kube-apiserver v1.36.3 with Kueue stopped: ``{"reason": "InternalError", "details":
+    {"causes": [{"message": "failed calling webhook \"mjob.kb.io\": ... connection refused"}]},
+    "message": "Internal error occurred: failed calling webhook \"mjob.kb.io\": ..."}``), so
+    the webhook admission plugin's own words are looked for, and the quoted name after them.
+    """
+    found = re.search(r'failed calling webhook "([^"]+)"', message)
+    return found.group(1) if found else ""
 
 
 def selector(labels: dict[str, str]) -> str:

@@ -6,6 +6,7 @@ this). The values are a contract with the cluster as well as with the code: obje
 one spelling are not recognised under another, so a change here strands what is already there.
 """
 
+import re
 from types import MappingProxyType
 
 # --- ownership ---------------------------------------------------------------------------------
@@ -72,3 +73,21 @@ def cluster_queue_name(portal_name: str, slug: str, kind: str) -> str:
 def cohort_name(portal_name: str) -> str:
     """Every team queue of a cluster lends and borrows in one cohort."""
     return portal_name
+
+
+# The ResourceFlavors of a cluster in Kueue mode, besides one per GPU model: GPUs granted without
+# a model, and the CPU and memory every pod also asks for (Kueue admits a pod only when its
+# ClusterQueue covers every resource it requests).
+ANY_GPU_FLAVOR = "any-gpu"
+CPU_MEMORY_FLAVOR = "cpu-memory"
+
+
+def resource_flavor_name(portal_name: str, gpu_model: str) -> str:
+    """The ResourceFlavor of one GPU model (``NVIDIA-A100-SXM4-80GB`` ->
+    ``gpu-portal-nvidia-a100-sxm4-80gb``), or of any model when ``gpu_model`` is empty."""
+    slug = re.sub(r"[^a-z0-9]+", "-", gpu_model.lower()).strip("-") or ANY_GPU_FLAVOR
+    return f"{portal_name}-{slug}"[:253].rstrip("-")
+
+
+def cpu_memory_flavor_name(portal_name: str) -> str:
+    return f"{portal_name}-{CPU_MEMORY_FLAVOR}"

@@ -16,6 +16,7 @@ _QUOTA_FIELDS = [
     "team_id",
     "cluster_id",
     "gpu_resource",
+    "gpu_model",
     "gpus",
     "cpu_cores",
     "memory_gib",
@@ -30,7 +31,14 @@ AUDITED_FIELDS = {
     "Membership": ["team_id", "user_id", "role"],
     "QuotaRequest": [*_QUOTA_FIELDS, "decision_note"],
     "QuotaGrant": _QUOTA_FIELDS,
-    "Cluster": ["name", "overcommit_ratio"],
+    "Cluster": ["name", "overcommit_ratio", "quota_mode"],
+    "TeamQueuePolicy": [
+        "team_id",
+        "cluster_id",
+        "borrowing_limit",
+        "lending_limit",
+        "fair_sharing_weight",
+    ],
     "GpuCapacity": ["cluster_id", "resource_name", "gpu_model", "allocatable", "admin_cap"],
 }
 

@@ -189,9 +189,10 @@ class QuotaGrant(QuotaAmounts):
         return f"grant #{self.pk} {self.team}: {self.gpus} × {self.gpu_resource} on {self.cluster}"
 
 
-class TeamCluster(models.Model):
-    """A team's presence on one cluster: its namespace there and how far the cluster has been
-    brought in line with the portal's grants (written by the reconcile task)."""
+class ReconcileState(models.Model):
+    """How far something on a cluster has been brought in line with the portal: when a pass was
+    asked for and last ran, whether it is in sync, and the last error in words (written by the
+    reconcile passes, read by the pages and the API)."""
 
     class Status(models.TextChoices):
         PENDING = "pending", "Pending"
@@ -199,8 +200,6 @@ class TeamCluster(models.Model):
         ERROR = "error", "Error"
         DELETED = "deleted", "Namespace deleted"
 
-    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="cluster_states")
-    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="team_states")
     reconcile_requested_at = models.DateTimeField(null=True, blank=True)
     last_reconciled_at = models.DateTimeField(
         null=True, blank=True, help_text="When the last reconcile attempt ended, however it went."
@@ -213,12 +212,42 @@ class TeamCluster(models.Model):
     last_write_count = models.PositiveIntegerField(
         default=0, help_text="Objects the last successful pass applied or deleted (0: unchanged)."
     )
-    applied_quota = models.JSONField(
-        default=dict, blank=True, help_text="The ResourceQuota's hard limits as last applied."
-    )
     last_error = models.TextField(blank=True)
     last_error_at = models.DateTimeField(null=True, blank=True)
     consecutive_failures = models.PositiveIntegerField(default=0)
+    queues_applied = models.BooleanField(
+        default=False,
+        help_text="Kueue objects the portal made may be on the cluster: a pass in Kueue mode "
+        "applied them and no pass since has found them pruned.",
+    )
+
+    class Meta:
+        abstract = True
+
+    @property
+    def in_sync(self) -> bool:
+        return self.status == self.Status.IN_SYNC
+
+    @property
+    def recovered(self) -> bool:
+        """In sync again after an error (which stays on record until the next one)."""
+        return bool(
+            self.in_sync
+            and self.last_error_at
+            and self.last_applied_at
+            and self.last_applied_at > self.last_error_at
+        )
+
+
+class TeamCluster(ReconcileState):
+    """A team's presence on one cluster: its namespace there and how far the cluster has been
+    brought in line with the portal's grants (written by the reconcile task)."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="cluster_states")
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="team_states")
+    applied_quota = models.JSONField(
+        default=dict, blank=True, help_text="The ResourceQuota's hard limits as last applied."
+    )
     namespace_delete_requested_at = models.DateTimeField(null=True, blank=True)
     namespace_deleted_at = models.DateTimeField(null=True, blank=True)
     namespace_owned = models.BooleanField(
@@ -242,19 +271,25 @@ class TeamCluster(models.Model):
     def __str__(self) -> str:
         return f"{self.team} on {self.cluster}"
 
-    @property
-    def in_sync(self) -> bool:
-        return self.status == self.Status.IN_SYNC
 
-    @property
-    def recovered(self) -> bool:
-        """In sync again after an error (which stays on record until the next one)."""
-        return bool(
-            self.in_sync
-            and self.last_error_at
-            and self.last_applied_at
-            and self.last_applied_at > self.last_error_at
-        )
+class ClusterState(ReconcileState):
+    """How far a cluster's cluster-wide objects are in line with the portal: in Kueue mode the
+    ResourceFlavors of its GPU models and the WorkloadPriorityClasses, none in quota only mode
+    (written by the cluster reconcile task)."""
+
+    cluster = models.OneToOneField(Cluster, on_delete=models.CASCADE, related_name="state")
+
+    class Meta:
+        ordering = ["cluster"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=["pending", "in_sync", "error"]),
+                name="cluster_state_status_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"cluster-wide objects on {self.cluster}"
 
 
 class TeamQueuePolicy(models.Model):
@@ -316,6 +351,8 @@ class AuditEvent(models.Model):
         MEMBERSHIP_SET = "membership.set", "membership set"
         MEMBERSHIP_REMOVED = "membership.removed", "membership removed"
         CLUSTER_OVERCOMMIT_CHANGED = "cluster.overcommit_changed", "cluster overcommit changed"
+        CLUSTER_QUOTA_MODE_CHANGED = "cluster.quota_mode_changed", "cluster quota mode changed"
+        TEAM_QUEUE_POLICY_SET = "team_queue_policy.set", "team queue policy set"
         QUOTA_REQUEST_CREATED = "quota_request.created", "quota request created"
         QUOTA_REQUEST_CANCELLED = "quota_request.cancelled", "quota request cancelled"
         QUOTA_REQUEST_REJECTED = "quota_request.rejected", "quota request rejected"

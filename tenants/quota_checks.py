@@ -12,11 +12,11 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
 
-from clusters.models import Cluster, GpuCapacity
+from clusters.models import Cluster, GpuCapacity, GpuModelCapacity
 from tenants.errors import InvalidTransition
 from tenants.models import MAX_CPU_CORES, MAX_MEMORY_GIB, QuotaGrant, QuotaRequest, Team
 from tenants.permissions import is_portal_admin
-from tenants.selectors import granted_gpus, plannable_gpus
+from tenants.selectors import granted_gpus, model_capacity, plannable_gpus
 
 RequestState = QuotaRequest.State
 GrantState = QuotaGrant.State
@@ -59,6 +59,7 @@ def check_new_quota_request(
     memory_gib: int | None,
     justification: str,
     today: datetime.date,
+    gpu_model: str = "",
 ) -> None:
     """Reject what no admin could grant: one ValidationError naming every bad field at once."""
     errors: dict[str, str] = {}
@@ -79,6 +80,18 @@ def check_new_quota_request(
         errors["gpu_resource"] = (
             f"Cluster {cluster.name} has no GPUs of kind {gpu_resource!r}; it offers: {kinds}."
         )
+    elif gpu_model:
+        models = list(
+            GpuModelCapacity.objects.filter(cluster=cluster, resource_name=gpu_resource)
+            .order_by("gpu_model")
+            .values_list("gpu_model", flat=True)
+        )
+        if gpu_model not in models:
+            errors["gpu_model"] = (
+                f"No node of cluster {cluster.name} has GPU model {gpu_model!r} "
+                f"({gpu_resource}); its models are: {', '.join(models) or 'none'}. Leave it "
+                "empty for any model."
+            )
     if ends_on is not None and ends_on < starts_on:
         errors["ends_on"] = f"Must not be before the start date ({starts_on.isoformat()})."
     if cpu_cores is not None and not 0 <= cpu_cores <= MAX_CPU_CORES:
@@ -103,11 +116,23 @@ def check_capacity(
     gpus: int,
     starts_on: datetime.date,
     ends_on: datetime.date | None,
+    gpu_model: str = "",
 ) -> None:
-    """Granted GPUs of this kind must stay within capacity times the overcommit ratio.
+    """Granted GPUs of this kind must stay within capacity times the overcommit ratio, and a
+    grant of one model within that model's too (grants without a model count against the kind's
+    total only).
 
     The caller must hold the lock on the cluster's row, or two approvals could both pass.
     """
+    if gpu_model:
+        _check_model_capacity(
+            cluster=cluster,
+            gpu_resource=gpu_resource,
+            gpu_model=gpu_model,
+            gpus=gpus,
+            starts_on=starts_on,
+            ends_on=ends_on,
+        )
     capacity = GpuCapacity.objects.filter(cluster=cluster, resource_name=gpu_resource).first()
     total = capacity.capacity if capacity else 0
     plannable = plannable_gpus(total, cluster.overcommit_ratio)
@@ -122,6 +147,38 @@ def check_capacity(
                     f"({total} at overcommit {cluster.overcommit_ratio}), {already} are already "
                     f"granted for that period, so at most {max(plannable - already, 0)} more; "
                     f"{gpus} would exceed it by {already + gpus - plannable}."
+                )
+            }
+        )
+
+
+def _check_model_capacity(
+    *,
+    cluster: Cluster,
+    gpu_resource: str,
+    gpu_model: str,
+    gpus: int,
+    starts_on: datetime.date,
+    ends_on: datetime.date | None,
+) -> None:
+    total = model_capacity(cluster=cluster, gpu_resource=gpu_resource, gpu_model=gpu_model)
+    plannable = plannable_gpus(total, cluster.overcommit_ratio)
+    already = granted_gpus(
+        cluster=cluster,
+        gpu_resource=gpu_resource,
+        gpu_model=gpu_model,
+        starts_on=starts_on,
+        ends_on=ends_on,
+    )
+    if already + gpus > plannable:
+        raise ValidationError(
+            {
+                "gpus": (
+                    f"Not enough {gpu_model} capacity: {cluster.name} can grant {plannable} × "
+                    f"{gpu_model} ({total} at overcommit {cluster.overcommit_ratio}), {already} "
+                    f"are already granted for that period, so at most "
+                    f"{max(plannable - already, 0)} more; {gpus} would exceed it by "
+                    f"{already + gpus - plannable}."
                 )
             }
         )

@@ -252,7 +252,10 @@ def quota_request_create(
     ends_on: datetime.date | None = None,
     cpu_cores: Decimal | None = None,
     memory_gib: int | None = None,
+    gpu_model: str = "",
 ) -> QuotaRequest:
+    """A lead asks for GPUs of a kind on a cluster, of one GPU model (``gpu_model``, as the
+    cluster's nodes name it) or of any model (empty)."""
     if not can_request_quota(requested_by, team):
         raise PermissionDenied(f"Only leads of {team.slug} can request quota for it.")
     today = timezone.localdate()
@@ -268,12 +271,14 @@ def quota_request_create(
         memory_gib=memory_gib,
         justification=justification,
         today=today,
+        gpu_model=gpu_model,
     )
     with transaction.atomic():
         quota_request = QuotaRequest.objects.create(
             team=team,
             cluster=cluster,
             gpu_resource=gpu_resource,
+            gpu_model=gpu_model,
             gpus=gpus,
             cpu_cores=cpu_cores,
             memory_gib=memory_gib,
@@ -384,6 +389,7 @@ def quota_request_approve(
         check_capacity(
             cluster=cluster,
             gpu_resource=locked.gpu_resource,
+            gpu_model=locked.gpu_model,
             gpus=granted,
             starts_on=locked.starts_on,
             ends_on=granted_until,
@@ -409,6 +415,7 @@ def quota_request_approve(
             team=locked.team,
             cluster=cluster,
             gpu_resource=locked.gpu_resource,
+            gpu_model=locked.gpu_model,
             gpus=granted,
             cpu_cores=locked.cpu_cores,
             memory_gib=locked.memory_gib,

@@ -15,6 +15,11 @@ router.register(
 router.register(
     r"teams/(?P<team_slug>[^/.]+)/clusters", views.TeamClusterViewSet, basename="team-cluster"
 )
+router.register(
+    r"teams/(?P<team_slug>[^/.]+)/queue-policies",
+    views.TeamQueuePolicyViewSet,
+    basename="team-queue-policy",
+)
 router.register("clusters", views.ClusterViewSet, basename="cluster")
 router.register("quota-requests", views.QuotaRequestViewSet, basename="quota-request")
 router.register("quota-grants", views.QuotaGrantViewSet, basename="quota-grant")

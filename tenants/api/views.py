@@ -26,11 +26,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from clusters.models import Cluster
-from tenants import selectors, services
+from tenants import queueing, selectors, services
 from tenants.api import serializers as s
 from tenants.api.filters import StableOrderingFilter
 from tenants.filtersets import AuditEventFilter, QuotaGrantFilter, QuotaRequestFilter
-from tenants.models import Membership, TeamCluster
+from tenants.models import Membership, TeamCluster, TeamQueuePolicy
 from tenants.permissions import is_portal_admin
 
 
@@ -75,6 +75,17 @@ class PortalViewSet(viewsets.GenericViewSet):
         serializer_class = serializer_class or self.serializer_class
         data = serializer_class(instance, context=self.get_serializer_context()).data
         return Response(data, status=status_code)
+
+
+class TeamNestedViewSet(PortalViewSet):
+    """A view set under ``teams/{team_slug}/``: the team must be one the user may see (else
+    404, so the answer never says it exists)."""
+
+    @cached_property
+    def team(self):
+        return get_object_or_404(
+            selectors.teams_visible_to(self.request.user), slug=self.kwargs["team_slug"]
+        )
 
 
 # --- the current user --------------------------------------------------------------------------
@@ -172,7 +183,7 @@ USERNAME = OpenApiParameter("username", str, OpenApiParameter.PATH, description=
         responses={204: None},
     ),
 )
-class TeamMembershipViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalViewSet):
+class TeamMembershipViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TeamNestedViewSet):
     serializer_class = s.MembershipSerializer
     action_serializers = {
         "create": s.MembershipSetSerializer,
@@ -188,12 +199,6 @@ class TeamMembershipViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Po
         "partial_update": "change team memberships",
         "destroy": "change team memberships",
     }
-
-    @cached_property
-    def team(self):
-        return get_object_or_404(
-            selectors.teams_visible_to(self.request.user), slug=self.kwargs["team_slug"]
-        )
 
     def check_permissions(self, request):
         # Answer 401, then 404 for a team the user cannot see, and only then 403.
@@ -237,19 +242,13 @@ CLUSTER_NAME = OpenApiParameter("cluster", str, OpenApiParameter.PATH, descripti
     ),
     retrieve=extend_schema(parameters=[TEAM_SLUG, CLUSTER_NAME]),
 )
-class TeamClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalViewSet):
+class TeamClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TeamNestedViewSet):
     serializer_class = s.TeamClusterSerializer
     action_serializers = {"delete_namespace": s.NamespaceDeleteSerializer}
     lookup_field = "cluster__name"
     lookup_url_kwarg = "cluster"
     ordering_fields = ["last_applied_at"]
     admin_actions = {"delete_namespace": "delete a team's namespace"}
-
-    @cached_property
-    def team(self):
-        return get_object_or_404(
-            selectors.teams_visible_to(self.request.user), slug=self.kwargs["team_slug"]
-        )
 
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):
@@ -280,20 +279,20 @@ class TeamClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Porta
 
 
 @extend_schema_view(
-    list=extend_schema(summary="Clusters with capacity per GPU kind"),
+    list=extend_schema(summary="Clusters with capacity per GPU kind and per GPU model"),
     partial_update=extend_schema(
-        summary="Change a cluster's overcommit ratio (admins)",
-        request=s.ClusterOvercommitSerializer,
+        summary="Change a cluster's overcommit ratio or quota mode (admins)",
+        request=s.ClusterSettingsSerializer,
         responses=s.ClusterSerializer,
     ),
 )
 class ClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalViewSet):
     serializer_class = s.ClusterSerializer
-    action_serializers = {"partial_update": s.ClusterOvercommitSerializer}
+    action_serializers = {"partial_update": s.ClusterSettingsSerializer}
     lookup_field = "name"
     ordering_fields = ["name", "created_at"]
     http_method_names = ["get", "patch", "head", "options"]
-    admin_actions = {"partial_update": "change a cluster's overcommit ratio"}
+    admin_actions = {"partial_update": "change a cluster's overcommit ratio or quota mode"}
 
     def get_queryset(self):
         # Every signed-in user may see the clusters and their capacity: it is what they plan with.
@@ -302,15 +301,67 @@ class ClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalVie
     def get_serializer_context(self):
         context = super().get_serializer_context()
         context["capacity"] = selectors.capacity_summaries()
+        context["model_capacity"] = selectors.model_capacity_summaries()
         return context
 
     def partial_update(self, request, *args, **kwargs):
         cluster = self.get_object()
-        data = self.validated(s.ClusterOvercommitSerializer)
-        cluster = services.cluster_set_overcommit(
-            actor=request.user, cluster=cluster, ratio=data["overcommit_ratio"]
-        )
+        data = self.validated(s.ClusterSettingsSerializer)
+        if "overcommit_ratio" in data:
+            cluster = services.cluster_set_overcommit(
+                actor=request.user, cluster=cluster, ratio=data["overcommit_ratio"]
+            )
+        if "quota_mode" in data:
+            cluster = queueing.cluster_set_quota_mode(
+                actor=request.user, cluster=cluster, quota_mode=data["quota_mode"]
+            )
         return self.respond(cluster)
+
+
+@extend_schema_view(
+    list=extend_schema(
+        summary="The team's queue policy on each cluster it has one on", parameters=[TEAM_SLUG]
+    ),
+    retrieve=extend_schema(parameters=[TEAM_SLUG, CLUSTER_NAME]),
+    update=extend_schema(
+        summary="Set the team's borrowing and lending limits and fair-sharing weight (admins)",
+        parameters=[TEAM_SLUG, CLUSTER_NAME],
+        request=s.TeamQueuePolicySetSerializer,
+        responses=s.TeamQueuePolicySerializer,
+    ),
+)
+class TeamQueuePolicyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TeamNestedViewSet):
+    """How the team shares GPUs on a Kueue cluster. Without a policy a team borrows and lends
+    without limit at weight 1; setting one needs no existing row (PUT creates it)."""
+
+    serializer_class = s.TeamQueuePolicySerializer
+    action_serializers = {"update": s.TeamQueuePolicySetSerializer}
+    lookup_field = "cluster__name"
+    lookup_url_kwarg = "cluster"
+    lookup_value_regex = r"[^/]+"
+    ordering_fields = ["updated_at"]
+    http_method_names = ["get", "put", "head", "options"]
+    admin_actions = {"update": "set a team's queue policy"}
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return TeamQueuePolicy.objects.none()
+        return (
+            selectors.queue_policies_visible_to(self.request.user)
+            .filter(team=self.team)
+            .order_by("cluster__name")
+        )
+
+    def update(self, request, team_slug=None, cluster=None):
+        # A team the user may not see is a 404; one they may see but not change, a 403, both
+        # before anything is said about the body.
+        self.check_object_permissions(request, self.team)
+        target = get_object_or_404(Cluster, name=cluster)
+        data = self.validated(s.TeamQueuePolicySetSerializer)
+        policy = queueing.team_queue_policy_set(
+            actor=request.user, team=self.team, cluster=target, **data
+        )
+        return self.respond(policy)
 
 
 # --- quota requests ----------------------------------------------------------------------------
@@ -352,6 +403,7 @@ class QuotaRequestViewSet(
         context = super().get_serializer_context()
         if self.action == "review_queue":
             context["capacity"] = selectors.capacity_summaries()
+            context["model_capacity"] = selectors.model_capacity_summaries()
         return context
 
     def create(self, request, *args, **kwargs):

@@ -84,7 +84,7 @@ def test_audit_snapshots_are_json_values():
         memory_gib=64, starts_on=datetime.date(2026, 12, 1), ends_on=None, state="active",
     )  # fmt: skip
     assert snapshot(grant) == {
-        "team_id": 1, "cluster_id": 2, "gpu_resource": "nvidia.com/gpu", "gpus": 4,
+        "team_id": 1, "cluster_id": 2, "gpu_resource": "nvidia.com/gpu", "gpu_model": "", "gpus": 4,
         "cpu_cores": "8.5", "memory_gib": 64, "starts_on": "2026-12-01", "ends_on": None,
         "state": "active",
     }  # fmt: skip

@@ -17,14 +17,15 @@ def change_form_data(cluster, **changes) -> dict:
     }
     data["gpu_node_selector"] = '{"hardware-type": "gpu"}'
     data["allowed_registries"] = "[]"
-    data.update(
-        {
-            "gpu_capacities-TOTAL_FORMS": "0",
-            "gpu_capacities-INITIAL_FORMS": "0",
-            "gpu_capacities-MIN_NUM_FORMS": "0",
-            "gpu_capacities-MAX_NUM_FORMS": "1000",
-        }
-    )
+    for inline in ("gpu_capacities", "gpu_model_capacities"):
+        data.update(
+            {
+                f"{inline}-TOTAL_FORMS": "0",
+                f"{inline}-INITIAL_FORMS": "0",
+                f"{inline}-MIN_NUM_FORMS": "0",
+                f"{inline}-MAX_NUM_FORMS": "1000",
+            }
+        )
     data.update(changes)
     return data
 

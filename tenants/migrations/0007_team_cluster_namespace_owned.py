@@ -10,7 +10,7 @@ def record_what_the_last_passes_found(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("tenants", "0005_gpu_model_and_team_queue_policy"),
+        ("tenants", "0006_kueue_cluster_state_and_queue_audit"),
     ]
 
     operations = [

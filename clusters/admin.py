@@ -1,7 +1,8 @@
 from django import forms
 from django.contrib import admin
+from django.db import models
 
-from clusters.models import Cluster, GpuCapacity
+from clusters.models import Cluster, GpuCapacity, GpuModelCapacity
 from portal.redaction import MASK, redact, without_credentials
 
 
@@ -10,13 +11,26 @@ class GpuCapacityInline(admin.TabularInline):
     extra = 0
 
 
+class GpuModelCapacityInline(admin.TabularInline):
+    """Read-only: the capacity sync writes these from the nodes."""
+
+    model = GpuModelCapacity
+    extra = 0
+    readonly_fields = ["resource_name", "gpu_model", "allocatable", "nodes", "max_per_node"]
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
 class ClusterAdminForm(forms.ModelForm):
     """The Prometheus URL's password never goes to the browser: the field shows it masked, and
     the masked URL sent back unchanged keeps the stored one."""
 
     class Meta:
         model = Cluster
-        fields = ["prometheus_url"]  # the admin adds the others
+        # Every field, as the admin's own form has: the admin leaves out its read-only ones.
+        fields = "__all__"  # noqa: DJ007
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -39,8 +53,13 @@ class ClusterAdminForm(forms.ModelForm):
 @admin.register(Cluster)
 class ClusterAdmin(admin.ModelAdmin):
     form = ClusterAdminForm
-    list_display = ["name", "display_name", "overcommit_ratio", "prometheus"]
-    inlines = [GpuCapacityInline]
+    list_display = ["name", "display_name", "overcommit_ratio", "quota_mode", "prometheus"]
+    # Switched on the portal's quota mode page (or the API), which audits the switch and moves
+    # every team on the cluster; a plain field edit here would do neither.
+    readonly_fields = ["quota_mode"]
+    inlines = [GpuCapacityInline, GpuModelCapacityInline]
+    # API servers and Prometheus are reached over https unless a URL says otherwise.
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
 
     @admin.display(description="Prometheus URL")
     def prometheus(self, cluster: Cluster) -> str:

@@ -1,8 +1,10 @@
 """The capacity sync: the portal's GPU capacity rows follow what the cluster's nodes offer.
 
 The one change to clusters that comes from the clusters themselves. What the nodes offer is
-``clusters.inventory``'s arithmetic; this writes it into ``GpuCapacity`` under the cluster's
-row lock, beside the cap an admin sets.
+``clusters.inventory``'s arithmetic; this writes it into ``GpuCapacity`` (per GPU kind, beside
+the cap an admin sets) and ``GpuModelCapacity`` (per GPU model of each kind: what per-model
+quota and Kueue's flavors plan with) under the cluster's row lock, and tells the apps above
+(``clusters.signals.capacity_changed``) when anything changed.
 """
 
 from __future__ import annotations
@@ -13,26 +15,34 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
-from clusters.inventory import gpu_inventory, list_gpu_nodes
+from clusters.inventory import gpu_inventory, gpu_model_inventory, list_gpu_nodes
 from clusters.kube import KubeClient
-from clusters.models import Cluster, GpuCapacity
+from clusters.models import Cluster, GpuCapacity, GpuModelCapacity
+from clusters.signals import capacity_changed
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class CapacityChange:
+    """One GPU kind's allocatable GPUs before (None: new) and after; with ``gpu_model`` set, one
+    model's of that kind (``after`` None: no node carries the model any more)."""
+
     resource_name: str
     before: int | None
-    after: int
+    after: int | None
+    gpu_model: str = ""
 
 
 def capacity_sync(*, cluster: Cluster, kube: KubeClient | None = None) -> list[CapacityChange]:
-    """Set each GPU kind's ``allocatable`` to what the cluster's Ready GPU nodes offer now.
+    """Set each GPU kind's ``allocatable`` to what the cluster's Ready GPU nodes offer now, and
+    each GPU model's figures (allocatable, nodes, most per node) likewise.
 
     Nodes are those matching the cluster's GPU node selector. Kinds no node offers any more drop
     to 0 (their rows stay, with the admin's cap); kinds seen for the first time get a row. The
-    admin's cap is never touched: capacity stays the lower of the two. Returns what changed.
+    admin's cap is never touched: capacity stays the lower of the two. A model's row stays while
+    any node carries the model (at 0 while none is usable) and goes with the last such node.
+    Returns what changed (kinds first, then models).
     """
     kube = kube or KubeClient.for_cluster(cluster)
     nodes = list_gpu_nodes(kube, cluster)
@@ -57,12 +67,50 @@ def capacity_sync(*, cluster: Cluster, kube: KubeClient | None = None) -> list[C
                     allocatable=allocatable, gpu_model=model, updated_at=timezone.now()
                 )
                 changes.append(CapacityChange(name, row.allocatable, allocatable))
+        model_changes = _sync_models(locked, nodes, known=rows)
+        changes += model_changes
+        if changes:
+            capacity_changed.send(
+                sender=Cluster,
+                cluster_id=locked.pk,
+                models_changed=any(c.before is None or c.after is None for c in model_changes),
+            )
     for change in changes:
         logger.info(
-            "cluster %s: %s allocatable %s -> %s",
+            "cluster %s: %s%s allocatable %s -> %s",
             cluster.name,
             change.resource_name,
+            f" ({change.gpu_model})" if change.gpu_model else "",
             change.before,
             change.after,
         )
+    return changes
+
+
+def _sync_models(cluster: Cluster, nodes: list[dict], *, known) -> list[CapacityChange]:
+    """Bring the cluster's ``GpuModelCapacity`` rows in line with the nodes; the caller holds
+    the cluster's row lock."""
+    found = gpu_model_inventory(nodes, model_label=cluster.gpu_model_label, known_resources=known)
+    rows = {(r.resource_name, r.gpu_model): r for r in cluster.gpu_model_capacities.all()}
+    changes = []
+    for key in sorted(set(rows) | set(found)):
+        row, seen = rows.get(key), found.get(key)
+        name, model = key
+        if seen is None:
+            row.delete()
+            changes.append(CapacityChange(name, row.allocatable, None, gpu_model=model))
+            continue
+        figures = {
+            "allocatable": seen.allocatable,
+            "nodes": seen.nodes,
+            "max_per_node": seen.max_per_node,
+        }
+        if row is None:
+            GpuModelCapacity.objects.create(
+                cluster=cluster, resource_name=name, gpu_model=model[:200], **figures
+            )
+            changes.append(CapacityChange(name, None, seen.allocatable, gpu_model=model))
+        elif any(getattr(row, field) != value for field, value in figures.items()):
+            GpuModelCapacity.objects.filter(pk=row.pk).update(**figures, updated_at=timezone.now())
+            changes.append(CapacityChange(name, row.allocatable, seen.allocatable, gpu_model=model))
     return changes

@@ -17,12 +17,10 @@ from dataclasses import dataclass, field
 
 from clusters.kube import KubeClient, selector
 from clusters.models import Cluster
+from clusters.vocabulary import DEFAULT_GPU_RESOURCE, GPU_RESOURCE_PREFIXES
 from clusters.workloads import WorkloadClient
 
-DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
 TERMINAL_PHASES = ("Succeeded", "Failed")
-# Extended resources that are GPUs (or slices of one), whatever other resources a node has.
-GPU_RESOURCE_PREFIXES = ("nvidia.com/gpu", "nvidia.com/mig-", "amd.com/gpu", "gpu.intel.com/")
 
 
 @dataclass
@@ -81,6 +79,50 @@ def gpu_inventory(
             if labels.get(model_label):
                 kind.models.add(labels[model_label])
     return kinds
+
+
+@dataclass
+class ModelGpus:
+    """GPUs of one model (the node label's value) under one resource name: over the usable
+    nodes, how many there are, how many such nodes, and the most one of them offers (the
+    largest job that fits on one node)."""
+
+    resource_name: str
+    gpu_model: str
+    allocatable: int = 0
+    nodes: int = 0
+    max_per_node: int = 0
+
+
+def gpu_model_inventory(
+    nodes: Iterable[dict], *, model_label: str, known_resources: Iterable[str] = ()
+) -> dict[tuple[str, str], ModelGpus]:
+    """Per (resource name, GPU model): what the usable nodes of that model offer.
+
+    Every model that a node offering GPUs carries is there, usable or not: a model whose nodes
+    are all NotReady or cordoned for a while stays, at 0, so what is planned per model (and
+    Kueue's flavor of it) outlives a maintenance window. A model no node carries is absent.
+    Nodes without the model label count towards no model.
+    """
+    known = list(known_resources)
+    models: dict[tuple[str, str], ModelGpus] = {}
+    for node in nodes:
+        labels = (node.get("metadata") or {}).get("labels") or {}
+        model = labels.get(model_label) or ""
+        if not model:
+            continue
+        usable = node_usable(node)
+        allocatable = (node.get("status") or {}).get("allocatable") or {}
+        for name, quantity in allocatable.items():
+            if not is_gpu_resource(name, known):
+                continue
+            gpus = whole(quantity)
+            row = models.setdefault((name, model), ModelGpus(resource_name=name, gpu_model=model))
+            if usable and gpus > 0:
+                row.allocatable += gpus
+                row.nodes += 1
+                row.max_per_node = max(row.max_per_node, gpus)
+    return models
 
 
 @dataclass(frozen=True)

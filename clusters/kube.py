@@ -1,6 +1,11 @@
 """The portal's one way to change a cluster: server-side apply under one field manager, delete,
 get, and list by label, with every failure turned into a ``KubeError`` a person can act on.
 
+A ``KubeError`` carries the API server's answer: its HTTP ``status`` and its Status object's
+``reason`` and ``details``. Callers tell refusals apart by class (``NotFound``, ``AlreadyExists``,
+``Conflict``, ``QuotaExceeded``, ...) or by those fields, never by the message, which is for
+people.
+
 Objects go in and come out as plain dicts (the API's JSON), never the client's model classes:
 what the portal builds (``tenants.manifests``) is compared with what the cluster holds without
 translation, and reading JSON is several times faster than building model objects.
@@ -13,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +30,7 @@ from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
 from clusters.models import Cluster
+from clusters.vocabulary import KUEUE_API_VERSION
 
 # (connect, read) seconds: a cluster that does not answer is an error to retry, not a hang.
 REQUEST_TIMEOUT = (5, 30)
@@ -34,9 +41,27 @@ REQUEST_TIMEOUT = (5, 30)
 
 class KubeError(Exception):
     """The cluster did not do what the portal asked. The message is shown to leads and admins
-    as it is, so it says what happened and what to do about it."""
+    as it is, so it says what happened and what to do about it.
+
+    ``status`` is the HTTP status the API server answered (None when none answered: no
+    credentials, unreachable); ``reason`` and ``details`` are those of its Status object
+    (``"NotFound"``, ``{"kind": "namespaces", "name": "vision"}``).
+    """
 
     transient = False
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        status: int | None = None,
+        reason: str = "",
+        details: dict | None = None,
+    ):
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+        self.details = details or {}
 
 
 class TransientKubeError(KubeError):
@@ -54,7 +79,26 @@ class ClusterUnreachable(TransientKubeError):
 
 
 class Conflict(TransientKubeError):
-    """409: the object changed under the request, or is being deleted."""
+    """409: the object changed under the request (or a delete's uid precondition failed); also
+    a 403 for content in a namespace that is being deleted."""
+
+
+class NotFound(KubeError):
+    """404: the object (or the namespace it would live in: see ``details["kind"]``) does not
+    exist."""
+
+
+class AlreadyExists(KubeError):
+    """409 with reason AlreadyExists: a create found an object of that name."""
+
+
+class QuotaExceeded(KubeError):
+    """403 from ResourceQuota admission: the namespace's quota does not leave room."""
+
+
+class ResourceVersionExpired(KubeError):
+    """410 Gone: the resourceVersion a watch or list resumed from is older than the API server
+    keeps; the caller must list everything again."""
 
 
 class Throttled(TransientKubeError):
@@ -77,6 +121,17 @@ class Forbidden(TransientKubeError):
 class Unauthorized(TransientKubeError):
     """401: the API server does not accept the portal's credentials (retried, as a renewed
     token or an authenticator still starting may fix it)."""
+
+
+class WebhookUnavailable(ServerError):
+    """500 because an admission webhook the API server must call did not answer: the webhook's
+    server is down (Kueue's, while Kueue is not running, refuses every Job and every change to
+    its queues and flavors). Nothing was changed; worth retrying once the webhook is back.
+    ``webhook`` names it (``mjob.kb.io``)."""
+
+    def __init__(self, message: str = "", *, webhook: str = "", **fields):
+        super().__init__(message, **fields)
+        self.webhook = webhook
 
 
 class Invalid(KubeError):
@@ -115,6 +170,12 @@ KINDS: dict[str, Kind] = {
     "LimitRange": Kind("v1", "limitranges", namespaced=True),
     "RoleBinding": Kind("rbac.authorization.k8s.io/v1", "rolebindings", namespaced=True),
     "Node": Kind("v1", "nodes", namespaced=False),
+    # Kueue's, in a cluster in Kueue mode: per cluster the flavors of its GPU models and the
+    # priority classes, per team its queues.
+    "ResourceFlavor": Kind(KUEUE_API_VERSION, "resourceflavors", namespaced=False),
+    "WorkloadPriorityClass": Kind(KUEUE_API_VERSION, "workloadpriorityclasses", namespaced=False),
+    "ClusterQueue": Kind(KUEUE_API_VERSION, "clusterqueues", namespaced=False),
+    "LocalQueue": Kind(KUEUE_API_VERSION, "localqueues", namespaced=True),
 }
 
 
@@ -270,49 +331,91 @@ class KubeClient:
         )
 
     def _translate(self, error: ApiException, *, method: str, what: str) -> KubeError:
-        """The API server's answer as a portal error whose message says what to do."""
+        """The API server's answer as a portal error whose message says what to do, and whose
+        class and fields say what happened."""
         status = error.status or 0
-        message = _api_message(error)
+        answer = _api_status(error)
+        message = str(answer.get("message") or error.reason or f"HTTP {status}").strip()
         verb = {"GET": "read", "PATCH": "apply", "DELETE": "delete", "POST": "create"}[method]
         if status == 0:
             return ClusterUnreachable(self._unreachable(error))
+        fields = {
+            "status": status,
+            "reason": str(answer.get("reason") or ""),
+            "details": answer.get("details") or {},
+        }
         if status == 401:
             return Unauthorized(
                 f"Cluster {self.cluster_name} does not accept the portal's credentials "
-                f"({message}). An admin must renew the kubeconfig or service-account token."
+                f"({message}). An admin must renew the kubeconfig or service-account token.",
+                **fields,
             )
         if status == 403:
-            if "being terminated" in message:
+            if _has_cause(fields["details"], NAMESPACE_TERMINATING):
                 return Conflict(
                     f"Cannot {verb} {what} on cluster {self.cluster_name}: the namespace is "
-                    "being deleted. The portal tries again once it is gone."
+                    "being deleted. The portal tries again once it is gone.",
+                    **fields,
+                )
+            if _is_quota_refusal(fields["reason"], message):
+                return QuotaExceeded(
+                    f"Cluster {self.cluster_name} refused {what}: {message}", **fields
                 )
             return Forbidden(
                 f"Cluster {self.cluster_name} does not let the portal {verb} {what}: {message}. "
-                "A cluster admin must grant the portal the role in deploy/rbac.yaml."
+                "A cluster admin must grant the portal the role in deploy/rbac.yaml.",
+                **fields,
+            )
+        if status == 404:
+            return NotFound(
+                f"Cluster {self.cluster_name} answered 404 to {verb} {what}: {message}", **fields
             )
         if status == 409:
+            if fields["reason"] == "AlreadyExists":
+                return AlreadyExists(
+                    f"Cannot {verb} {what} on cluster {self.cluster_name}: {message}", **fields
+                )
             return Conflict(
                 f"Cannot {verb} {what} on cluster {self.cluster_name}: it changed at the same "
-                f"time ({message}). The portal tries again."
+                f"time ({message}). The portal tries again.",
+                **fields,
+            )
+        if status == 410:
+            return ResourceVersionExpired(
+                f"Reading {what} on cluster {self.cluster_name} took too long: the API server no "
+                f"longer keeps the version it started from ({message}). Listing again.",
+                **fields,
             )
         if status == 429:
             return Throttled(
                 f"Cluster {self.cluster_name} asked the portal to slow down while it tried to "
-                f"{verb} {what}. The portal tries again shortly."
+                f"{verb} {what}. The portal tries again shortly.",
+                **fields,
+            )
+        if status >= 500 and (webhook := _failed_webhook(message)):
+            return WebhookUnavailable(
+                f"Cluster {self.cluster_name} cannot {verb} {what} now: its admission webhook "
+                f"{webhook} does not answer ({message}). While Kueue is not running its webhooks "
+                "refuse every Job and every change to its queues; nothing is lost, and the portal "
+                "tries again until it is back.",
+                webhook=webhook,
+                **fields,
             )
         if status >= 500:
             return ServerError(
                 f"The API server of cluster {self.cluster_name} failed to {verb} {what} "
-                f"({status}: {message}). The portal tries again."
+                f"({status}: {message}). The portal tries again.",
+                **fields,
             )
         if status in (400, 422):
             return Invalid(
                 f"Cluster {self.cluster_name} refused {what} as invalid: {message}. "
-                "This is a bug in the portal or a cluster policy; tell the portal's admins."
+                "This is a bug in the portal or a cluster policy; tell the portal's admins.",
+                **fields,
             )
         return KubeError(
-            f"Cluster {self.cluster_name} answered {status} to {verb} {what}: {message}"
+            f"Cluster {self.cluster_name} answered {status} to {verb} {what}: {message}",
+            **fields,
         )
 
     # -- operations
@@ -322,10 +425,8 @@ class KubeClient:
         path = KINDS[kind].path(namespace=namespace, name=name)
         try:
             return self._call("GET", path, what=describe(kind, name, namespace))
-        except KubeError as error:
-            if _status(error) == 404:
-                return None
-            raise
+        except NotFound:
+            return None
 
     def list(
         self, kind: str, *, namespace: str | None = None, label_selector: str | None = None
@@ -371,24 +472,52 @@ class KubeClient:
                 body=body,
                 content_type="application/json",
             )
-        except KubeError as error:
-            if _status(error) == 404:
-                return False
-            raise
+        except NotFound:
+            return False
         return True
 
 
-def _status(error: KubeError) -> int | None:
-    cause = error.__cause__
-    return cause.status if isinstance(cause, ApiException) else None
+# The cause the namespace lifecycle admission puts on a 403 for a namespace being deleted.
+NAMESPACE_TERMINATING = "NamespaceTerminating"
 
 
-def _api_message(error: ApiException) -> str:
+def _api_status(error: ApiException) -> dict:
+    """The API server's Status object from an error's body ({} when the body is not one)."""
     try:
         body = json.loads(error.body or "")
     except (TypeError, ValueError):
-        return (error.reason or "").strip() or f"HTTP {error.status}"
-    return str(body.get("message") or error.reason or f"HTTP {error.status}")
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+def _has_cause(details: dict, reason: str) -> bool:
+    return any(cause.get("reason") == reason for cause in details.get("causes") or [])
+
+
+def _is_quota_refusal(reason: str, message: str) -> bool:
+    """Whether a 403 is ResourceQuota admission refusing the object.
+
+    The API server says so only in words: it answers a plain Forbidden Status with no cause in
+    ``details`` (checked on the devcluster's kube-apiserver v1.36.3: ``{"reason": "Forbidden",
+    "details": {"name": "p", "kind": "pods"}, "message": "pods \"p\" is forbidden: exceeded
+    quota: q, requested: ..."}``). So the admission error that Forbidden wraps, the part after
+    ``is forbidden:``, is read for the quota plugin's own prefix; nothing else in the message is.
+    """
+    admission_error = message.partition(" is forbidden: ")[2]
+    return reason == "Forbidden" and admission_error.startswith("exceeded quota: ")
+
+
+def _failed_webhook(message: str) -> str:
+    """The webhook named in a 500 the API server answers when it could not call one, or "".
+
+    As with quota refusals the API server says so only in words (checked on the devcluster's
+    kube-apiserver v1.36.3 with Kueue stopped: ``{"reason": "InternalError", "details":
+    {"causes": [{"message": "failed calling webhook \"mjob.kb.io\": ... connection refused"}]},
+    "message": "Internal error occurred: failed calling webhook \"mjob.kb.io\": ..."}``), so
+    the webhook admission plugin's own words are looked for, and the quoted name after them.
+    """
+    found = re.search(r'failed calling webhook "([^"]+)"', message)
+    return found.group(1) if found else ""
 
 
 def selector(labels: dict[str, str]) -> str:

@@ -4,16 +4,27 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
+from clusters.vocabulary import (
+    DEFAULT_GPU_MODEL_LABEL,
+    DEFAULT_GPU_NODE_SELECTOR,
+    DEFAULT_GPU_RESOURCE,
+    DEFAULT_GPU_TAINT_KEY,
+)
 from portal.redaction import redact
 from portal.validators import (
     DNS1123_LABEL_MAX_LENGTH,
     dns1123_label_validator,
     extended_resource_name_validator,
+    validate_label_matchers,
 )
+
+# The devcluster's Prometheus scrapes its DCGM simulator under this job, as the DCGM exporter's
+# Helm chart and most scrape configs name it.
+DEFAULT_DCGM_EXPORTER_SELECTOR = 'job="dcgm-exporter"'
 
 
 def default_gpu_node_selector() -> dict:
-    return {"hardware-type": "gpu"}
+    return dict(DEFAULT_GPU_NODE_SELECTOR)
 
 
 class MetricsLabelLayout(models.TextChoices):
@@ -32,6 +43,14 @@ class GpuUtilizationMetric(models.TextChoices):
     )
 
 
+class QuotaMode(models.TextChoices):
+    """How a cluster enforces the grants: a fixed ResourceQuota per team, or Kueue queues that
+    let jobs wait and let idle GPUs be borrowed (with the ResourceQuota as the hard ceiling)."""
+
+    QUOTA_ONLY = "quota", "Quota only (ResourceQuota)"
+    KUEUE = "kueue", "Kueue (queues, borrowing, preemption)"
+
+
 class Cluster(models.Model):
     """One Kubernetes cluster the portal hands out GPU quota on.
 
@@ -46,10 +65,10 @@ class Cluster(models.Model):
     kubeconfig_path = models.CharField(max_length=500, blank=True)
     prometheus_url = models.URLField(blank=True)
     gpu_node_selector = models.JSONField(default=default_gpu_node_selector)
-    gpu_taint_key = models.CharField(max_length=253, default="nvidia.com/gpu")
+    gpu_taint_key = models.CharField(max_length=253, default=DEFAULT_GPU_TAINT_KEY)
     gpu_model_label = models.CharField(
         max_length=253,
-        default="nvidia.com/gpu.product",
+        default=DEFAULT_GPU_MODEL_LABEL,
         help_text="Node label that names the GPU model (set by NVIDIA's GPU feature discovery).",
     )
     user_prefix = models.CharField(
@@ -75,6 +94,18 @@ class Cluster(models.Model):
         choices=GpuUtilizationMetric.choices,
         default=GpuUtilizationMetric.GPU_UTIL,
     )
+    dcgm_exporter_selector = models.CharField(
+        max_length=500,
+        default=DEFAULT_DCGM_EXPORTER_SELECTOR,
+        blank=True,
+        validators=[validate_label_matchers],
+        help_text="PromQL label matchers that only the DCGM exporter's own series carry, added "
+        'to every GPU metrics query, e.g. job="dcgm-exporter" (with the exported_* layout '
+        'also the exporter\'s namespace="gpu-operator"). Series from any other source, '
+        "such as a tenant's pod publishing DCGM metric names with another team's labels, "
+        "then never count. Pin labels the scrape sets, which a scraped pod cannot override. "
+        "Empty trusts every series.",
+    )
     idle_utilization_percent = models.PositiveSmallIntegerField(
         default=10,
         validators=[MaxValueValidator(100)],
@@ -90,6 +121,12 @@ class Cluster(models.Model):
         validators=[MinValueValidator(Decimal("0.01"))],
         help_text="Guaranteed GPUs granted may reach capacity times this ratio.",
     )
+    quota_mode = models.CharField(
+        max_length=10,
+        choices=QuotaMode.choices,
+        default=QuotaMode.QUOTA_ONLY,
+        help_text="Kueue needs Kueue v0.17+ installed on the cluster.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -97,6 +134,9 @@ class Cluster(models.Model):
         constraints = [
             models.CheckConstraint(
                 condition=Q(overcommit_ratio__gt=0), name="cluster_overcommit_ratio_positive"
+            ),
+            models.CheckConstraint(
+                condition=Q(quota_mode__in=["quota", "kueue"]), name="cluster_quota_mode_valid"
             ),
         ]
 
@@ -114,7 +154,7 @@ class GpuCapacity(models.Model):
 
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="gpu_capacities")
     resource_name = models.CharField(
-        max_length=253, default="nvidia.com/gpu", validators=[extended_resource_name_validator]
+        max_length=253, default=DEFAULT_GPU_RESOURCE, validators=[extended_resource_name_validator]
     )
     gpu_model = models.CharField(max_length=200, blank=True)
     allocatable = models.PositiveIntegerField(
@@ -142,3 +182,38 @@ class GpuCapacity(models.Model):
         if self.admin_cap is None:
             return self.allocatable
         return min(self.allocatable, self.admin_cap)
+
+
+class GpuModelCapacity(models.Model):
+    """GPUs of one model (as the cluster's GPU model label names it) among the nodes offering a
+    GPU resource: what per-model quota and Kueue's resource flavors plan with, and how large a
+    job one node of the model can take. Written by the capacity sync from the nodes."""
+
+    cluster = models.ForeignKey(
+        Cluster, on_delete=models.CASCADE, related_name="gpu_model_capacities"
+    )
+    resource_name = models.CharField(
+        max_length=253, default=DEFAULT_GPU_RESOURCE, validators=[extended_resource_name_validator]
+    )
+    gpu_model = models.CharField(max_length=200)
+    allocatable = models.PositiveIntegerField(default=0)
+    nodes = models.PositiveIntegerField(default=0)
+    max_per_node = models.PositiveIntegerField(
+        default=0, help_text="The most GPUs one Ready node of this model offers."
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["cluster", "resource_name", "gpu_model"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "resource_name", "gpu_model"],
+                name="gpu_model_capacity_unique",
+            ),
+            models.CheckConstraint(
+                condition=~Q(gpu_model=""), name="gpu_model_capacity_model_named"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.cluster.name}: {self.allocatable} × {self.gpu_model} ({self.resource_name})"

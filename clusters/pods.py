@@ -13,9 +13,8 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from clusters.models import Cluster
+from clusters.vocabulary import MANAGED_BY_LABEL
 from clusters.workloads import WorkloadClient
-
-MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 
 
 class StopRefused(Exception):

@@ -16,7 +16,8 @@ from clusters.models import Cluster
     max_retries=3,
 )
 def sync_cluster_inventory(*, cluster_id: int) -> dict[str, int]:
-    """Read the cluster's GPU nodes and update its capacity rows; returns the new figures."""
+    """Read the cluster's GPU nodes and update its capacity rows; returns the new figures of
+    the GPU kinds that changed."""
     cluster = Cluster.objects.filter(pk=cluster_id).first()
     if cluster is None:
         return {}
@@ -24,7 +25,7 @@ def sync_cluster_inventory(*, cluster_id: int) -> dict[str, int]:
         changes = capacity_sync(cluster=cluster)
     except ClusterNotConfigured:
         return {}  # nothing to read: capacity stays what an admin entered
-    return {change.resource_name: change.after for change in changes}
+    return {c.resource_name: c.after for c in changes if not c.gpu_model}
 
 
 @shared_task(acks_late=True)

@@ -22,11 +22,14 @@ from urllib3.exceptions import HTTPError
 
 from clusters.kube import (
     REQUEST_TIMEOUT,
+    AlreadyExists,
     ClusterUnreachable,
-    Forbidden,
+    Conflict,
     Kind,
     KubeClient,
     KubeError,
+    NotFound,
+    ResourceVersionExpired,
     describe,
 )
 
@@ -40,15 +43,6 @@ LIST_PAGE_SIZE = 500
 WATCH_TIMEOUT_SECONDS = 240
 # Reading a followed log: how long one read may wait for the next bytes.
 FOLLOW_READ_TIMEOUT = 60
-
-
-class QuotaExceeded(KubeError):
-    """403 from quota admission: the namespace's ResourceQuota does not leave room."""
-
-
-class ResourceVersionExpired(KubeError):
-    """410 Gone: the resourceVersion a watch or list resumed from is older than the API server
-    keeps; the caller must list everything again."""
 
 
 @dataclass
@@ -84,13 +78,6 @@ def _ssl_context(configuration: Configuration) -> ssl.SSLContext:
     return context
 
 
-def _api_status(error: ApiException) -> dict:
-    try:
-        return json.loads(error.body or "")
-    except (TypeError, ValueError):
-        return {}
-
-
 class WorkloadClient(KubeClient):
     """A cluster's Jobs, Pods and Events, and its pods' logs."""
 
@@ -101,6 +88,7 @@ class WorkloadClient(KubeClient):
 
         Returns ``(job, created)``. Creating twice is safe: the name comes from the portal's id,
         so the second call finds the first call's Job (check its labels before trusting it).
+        A quota refusal raises ``QuotaExceeded``; a namespace that does not exist, ``NotFound``.
         """
         metadata = manifest["metadata"]
         namespace, name = metadata["namespace"], metadata["name"]
@@ -114,19 +102,11 @@ class WorkloadClient(KubeClient):
                 body=manifest,
                 content_type="application/json",
             )
-        except KubeError as error:
-            cause = error.__cause__
-            if isinstance(cause, ApiException):
-                status = _api_status(cause)
-                if cause.status == 409 and status.get("reason") == "AlreadyExists":
-                    existing = self.get_job(namespace, name)
-                    if existing is not None:
-                        return existing, False
-                if cause.status == 403 and "exceeded quota" in (status.get("message") or ""):
-                    raise QuotaExceeded(
-                        f"Cluster {self.cluster_name} refused {what}: {status.get('message')}"
-                    ) from cause
-            raise
+        except AlreadyExists:
+            existing = self.get_job(namespace, name)
+            if existing is None:
+                raise
+            return existing, False
         return created, True
 
     def get_job(self, namespace: str, name: str) -> dict | None:
@@ -136,10 +116,8 @@ class WorkloadClient(KubeClient):
                 JOBS.path(namespace=namespace, name=name),
                 what=describe("Job", name, namespace),
             )
-        except KubeError as error:
-            if isinstance(error.__cause__, ApiException) and error.__cause__.status == 404:
-                return None
-            raise
+        except NotFound:
+            return None
 
     def delete_job(
         self,
@@ -166,12 +144,11 @@ class WorkloadClient(KubeClient):
                 body=body,
                 content_type="application/json",
             )
-        except KubeError as error:
-            cause = error.__cause__
-            if isinstance(cause, ApiException) and cause.status == 404:
-                return False
+        except NotFound:
+            return False
+        except Conflict as error:
             # A uid precondition that fails: the Job of that name is another one now.
-            if isinstance(cause, ApiException) and cause.status == 409 and uid:
+            if uid and error.status == 409:
                 return False
             raise
         return True
@@ -185,10 +162,8 @@ class WorkloadClient(KubeClient):
                 PODS.path(namespace=namespace, name=name),
                 what=describe("Pod", name, namespace),
             )
-        except KubeError as error:
-            if isinstance(error.__cause__, ApiException) and error.__cause__.status == 404:
-                return None
-            raise
+        except NotFound:
+            return None
 
     def delete_pod(self, namespace: str, name: str, *, uid: str | None = None) -> bool:
         """Delete the pod (with ``uid``, only that very pod). False when it was already gone."""
@@ -203,11 +178,10 @@ class WorkloadClient(KubeClient):
                 body=body,
                 content_type="application/json",
             )
-        except KubeError as error:
-            cause = error.__cause__
-            if isinstance(cause, ApiException) and (
-                cause.status == 404 or (cause.status == 409 and uid)
-            ):
+        except NotFound:
+            return False
+        except Conflict as error:
+            if uid and error.status == 409:  # that very pod is gone; another has its name
                 return False
             raise
         return True
@@ -236,16 +210,7 @@ class WorkloadClient(KubeClient):
                 query.append(("fieldSelector", field_selector))
             if token:
                 query.append(("continue", token))
-            try:
-                body = self._call("GET", path, what=what, query=query)
-            except KubeError as error:
-                cause = error.__cause__
-                if isinstance(cause, ApiException) and cause.status == 410:
-                    raise ResourceVersionExpired(
-                        f"Listing {what} on cluster {self.cluster_name} took too long: its "
-                        "snapshot expired. Listing again."
-                    ) from cause
-                raise
+            body = self._call("GET", path, what=what, query=query)
             for item in body.get("items") or []:
                 item.setdefault("kind", kind)
                 item.setdefault("apiVersion", resource.api_version)
@@ -300,14 +265,21 @@ class WorkloadClient(KubeClient):
                 kind_of_event = event.get("type")
                 obj = event.get("object") or {}
                 if kind_of_event == "ERROR":
+                    fields = {
+                        "status": obj.get("code"),
+                        "reason": obj.get("reason") or "",
+                        "details": obj.get("details") or {},
+                    }
                     if obj.get("code") == 410:
                         raise ResourceVersionExpired(
                             f"The watch of {resource.plural} on cluster {self.cluster_name} "
-                            f"fell too far behind ({obj.get('message')}). Listing again."
+                            f"fell too far behind ({obj.get('message')}). Listing again.",
+                            **fields,
                         )
                     raise KubeError(
                         f"The watch of {resource.plural} on cluster {self.cluster_name} ended "
-                        f"with an error: {obj.get('message') or obj}"
+                        f"with an error: {obj.get('message') or obj}",
+                        **fields,
                     )
                 obj.setdefault("kind", kind)
                 yield WatchEvent(type=kind_of_event, object=obj)
@@ -427,10 +399,7 @@ class WorkloadClient(KubeClient):
                 _request_timeout=(REQUEST_TIMEOUT[0], read_timeout),
             )
         except ApiException as error:
-            translated = self._translate(error, method="GET", what=what)
-            if error.status == 410:
-                raise ResourceVersionExpired(str(translated)) from error
-            raise translated from error
+            raise self._translate(error, method="GET", what=what) from error
         except (HTTPError, OSError) as error:
             raise ClusterUnreachable(self._unreachable(error)) from error
 
@@ -439,10 +408,7 @@ __all__ = [
     "EVENTS",
     "JOBS",
     "PODS",
-    "Forbidden",
     "Listing",
-    "QuotaExceeded",
-    "ResourceVersionExpired",
     "WatchEvent",
     "WorkloadClient",
 ]

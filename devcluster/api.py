@@ -5,6 +5,8 @@ handle.api_client()                   # kubernetes ApiClient as the admin
 handle.mint("alice", ["team-a"])      # kubeconfig path for a user
 handle.add_gpu_node(gpus=8)           # another simulated GPU node
 handle.write_pod_log("ns", "pod", ["epoch 1"])  # what `kubectl logs ns/pod` will show
+with handle.kueue_stopped(): ...      # Kueue down for a moment (jobs stay suspended)
+with handle.tenant_metrics(text): ...  # a tenant's pod publishing metrics, scraped meanwhile
 """
 
 from __future__ import annotations
@@ -15,15 +17,15 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from kubernetes import client
 
 from devcluster import backfill as backfill_module
-from devcluster import cluster, credentials, nodes, podlogs, processes
+from devcluster import cluster, credentials, kueue, nodes, podlogs, processes, tenant_metrics
 from devcluster.gpu_models import DEFAULT_GPU_MODEL
 from devcluster.settings import Settings, current
 
@@ -93,13 +95,42 @@ class DevCluster:
         stopped apiserver for a broken cluster and restart everything. Keep the block short:
         other sessions sharing the cluster see the outage too.
         """
-        component = cluster.COMPONENTS_BY_NAME["kube-apiserver"]
+        with self._stopped("kube-apiserver"):
+            yield
+
+    @contextmanager
+    def kueue_stopped(self) -> Iterator[None]:
+        """Stop Kueue for the duration of the block, then start it and wait until it is ready
+        again (its webhooks answer and the visibility API is available).
+
+        While Kueue is down its webhooks fail closed, so the API server refuses to create or
+        change any Job in the cluster; other sessions sharing the cluster see that too, so
+        keep the block short. The state lock is held meanwhile, as for apiserver_stopped."""
+
+        def visibility_api_available() -> None:
+            with self.api_client() as api:
+                processes.wait_until(
+                    lambda: kueue.visibility_available(api),
+                    60,
+                    "Kueue's visibility API to be available",
+                )
+
+        with self._stopped("kueue", then=visibility_api_available):
+            yield
+
+    @contextmanager
+    def _stopped(self, name: str, then: Callable[[], None] | None = None) -> Iterator[None]:
+        """One component down for the block, under the state lock; started again (and `then`
+        run) whatever the block does."""
+        component = cluster.COMPONENTS_BY_NAME[name]
         with cluster.state_lock(self.settings):
             processes.stop(self.settings.run_dir, component.name, component.marker)
             try:
                 yield
             finally:
                 cluster._start_and_wait(self.settings, [component])
+                if then is not None:
+                    then()
 
     def remove_node(self, name: str, wait: bool = True) -> None:
         """Delete a simulated node (pods bound to it are garbage-collected by the cluster)."""
@@ -160,6 +191,12 @@ class DevCluster:
                     ]
                     objects.replace_namespaced_custom_object(*args, pod, body)
         return path
+
+    def tenant_metrics(self, text: str) -> AbstractContextManager[str]:
+        """Prometheus scrapes ``text`` (exposition format) as a tenant's pod while the block
+        runs, under the ``tenant-pods`` job (see devcluster.tenant_metrics); yields the
+        target's address once scraped."""
+        return tenant_metrics.published(self.settings, text)
 
     def backfill(
         self, spec: backfill_module.BackfillSpec, restart_prometheus: bool = True

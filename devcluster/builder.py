@@ -1,9 +1,11 @@
 """Build the pinned control-plane binaries from their Go modules into a cache outside the repo.
 
-Three small Go modules live under devcluster/gomodules/ so that their dependency versions do not
+Four small Go modules live under devcluster/gomodules/ so that their dependency versions do not
 fight: `kube` (k8s.io/kubernetes consumed as a dependency), `etcd` (a tiny main calling
-etcdmain.Main) and `kwok`. Binaries land in `<cache>/<kubernetes-version>/bin/`; a stamp file keyed
-by the pinned versions and the go.mod/go.sum contents lets later runs reuse them.
+etcdmain.Main), `kwok` and `kueue`. Binaries land in `<cache>/<kubernetes-version>/bin/`, files a
+module ships beside its code (Kueue's CRDs, webhook and RBAC manifests) in
+`<cache>/<kubernetes-version>/<module>/`; a stamp file keyed by the pinned versions, the
+go.mod/go.sum contents and the build recipe lets later runs reuse them.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -36,14 +39,43 @@ KUBE_TOOLS = [
 ]
 
 
+# Kueue reads the certificates of its metrics and visibility servers from fixed absolute paths
+# when its internal cert management is off; the build points both at this directory instead,
+# relative to Kueue's working directory (the devcluster runs it in <state>/kueue).
+KUEUE_CERT_DIR = "certs"
+
+
+@dataclass(frozen=True)
+class PatchedCopy:
+    """A dependency's source file, copied with a one-line change into the Go module that builds
+    it (`target`, inside gomodules/<name>/). Go refuses overlays of files in its module cache,
+    so the copy is added to our own module with `go build -overlay` and never written to the
+    repository. The build fails when `old` is not found exactly once, so a moved pin cannot
+    silently build without the change."""
+
+    module: str
+    path: str  # inside the dependency
+    target: str  # inside gomodules/<name>/
+    old: str
+    new: str
+
+
 @dataclass(frozen=True)
 class GoModuleBuild:
-    """One Go module under gomodules/ and the binaries built from it."""
+    """One Go module under gomodules/, the binaries built from it and the directories of its
+    dependency's source tree that are copied beside them (`files_from`, paths in `files_module`)."""
 
     name: str
     packages: tuple[str, ...]
     binaries: tuple[str, ...]
     ldflags: tuple[str, ...] = ()
+    patches: tuple[PatchedCopy, ...] = ()
+    files_module: str = ""
+    files_from: tuple[str, ...] = ()
+
+    def recipe(self) -> str:
+        """What besides go.mod/go.sum decides the binaries, for the stamp."""
+        return repr((self.packages, self.ldflags, self.patches, self.files_module, self.files_from))
 
 
 def _kube_version_ldflags() -> tuple[str, ...]:
@@ -74,6 +106,35 @@ MODULE_BUILDS = (
         binaries=tuple(tool.rsplit("/", 1)[1] for tool in KUBE_TOOLS),
         ldflags=_kube_version_ldflags(),
     ),
+    GoModuleBuild(
+        name="kueue",
+        # Kueue's cmd/kueue/main.go, patched (below); the module also lists cmd/kueue as a
+        # `tool`, which keeps `go mod tidy` requiring everything that file imports.
+        packages=("./cmd/kueue",),
+        binaries=("kueue",),
+        ldflags=(
+            f"-X sigs.k8s.io/kueue/pkg/version.GitVersion={versions.KUEUE_VERSION}",
+            # A package variable, so the linker can set it (default "/visibility").
+            f"-X sigs.k8s.io/kueue/pkg/visibility.certDir={KUEUE_CERT_DIR}",
+        ),
+        patches=(
+            # A local variable in main(), which no linker flag reaches.
+            PatchedCopy(
+                module="sigs.k8s.io/kueue",
+                path="cmd/kueue/main.go",
+                target="cmd/kueue/main.go",
+                old='metricsCertPath := "/etc/kueue/metrics/certs"',
+                new=f'metricsCertPath := "{KUEUE_CERT_DIR}"',
+            ),
+        ),
+        files_module="sigs.k8s.io/kueue",
+        files_from=(
+            "config/components/crd",
+            "config/components/rbac",
+            "config/components/visibility",
+            "config/components/webhook",
+        ),
+    ),
 )
 
 ALL_BINARIES = tuple(binary for build in MODULE_BUILDS for binary in build.binaries)
@@ -95,6 +156,11 @@ def binary(name: str) -> Path:
     return bin_dir() / name
 
 
+def module_files_dir(name: str) -> Path:
+    """Where the files copied from a module build's dependency (`files_from`) are cached."""
+    return bin_dir().parent / name
+
+
 def go_executable() -> str:
     """Locate the Go toolchain (PATH first, then the usual /usr/local/go)."""
     found = shutil.which("go") or "/usr/local/go/bin/go"
@@ -112,27 +178,104 @@ def expected_stamp() -> str:
             if path.exists():
                 digest.update(f"{build.name}/{filename}\0".encode())
                 digest.update(path.read_bytes())
+        digest.update(f"{build.name}/recipe\0{build.recipe()}".encode())
     return f"{versions.versions_key()} gomodules-sha256={digest.hexdigest()}\n"
 
 
 def is_built() -> bool:
-    """True when every binary is cached and the stamp matches the current pins."""
+    """True when every binary and copied directory is cached and the stamp matches the pins."""
     stamp = bin_dir() / STAMP_NAME
     if not stamp.exists() or stamp.read_text() != expected_stamp():
         return False
-    return all(os.access(binary(name), os.X_OK) for name in ALL_BINARIES)
+    copied = [
+        module_files_dir(build.name) / directory
+        for build in MODULE_BUILDS
+        for directory in build.files_from
+    ]
+    return all(os.access(binary(name), os.X_OK) for name in ALL_BINARIES) and all(
+        path.is_dir() for path in copied
+    )
+
+
+def _go_env() -> dict[str, str]:
+    go_flags = " ".join(
+        filter(None, [os.environ.get("GOFLAGS"), "-mod=readonly", "-buildvcs=false"])
+    )
+    return {**os.environ, "GOFLAGS": go_flags, "GOTOOLCHAIN": "local"}
+
+
+def module_source_dir(build: GoModuleBuild, module: str) -> Path:
+    """A dependency's source tree in Go's module cache (downloaded first if it is not there),
+    at the version the build's go.mod/go.sum pin."""
+    output = subprocess.run(
+        [go_executable(), "mod", "download", "-json", module],
+        cwd=GO_MODULES_DIR / build.name,
+        env=_go_env(),
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return Path(json.loads(output)["Dir"])
+
+
+def patched_source(original: str, patch: PatchedCopy) -> str:
+    """The file's text with the patch applied; ValueError unless `old` occurs exactly once."""
+    count = original.count(patch.old)
+    if count != 1:
+        raise ValueError(
+            f"{patch.module}/{patch.path}: expected {patch.old!r} exactly once, found it "
+            f"{count} times; the pinned version changed, so review the patch in "
+            "devcluster/builder.py"
+        )
+    return original.replace(patch.old, patch.new)
+
+
+def _write_overlay(build: GoModuleBuild, work_dir: Path) -> Path:
+    """The `go build -overlay` file that adds each patched copy to our module."""
+    replace = {}
+    for index, patch in enumerate(build.patches):
+        original = module_source_dir(build, patch.module) / patch.path
+        copy = work_dir / f"{index}-{original.name}"
+        copy.write_text(patched_source(original.read_text(), patch))
+        replace[str(GO_MODULES_DIR / build.name / patch.target)] = str(copy)
+    overlay = work_dir / "overlay.json"
+    overlay.write_text(json.dumps({"Replace": replace}, indent=2))
+    return overlay
+
+
+def _copy_module_files(build: GoModuleBuild) -> None:
+    """Copy `files_from` out of the module cache, so that `up` needs neither Go nor the
+    module cache once the build is done."""
+    if not build.files_from:
+        return
+    source = module_source_dir(build, build.files_module)
+    target = module_files_dir(build.name)
+    if target.exists():
+        shutil.rmtree(target)
+    for directory in build.files_from:
+        for path in sorted((source / directory).rglob("*")):
+            if path.is_file():
+                # Contents only: the module cache's read-only modes would stick to the copies.
+                copy = target / path.relative_to(source)
+                copy.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(path, copy)
+    progress(f"  {build.name}: copied {', '.join(build.files_from)} to {target}")
 
 
 def _run_go_build(build: GoModuleBuild, out_dir: Path) -> None:
     """Run one `go build -v`, reporting package counts periodically instead of every line."""
+    with tempfile.TemporaryDirectory(prefix=f"devcluster-{build.name}-") as work_dir:
+        overlay = ["-overlay", str(_write_overlay(build, Path(work_dir)))] if build.patches else []
+        _run_go_build_with(build, out_dir, overlay)
+    _copy_module_files(build)
+
+
+def _run_go_build_with(build: GoModuleBuild, out_dir: Path, overlay: list[str]) -> None:
     ldflags = " ".join(("-s", "-w", *build.ldflags))
-    command = ["nice", "-n", "10", go_executable(), "build", "-v", "-trimpath",
+    command = ["nice", "-n", "10", go_executable(), "build", "-v", "-trimpath", *overlay,
                "-ldflags", ldflags, "-o", f"{out_dir}/", *build.packages]  # fmt: skip
     module_dir = GO_MODULES_DIR / build.name
-    go_flags = " ".join(
-        filter(None, [os.environ.get("GOFLAGS"), "-mod=readonly", "-buildvcs=false"])
-    )
-    env = {**os.environ, "GOFLAGS": go_flags, "GOTOOLCHAIN": "local"}
+    env = _go_env()
     started = time.monotonic()
     process = subprocess.Popen(
         command,

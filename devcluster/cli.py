@@ -7,6 +7,7 @@ up)"` works; progress and diagnostics go to stderr.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -23,13 +24,24 @@ def _node_options(args: argparse.Namespace) -> cluster.NodeOptions:
         cpu_nodes=defaults.cpu_nodes if args.cpu_nodes is None else args.cpu_nodes,
         gpu_model=args.gpu_model or defaults.gpu_model,
         gpus_per_node=defaults.gpus_per_node if args.gpus_per_node is None else args.gpus_per_node,
+        second_gpu_nodes=(
+            defaults.second_gpu_nodes if args.second_gpu_nodes is None else args.second_gpu_nodes
+        ),
+        second_gpu_model=args.second_gpu_model or defaults.second_gpu_model,
     )
 
 
 def _explicit_node_options(args: argparse.Namespace) -> bool:
     return any(
         value is not None
-        for value in (args.gpu_nodes, args.cpu_nodes, args.gpu_model, args.gpus_per_node)
+        for value in (
+            args.gpu_nodes,
+            args.cpu_nodes,
+            args.gpu_model,
+            args.gpus_per_node,
+            args.second_gpu_nodes,
+            args.second_gpu_model,
+        )
     )
 
 
@@ -39,6 +51,8 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
+    if args.no_kueue:
+        os.environ["DEVCLUSTER_KUEUE"] = "0"
     settings, _ = cluster.up(
         _node_options(args),
         reconcile_nodes_when_reused=_explicit_node_options(args),
@@ -68,10 +82,14 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"apiserver:  {settings.apiserver_url}")
         print(f"prometheus: {settings.prometheus_url}")
         print(f"dcgm:       {settings.dcgm_url}/metrics")
+        if settings.kueue:
+            print(f"kueue:      webhooks {settings.kueue_webhook_url}, visibility API "
+                  f"127.0.0.1:{settings.kueue_visibility_port} (via the apiserver)")  # fmt: skip
         core = cluster.client.CoreV1Api(cluster.admin_api_client(settings))
         for node in core.list_node().items:
             gpus = (node.status.allocatable or {}).get("nvidia.com/gpu", "0")
-            print(f"  node {node.metadata.name:<24} nvidia.com/gpu={gpus}")
+            model = (node.metadata.labels or {}).get("nvidia.com/gpu.product", "")
+            print(f"  node {node.metadata.name:<24} nvidia.com/gpu={gpus} {model}".rstrip())
     return 0 if all_healthy else 1
 
 
@@ -145,6 +163,22 @@ def build_parser() -> argparse.ArgumentParser:
         f"NVIDIA-A100-SXM4-80GB; known: {', '.join(KNOWN_MODELS)})",
     )
     up.add_argument("--gpus-per-node", type=int, help="allocatable nvidia.com/gpu (default 8)")
+    up.add_argument(
+        "--second-gpu-nodes",
+        type=int,
+        help="GPU nodes of the second model (default 2, env DEVCLUSTER_SECOND_GPU_NODES)",
+    )
+    up.add_argument(
+        "--second-gpu-model",
+        metavar="PRODUCT",
+        help="nvidia.com/gpu.product of the second GPU nodes (default NVIDIA-H100-80GB-HBM3)",
+    )
+    up.add_argument(
+        "--no-kueue",
+        action="store_true",
+        help="when starting, leave Kueue out (env DEVCLUSTER_KUEUE=0); a running cluster is "
+        "reused as it is",
+    )
     up.add_argument(
         "--fresh",
         action="store_true",

@@ -1,5 +1,6 @@
-"""Start, stop and inspect the devcluster: etcd, the Kubernetes control plane, kwok, the DCGM
-simulator and Prometheus, each a detached process with a pid file and a log in the state dir."""
+"""Start, stop and inspect the devcluster: etcd, the Kubernetes control plane, kwok, Kueue, the
+DCGM simulator and Prometheus, each a detached process with a pid file and a log in the state
+dir."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from pathlib import Path
 import yaml
 from kubernetes import client, config
 
-from devcluster import builder, kubeconfig, nodes, pki, podlogs, processes
+from devcluster import builder, kubeconfig, kueue, nodes, pki, podlogs, processes, tenant_metrics
 from devcluster.log import progress
 from devcluster.settings import Settings, current
 
@@ -44,6 +45,8 @@ class NodeOptions:
     cpu_nodes: int = 2
     gpu_model: str = nodes.DEFAULT_GPU_MODEL
     gpus_per_node: int = nodes.DEFAULT_GPUS_PER_NODE
+    second_gpu_nodes: int = 2
+    second_gpu_model: str = nodes.DEFAULT_SECOND_GPU_MODEL
 
     @classmethod
     def from_env(cls) -> NodeOptions:
@@ -52,11 +55,20 @@ class NodeOptions:
             cpu_nodes=int(os.environ.get("DEVCLUSTER_CPU_NODES", cls.cpu_nodes)),
             gpu_model=os.environ.get("DEVCLUSTER_GPU_MODEL", cls.gpu_model),
             gpus_per_node=int(os.environ.get("DEVCLUSTER_GPUS_PER_NODE", cls.gpus_per_node)),
+            second_gpu_nodes=int(
+                os.environ.get("DEVCLUSTER_SECOND_GPU_NODES", cls.second_gpu_nodes)
+            ),
+            second_gpu_model=os.environ.get("DEVCLUSTER_SECOND_GPU_MODEL", cls.second_gpu_model),
         )
 
     def specs(self) -> list[nodes.NodeSpec]:
         return nodes.default_node_specs(
-            self.gpu_nodes, self.cpu_nodes, self.gpu_model, self.gpus_per_node
+            self.gpu_nodes,
+            self.cpu_nodes,
+            self.gpu_model,
+            self.gpus_per_node,
+            second_gpu_nodes=self.second_gpu_nodes,
+            second_gpu_model=self.second_gpu_model,
         )
 
 
@@ -70,6 +82,7 @@ class Component:
     healthy: Callable[[Settings], bool]
     startup_timeout: float = 60.0
     env: Callable[[Settings], dict[str, str]] | None = None
+    cwd: Callable[[Settings], Path] | None = None
 
 
 def _http_ok(url: str, context: ssl.SSLContext | None = None, timeout: float = 2.0) -> bool:
@@ -316,6 +329,14 @@ COMPONENTS = (
         env=_kwok_env,
     ),
     Component(
+        "kueue",
+        "kueue --config=",
+        kueue.command,
+        lambda s: _http_ok(f"http://127.0.0.1:{s.kueue_health_port}/readyz"),
+        # Kueue finds its metrics and visibility certificates relative to it (see builder.py).
+        cwd=lambda s: s.kueue_dir,
+    ),
+    Component(
         "dcgm-simulator",
         "devcluster.dcgm_simulator",
         _dcgm_command,
@@ -330,6 +351,11 @@ COMPONENTS = (
     ),
 )
 COMPONENTS_BY_NAME = {component.name: component for component in COMPONENTS}
+
+
+def components(settings: Settings) -> list[Component]:
+    """The components this cluster runs: all of them, less Kueue when it is switched off."""
+    return [c for c in COMPONENTS if c.name != "kueue" or settings.kueue]
 
 
 @contextmanager
@@ -351,7 +377,7 @@ def component_pid(settings: Settings, component: Component) -> int | None:
 def component_states(settings: Settings) -> dict[str, tuple[int | None, bool]]:
     """For each component: its pid (None when not running) and whether it answers healthy."""
     states = {}
-    for component in COMPONENTS:
+    for component in components(settings):
         pid = component_pid(settings, component)
         states[component.name] = (pid, pid is not None and component.healthy(settings))
     return states
@@ -359,7 +385,7 @@ def component_states(settings: Settings) -> dict[str, tuple[int | None, bool]]:
 
 def is_healthy(settings: Settings) -> bool:
     """True when every component is running and healthy."""
-    for component in COMPONENTS:
+    for component in components(settings):
         if component_pid(settings, component) is None or not component.healthy(settings):
             return False
     return True
@@ -440,6 +466,7 @@ def _write_prometheus_config(settings: Settings) -> None:
         "  - job_name: prometheus\n"
         "    static_configs:\n"
         f"      - targets: ['127.0.0.1:{settings.prometheus_port}']\n"
+        + tenant_metrics.scrape_config(settings)
     )
 
 
@@ -502,8 +529,14 @@ def _start_and_wait(settings: Settings, components: list[Component]) -> None:
     """Start several components, then wait for all of them (they start in parallel)."""
     for component in components:
         env = component.env(settings) if component.env else None
+        cwd = component.cwd(settings) if component.cwd else None
         pid = processes.start(
-            settings.run_dir, settings.log_dir, component.name, component.command(settings), env=env
+            settings.run_dir,
+            settings.log_dir,
+            component.name,
+            component.command(settings),
+            env=env,
+            cwd=cwd,
         )
         progress(f"started {component.name} (pid {pid})")
     for component in components:
@@ -611,6 +644,8 @@ def _start_cluster(settings: Settings, node_options: NodeOptions) -> None:
     for directory in (settings.run_dir, settings.log_dir, settings.kubeconfig_dir):
         directory.mkdir(parents=True, exist_ok=True)
     _prepare_credentials(settings)
+    if settings.kueue:
+        kueue.prepare(settings)
     _write_prometheus_config(settings)
     _write_pod_logs_config(settings)
     settings.record()
@@ -619,15 +654,23 @@ def _start_cluster(settings: Settings, node_options: NodeOptions) -> None:
     api = admin_api_client(settings)
     _bootstrap_rbac(api)
     _install_logs_crd(api)
-    after_apiserver = ("kube-controller-manager", "kube-scheduler", "kwok", "dcgm-simulator",
-                       "prometheus")  # fmt: skip
-    _start_and_wait(settings, [COMPONENTS_BY_NAME[name] for name in after_apiserver])
+    if settings.kueue:
+        kueue.install(api, settings)
+    else:
+        kueue.uninstall_hooks(api)
+    after_apiserver = [c for c in components(settings) if c.name not in ("etcd", "kube-apiserver")]
+    _start_and_wait(settings, after_apiserver)
     progress(
         f"creating nodes: {node_options.gpu_nodes} GPU ({node_options.gpu_model}), "
+        f"{node_options.second_gpu_nodes} GPU ({node_options.second_gpu_model}), "
         f"{node_options.cpu_nodes} CPU-only"
     )
     nodes.recreate(api, node_options.specs())
     _wait_for_default_service_account(api)
+    if settings.kueue:
+        processes.wait_until(
+            lambda: kueue.visibility_available(api), 60, "Kueue's visibility API to be available"
+        )
 
 
 def restart(settings: Settings, name: str) -> None:

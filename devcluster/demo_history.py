@@ -192,18 +192,23 @@ def last_sample(cluster: api.DevCluster, pods: Sequence[HistoryPod], *, now: int
 
 
 def gpu_nodes(cluster: api.DevCluster) -> dict:
-    """Where the history goes: the cluster's GPU nodes by name, with the first one's GPU count
-    and model (``DemoHistory`` options)."""
+    """Where the history goes: the cluster's GPU nodes of the first one's model, by name, with
+    that node's GPU count and model (``DemoHistory`` options). The devcluster has A100 and H100
+    nodes; the history, written with one model's figures, stays on nodes of that model."""
     with cluster.api_client() as api_client:
         nodes = client.CoreV1Api(api_client).list_node(label_selector=GPU_NODE_SELECTOR).items
     if not nodes:
         raise RuntimeError(f"the devcluster has no GPU nodes ({GPU_NODE_SELECTOR})")
     nodes.sort(key=lambda n: n.metadata.name)
     first = nodes[0]
+
+    def model(node) -> str:
+        return (node.metadata.labels or {}).get(GPU_PRODUCT_LABEL, DEFAULT_GPU_MODEL)
+
     return {
-        "nodes": [n.metadata.name for n in nodes],
+        "nodes": [n.metadata.name for n in nodes if model(n) == model(first)],
         "gpus_per_node": int((first.status.allocatable or {}).get(GPU_RESOURCE, 0)),
-        "gpu_model": (first.metadata.labels or {}).get(GPU_PRODUCT_LABEL, DEFAULT_GPU_MODEL),
+        "gpu_model": model(first),
     }
 
 

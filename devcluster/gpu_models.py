@@ -17,6 +17,8 @@ class GpuModel:
 
 
 DEFAULT_GPU_MODEL = "NVIDIA-A100-SXM4-80GB"
+# The model of the devcluster's second group of GPU nodes, so that quota per model is real.
+DEFAULT_SECOND_GPU_MODEL = "NVIDIA-H100-80GB-HBM3"
 
 KNOWN_MODELS = {
     model.product_label: model

@@ -7,13 +7,14 @@ and reconciled without touching anything else.
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from devcluster.gpu_models import DEFAULT_GPU_MODEL, model_for
+from devcluster.gpu_models import DEFAULT_GPU_MODEL, DEFAULT_SECOND_GPU_MODEL, model_for
 from devcluster.versions import KUBERNETES_VERSION
 
 MANAGED_LABEL = "devcluster.gpuportal.io/managed"
@@ -86,14 +87,31 @@ def default_node_specs(
     cpu_nodes: int,
     gpu_model: str = DEFAULT_GPU_MODEL,
     gpus_per_node: int = DEFAULT_GPUS_PER_NODE,
+    *,
+    second_gpu_nodes: int = 0,
+    second_gpu_model: str = DEFAULT_SECOND_GPU_MODEL,
 ) -> list[NodeSpec]:
-    """The standard node set: gpu-node-0.. with 8 GPUs each, then cpu-node-0.."""
+    """The standard node set: gpu-node-0.. of the first model, gpu-node-<model>-0.. of the
+    second (gpu-node-h100-0 for NVIDIA-H100-80GB-HBM3), each with gpus_per_node GPUs, then
+    cpu-node-0.."""
     specs = [
         NodeSpec(name=f"gpu-node-{index}", gpus=gpus_per_node, gpu_model=gpu_model)
         for index in range(gpu_nodes)
     ]
+    short = short_model_name(second_gpu_model)
+    specs += [
+        NodeSpec(name=f"gpu-node-{short}-{index}", gpus=gpus_per_node, gpu_model=second_gpu_model)
+        for index in range(second_gpu_nodes)
+    ]
     specs += [NodeSpec(name=f"cpu-node-{index}") for index in range(cpu_nodes)]
     return specs
+
+
+def short_model_name(product_label: str) -> str:
+    """The model part of a product label, fit for a node name: NVIDIA-H100-80GB-HBM3 -> h100,
+    Tesla-T4 -> t4."""
+    parts = [part for part in re.split(r"[^A-Za-z0-9]+", product_label) if part]
+    return (parts[1] if len(parts) > 1 else parts[0] if parts else "gpu").lower()
 
 
 def is_ready(node: client.V1Node) -> bool:

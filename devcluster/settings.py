@@ -24,6 +24,10 @@ _PORT_DEFAULTS = {
     "kwok_port": ("DEVCLUSTER_KWOK_PORT", 26080),
     "prometheus_port": ("DEVCLUSTER_PROMETHEUS_PORT", 29090),
     "dcgm_port": ("DEVCLUSTER_DCGM_PORT", 29400),
+    "kueue_webhook_port": ("DEVCLUSTER_KUEUE_WEBHOOK_PORT", 29443),
+    "kueue_metrics_port": ("DEVCLUSTER_KUEUE_METRICS_PORT", 28443),
+    "kueue_health_port": ("DEVCLUSTER_KUEUE_HEALTH_PORT", 28081),
+    "kueue_visibility_port": ("DEVCLUSTER_KUEUE_VISIBILITY_PORT", 28082),
 }
 
 
@@ -40,7 +44,12 @@ class Settings:
     kwok_port: int
     prometheus_port: int
     dcgm_port: int
+    kueue_webhook_port: int
+    kueue_metrics_port: int
+    kueue_health_port: int
+    kueue_visibility_port: int
     scrape_interval_seconds: int = 5
+    kueue: bool = True  # whether `up` starts Kueue (DEVCLUSTER_KUEUE=0 leaves it out)
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -52,6 +61,7 @@ class Settings:
         return cls(
             state_dir=Path(os.environ.get("DEVCLUSTER_STATE", DEFAULT_STATE_DIR)),
             scrape_interval_seconds=int(os.environ.get("DEVCLUSTER_SCRAPE_INTERVAL", 5)),
+            kueue=_flag(os.environ.get("DEVCLUSTER_KUEUE", "1")),
             **ports,
         )
 
@@ -100,6 +110,15 @@ class Settings:
         return self.state_dir / "etcd"
 
     @property
+    def kueue_dir(self) -> Path:
+        """Kueue's working directory: its configuration and serving certificate (certs/)."""
+        return self.state_dir / "kueue"
+
+    @property
+    def kueue_webhook_url(self) -> str:
+        return f"https://127.0.0.1:{self.kueue_webhook_port}"
+
+    @property
     def kwok_home(self) -> Path:
         return self.state_dir / "kwok-home"
 
@@ -136,5 +155,11 @@ def current() -> Settings:
     values = asdict(from_env)
     for field in fields(Settings):
         if field.name in data and field.name != "state_dir":
-            values[field.name] = int(data[field.name])
+            parse = _flag if field.name == "kueue" else int
+            values[field.name] = parse(data[field.name])
     return Settings(**values)
+
+
+def _flag(value: str) -> bool:
+    """An on/off setting: 0, false, no and off (any case) are off, anything else on."""
+    return value.strip().lower() not in ("0", "false", "no", "off")

@@ -8,6 +8,7 @@ KUBERNETES_VERSION = "v1.36.3"
 # The etcd release that k8s.io/kubernetes v1.36.3 itself requires (go.etcd.io/etcd/*/v3 v3.6.8).
 ETCD_VERSION = "v3.6.8"
 KWOK_VERSION = "v0.8.0"
+KUEUE_VERSION = "v0.17.0"
 
 
 def staging_version(kubernetes_version: str = KUBERNETES_VERSION) -> str:
@@ -24,4 +25,7 @@ def staging_version(kubernetes_version: str = KUBERNETES_VERSION) -> str:
 
 def versions_key() -> str:
     """A single string naming every pinned version, used for the cache stamp."""
-    return f"kubernetes={KUBERNETES_VERSION} etcd={ETCD_VERSION} kwok={KWOK_VERSION}"
+    return (
+        f"kubernetes={KUBERNETES_VERSION} etcd={ETCD_VERSION} kwok={KWOK_VERSION} "
+        f"kueue={KUEUE_VERSION}"
+    )

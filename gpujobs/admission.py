@@ -1,8 +1,9 @@
 """Whether a team may run a request on a cluster: the rules that depend on them, checked on a
 request whose shape ``specs`` has already checked.
 
-The team must not be archived; every image must come from the cluster's allowed registries; the
-GPU kind and model must be among the cluster's; annotations must stay out of Kubernetes' and the
+The team must not be archived, nor its namespace on the cluster be known as someone else's;
+every image must come from the cluster's allowed registries; the GPU kind and model must be among
+the cluster's; annotations must stay out of Kubernetes' and the
 portal's prefixes; and the GPUs must fit in what the team's quota leaves (``check_quota``,
 under the team's row lock). ``services.job_submit`` checks all of them.
 """
@@ -15,20 +16,32 @@ from typing import Any
 from django.core.exceptions import ValidationError
 
 from clusters.models import Cluster
-from gpujobs import manifests, selectors
+from clusters.vocabulary import PORTAL_PREFIX
+from gpujobs import selectors
 from gpujobs.images import registry_refusal
 from gpujobs.observe import QUOTA_USED_UP
 from gpujobs.specs import EnvPairs, Errors, JobRequest
 from tenants.models import Team
+from tenants.selectors import namespace_ownership
 
-# Kubernetes' own annotation prefixes (and their subdomains), and the portal's own prefix.
+# Kubernetes' own annotation prefixes (and their subdomains); the portal's is PORTAL_PREFIX.
 RESERVED_ANNOTATION_DOMAINS = ("kubernetes.io", "k8s.io")
-PORTAL_ANNOTATION_PREFIX = manifests.JOB_ID_LABEL.partition("/")[0]
 
 
 def check_team(team: Team, *, errors: Errors) -> None:
     if team.archived_at is not None:
         errors["team"] = f"Team {team.slug} is archived and cannot run jobs."
+
+
+def check_namespace(team: Team, *, cluster: Cluster, errors: Errors) -> None:
+    """Refuse at once when the last reconcile found the team's namespace someone else's (the
+    worker checks the cluster itself again before it creates the Job)."""
+    if namespace_ownership(cluster=cluster, namespace=team.slug) is False:
+        errors["cluster"] = (
+            f"Namespace {team.slug} on cluster {cluster.name} was not created by the portal for "
+            f"team {team.slug}, so the portal runs no job in it. A cluster admin must delete or "
+            "rename it (or the team needs another slug)."
+        )
 
 
 def check_image(image: str, *, cluster: Cluster, errors: Errors, key: str) -> None:
@@ -61,7 +74,7 @@ def check_gpus(*, cluster: Cluster, gpu_resource: str, gpu_model: str, errors: E
 def check_annotations(annotations: EnvPairs, *, errors: Errors) -> None:
     for key, _ in annotations:
         prefix = key.rpartition("/")[0]
-        if prefix == PORTAL_ANNOTATION_PREFIX or any(
+        if prefix == PORTAL_PREFIX or any(
             prefix == domain or prefix.endswith(f".{domain}")
             for domain in RESERVED_ANNOTATION_DOMAINS
         ):
@@ -75,6 +88,7 @@ def job_refusals(*, team: Team, cluster: Cluster, request: JobRequest) -> Errors
     """Every rule of the team and the cluster the request breaks, by field (quota aside)."""
     errors: Errors = {}
     check_team(team, errors=errors)
+    check_namespace(team, cluster=cluster, errors=errors)
     check_image(request.main.image, cluster=cluster, errors=errors, key="image")
     check_gpus(
         cluster=cluster,

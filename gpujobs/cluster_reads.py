@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from clusters.kube import Invalid, KubeError
+from clusters.kube import Invalid, NotFound
+from clusters.vocabulary import JOB_ID_LABEL
 from clusters.workloads import WorkloadClient
 from gpujobs import manifests
 from gpujobs.models import GpuJob
@@ -41,7 +42,7 @@ def job_pods(job: GpuJob, *, kube: WorkloadClient | None = None) -> list[dict]:
     listing = _client(job, kube).list_objects(
         "Pod",
         namespace=job.team.slug,
-        label_selector=f"{manifests.JOB_ID_LABEL}={job.pk}",
+        label_selector=f"{JOB_ID_LABEL}={job.pk}",
     )
     pods = [
         p
@@ -89,17 +90,15 @@ def job_log(
             tail_lines=max(0, min(tail, MAX_TAIL_LINES)),
             limit_bytes=MAX_LOG_BYTES,
         )
-    except KubeError as error:
-        if not isinstance(error, Invalid):
-            if getattr(error.__cause__, "status", None) == 404:
-                # The pod exists (it was just listed), but its node serves no log for it.
-                return LogResult(
-                    pod=name,
-                    container=container,
-                    text="",
-                    detail=f"The node does not serve a log for pod {name} ({container}).",
-                )
-            raise
+    except NotFound:
+        # The pod exists (it was just listed), but its node serves no log for it.
+        return LogResult(
+            pod=name,
+            container=container,
+            text="",
+            detail=f"The node does not serve a log for pod {name} ({container}).",
+        )
+    except Invalid as error:
         message = str(error)
         if "waiting to start" in message or "is not valid for pod" in message:
             reason = "has not started yet" if "waiting" in message else "is not in this pod"
@@ -174,4 +173,4 @@ def job_events(job: GpuJob, *, kube: WorkloadClient | None = None) -> list[JobEv
     return sorted(events, key=lambda e: (e.time is None, e.time or 0))
 
 
-__all__ = ["KubeError", "LogResult", "follow_job_log", "job_events", "job_log", "job_pods"]
+__all__ = ["LogResult", "follow_job_log", "job_events", "job_log", "job_pods"]

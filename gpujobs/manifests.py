@@ -30,17 +30,23 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 
+from clusters.vocabulary import (
+    DEFAULT_GPU_MODEL_LABEL,
+    DEFAULT_GPU_NODE_SELECTOR,
+    DEFAULT_GPU_TAINT_KEY,
+    DEFAULT_PORTAL_NAME,
+    JOB_ID_LABEL,
+    JOB_NAME_ANNOTATION,
+    MANAGED_BY_LABEL,
+    SUBMITTED_BY_ANNOTATION,
+    TEAM_LABEL,
+)
 from gpujobs.specs import ContainerRequest, EnvPairs, JobRequest, PreprocessMode
 
 if TYPE_CHECKING:
     from clusters.models import Cluster
     from gpujobs.models import GpuJob
 
-MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
-TEAM_LABEL = "gpuportal.io/team"  # the same key tenants.manifests puts on a team's objects
-JOB_ID_LABEL = "gpuportal.io/job-id"
-JOB_NAME_ANNOTATION = "gpuportal.io/job-name"
-SUBMITTED_BY_ANNOTATION = "gpuportal.io/submitted-by"
 JOB_NAME_PREFIX = "gpujob-"
 GPU_CONTAINER = "main"
 PREPROCESS_CONTAINER = "preprocess"
@@ -50,10 +56,10 @@ PREPROCESS_CONTAINER = "preprocess"
 class Placement:
     """Where a cluster's GPU pods may go: its GPU node labels and taint, and the portal's name."""
 
-    node_selector: dict[str, str] = field(default_factory=lambda: {"hardware-type": "gpu"})
-    gpu_taint_key: str = "nvidia.com/gpu"
-    gpu_model_label: str = "nvidia.com/gpu.product"
-    portal_name: str = "gpu-portal"
+    node_selector: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_GPU_NODE_SELECTOR))
+    gpu_taint_key: str = DEFAULT_GPU_TAINT_KEY
+    gpu_model_label: str = DEFAULT_GPU_MODEL_LABEL
+    portal_name: str = DEFAULT_PORTAL_NAME
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ from django.db import models
 from django.db.models import Q
 
 from clusters.models import Cluster
+from clusters.vocabulary import DEFAULT_GPU_RESOURCE
 from gpujobs import manifests, observe
 from gpujobs.specs import MAX_BACKOFF_LIMIT, MAX_GPUS_PER_JOB, MAX_RUNTIME_SECONDS
 from portal.validators import extended_resource_name_validator
@@ -42,7 +43,7 @@ class GpuJob(models.Model):
         validators=[MinValueValidator(1), MaxValueValidator(MAX_GPUS_PER_JOB)]
     )
     gpu_resource = models.CharField(
-        max_length=253, default="nvidia.com/gpu", validators=[extended_resource_name_validator]
+        max_length=253, default=DEFAULT_GPU_RESOURCE, validators=[extended_resource_name_validator]
     )
     gpu_model = models.CharField(max_length=200, blank=True)
     cpu_cores = models.DecimalField(max_digits=7, decimal_places=2, null=True, blank=True)

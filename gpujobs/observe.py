@@ -14,6 +14,7 @@ import datetime
 import re
 from dataclasses import dataclass
 
+from clusters.vocabulary import DEFAULT_GPU_RESOURCE
 from gpujobs.manifests import GPU_CONTAINER
 
 
@@ -186,7 +187,7 @@ def is_quota_refusal(message: str) -> bool:
 
 def scheduling_message(detail: str) -> tuple[str, str]:
     """The scheduler's ``Unschedulable`` message as a reason code and words."""
-    if re.search(r"Insufficient [\w./-]*gpu", detail) or "nvidia.com/gpu" in detail:
+    if re.search(r"Insufficient [\w./-]*gpu", detail) or DEFAULT_GPU_RESOURCE in detail:
         return Reason.NO_FREE_GPUS, f"{NO_GPU_NODE}. The scheduler says: {detail.strip()}"
     return (
         Reason.UNSCHEDULABLE,

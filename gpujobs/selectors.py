@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from clusters.kube import connection_configured
 from clusters.models import Cluster, GpuCapacity
+from clusters.vocabulary import DEFAULT_GPU_RESOURCE
 from gpujobs.models import GpuJob
 from gpujobs.observe import ACTIVE_STATES
 from tenants.models import QuotaGrant, Team, TeamCluster
@@ -112,13 +113,13 @@ def gpu_models(cluster: Cluster) -> list[str]:
 
 
 def gpu_resources(cluster: Cluster) -> list[str]:
-    """GPU kinds the cluster offers; ``nvidia.com/gpu`` when its inventory lists none yet."""
+    """GPU kinds the cluster offers; the default kind when its inventory lists none yet."""
     names = list(
         GpuCapacity.objects.filter(cluster=cluster)
         .order_by("resource_name")
         .values_list("resource_name", flat=True)
     )
-    return names or ["nvidia.com/gpu"]
+    return names or [DEFAULT_GPU_RESOURCE]
 
 
 def namespace_on_its_way(*, team_id: int, cluster_id: int) -> bool:

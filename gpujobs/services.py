@@ -23,18 +23,27 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 from kombu.exceptions import OperationalError
 
-from clusters.kube import ClusterNotConfigured, KubeError, TransientKubeError
+from clusters.kube import (
+    ClusterNotConfigured,
+    KubeError,
+    NotFound,
+    QuotaExceeded,
+    TransientKubeError,
+)
 from clusters.models import Cluster
-from clusters.workloads import QuotaExceeded, WorkloadClient
+from clusters.vocabulary import JOB_ID_LABEL, MANAGED_BY_LABEL, TEAM_LABEL
+from clusters.workloads import WorkloadClient
 from gpujobs import admission, manifests, selectors
 from gpujobs.models import GpuJob
 from gpujobs.observe import FINAL_STATES, QUOTA_USED_UP, Reason
 from gpujobs.permissions import can_stop_job, can_submit_jobs
 from gpujobs.recording import record_finished
 from gpujobs.specs import JobRequest
+from tenants.audit import audit
 from tenants.errors import InvalidTransition
-from tenants.models import Team
-from tenants.services import audit, schedule_reconcile
+from tenants.models import AuditEvent, Team
+from tenants.namespaces import check_namespace_owned
+from tenants.reconcile_triggers import request_reconcile_after_commit
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +88,7 @@ def job_submit(*, user: User, team: Team, cluster: Cluster, job_request: JobRequ
         )
         audit(
             actor=user,
-            action="gpu_job.submitted",
+            action=AuditEvent.Action.GPU_JOB_SUBMITTED,
             target=job,
             team=team,
             before=None,
@@ -121,7 +130,7 @@ def job_cancel(*, actor: User, job: GpuJob) -> GpuJob:
         )
         audit(
             actor=actor,
-            action="gpu_job.cancelled",
+            action=AuditEvent.Action.GPU_JOB_CANCELLED,
             target=locked,
             team=locked.team,
             before=before,
@@ -155,9 +164,9 @@ def enqueue_delete(*, job_id: int) -> None:
 def _owned_by(job_obj: dict, job: GpuJob) -> bool:
     labels = (job_obj.get("metadata") or {}).get("labels") or {}
     return (
-        labels.get(manifests.JOB_ID_LABEL) == str(job.pk)
-        and labels.get(manifests.TEAM_LABEL) == job.team.slug
-        and labels.get(manifests.MANAGED_BY_LABEL) == settings.PORTAL_NAME
+        labels.get(JOB_ID_LABEL) == str(job.pk)
+        and labels.get(TEAM_LABEL) == job.team.slug
+        and labels.get(MANAGED_BY_LABEL) == settings.PORTAL_NAME
     )
 
 
@@ -185,6 +194,9 @@ def job_create_on_cluster(*, job_id: int, kube: WorkloadClient | None = None) ->
     job = GpuJob.objects.select_related("team", "cluster", "submitted_by").get(pk=job_id)
     try:
         kube = kube or WorkloadClient.for_cluster(job.cluster)
+        # Never a Job in a namespace of the team's name that someone else made (raises
+        # NamespaceNotOwned); one not there yet is the "not found" below.
+        check_namespace_owned(kube, slug=job.team.slug)
         job_obj, created = kube.create_job(manifests.stored_job_manifest(job))
     except TransientKubeError as error:
         # Let the retry (or another worker) claim it again, and say why it still waits.
@@ -203,11 +215,11 @@ def job_create_on_cluster(*, job_id: int, kube: WorkloadClient | None = None) ->
         return "refused by the cluster's quota"
     except KubeError as error:
         message = str(error)
-        if "namespaces" in message and "not found" in message:
+        if isinstance(error, NotFound) and error.details.get("kind") == "namespaces":
             if selectors.namespace_on_its_way(team_id=job.team_id, cluster_id=job.cluster_id):
                 # Granted, but the reconcile that creates the namespace has not run yet (or the
                 # cluster was rebuilt): ask for it now and try again, rather than fail the job.
-                schedule_reconcile(team_id=job.team_id, cluster_id=job.cluster_id)
+                request_reconcile_after_commit(team_id=job.team_id, cluster_id=job.cluster_id)
                 waiting = (
                     f"Waiting for team {job.team.slug}'s namespace on cluster {job.cluster.name}: "
                     "the portal is applying its quota there; trying again."

@@ -26,6 +26,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
+from clusters.vocabulary import DEFAULT_GPU_RESOURCE
 from gpujobs.images import read_image
 
 Errors = dict[str, str]
@@ -45,7 +46,6 @@ MAX_ANNOTATION_VALUE_LENGTH = 1024
 MAX_RESOURCE_NAME_LENGTH = 253
 MAX_CPU_CORES = Decimal("1000")
 MAX_MEMORY_GIB = Decimal("100000")
-DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
 
 NAME_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._ -]{0,61}[A-Za-z0-9])?\Z")
 ENV_NAME_RE = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*\Z")

@@ -8,6 +8,11 @@ which feeds it one full list per kind: the same code decides the state either wa
 Objects are keyed by (namespace, job id): the id comes from the ``gpuportal.io/job-id`` label
 (Jobs, pods) or the Job's name (events); the namespace must be the job's team's for a write to
 happen, so another portal's Jobs on a shared cluster are never mistaken for ours.
+
+Events are anyone's to write: whoever may create an Event in a namespace can point its
+``involvedObject`` anywhere. An Event counts only for the Job it is about and only from that Job's
+own namespace: the Event's namespace is its involved object's, the involved object is a
+``batch`` Job with a portal Job name, and, once the Job is seen, its uid is that Job's.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
+from clusters.vocabulary import JOB_ID_LABEL
 from clusters.workloads import WorkloadClient
 from gpujobs import manifests, recording, selectors, services
 from gpujobs.observe import Observation, observe
@@ -54,14 +60,25 @@ def _metadata(obj: dict) -> dict:
     return obj.get("metadata") or {}
 
 
+def _event_key(event: dict) -> Key | None:
+    """An Event's job: only a portal Job's, in the Event's own namespace (an Event in one
+    namespace about an object in another says nothing the portal believes)."""
+    involved = event.get("involvedObject") or {}
+    namespace = _metadata(event).get("namespace") or ""
+    group = (involved.get("apiVersion") or "").partition("/")[0]
+    if involved.get("kind") != "Job" or group != "batch":
+        return None
+    if not namespace or involved.get("namespace") != namespace:
+        return None
+    job_id = manifests.job_id_from_name(involved.get("name") or "")
+    return (namespace, job_id) if job_id is not None else None
+
+
 def key_of(kind: str, obj: dict) -> Key | None:
     metadata = _metadata(obj)
     if kind == "Event":
-        involved = obj.get("involvedObject") or {}
-        job_id = manifests.job_id_from_name(involved.get("name") or "")
-        namespace = involved.get("namespace") or metadata.get("namespace") or ""
-        return (namespace, job_id) if job_id is not None else None
-    value = (metadata.get("labels") or {}).get(manifests.JOB_ID_LABEL, "")
+        return _event_key(obj)
+    value = (metadata.get("labels") or {}).get(JOB_ID_LABEL, "")
     if not value.isdigit():
         return None
     return metadata.get("namespace") or "", int(value)
@@ -130,8 +147,10 @@ class ClusterState:
             return None
         uid = _metadata(job).get("uid") or ""
         pods = [p for p in self.pods.get(key, {}).values() if job_uid_of("Pod", p) in ("", uid)]
+        # The job controller always names the Job's uid; an Event without it, or with another
+        # Job's (an older one of the same name), is not about this Job.
         events = [
-            e for e in self.events.get(key, {}).values() if job_uid_of("Event", e) in ("", uid)
+            e for e in self.events.get(key, {}).values() if not uid or job_uid_of("Event", e) == uid
         ]
         return observe(job, pods, events)
 

@@ -25,9 +25,9 @@ from django.db import close_old_connections, connection
 from django.db.utils import Error as DatabaseError
 from django.utils import timezone
 
-from clusters.kube import KubeError, connection_configured
+from clusters.kube import KubeError, ResourceVersionExpired, connection_configured
 from clusters.models import Cluster
-from clusters.workloads import ResourceVersionExpired, WorkloadClient
+from clusters.workloads import WorkloadClient
 from gpujobs import tracker as tracking
 
 logger = logging.getLogger(__name__)

@@ -4,7 +4,9 @@ and a team's utilisation as numbers for the API.
 They build PromQL with ``monitoring.promql``, run it through ``monitoring.metrics``' client and
 turn the results into Plotly figures with ``monitoring.figures``. The namespace every team query
 filters on is the team's slug, read from the database: nothing from a request ever widens a
-query beyond what the caller already may see.
+query beyond what the caller already may see. And it is queried only once the reconcile found
+it the portal's for the team (``metrics.confirmed_namespace``); otherwise a dashboard is
+``refused`` with the reason, and ``team_series`` raises ``NamespaceNotConfirmed``.
 
 Dashboards never raise for Prometheus trouble: each chart carries the figure or the message to
 show in its place. ``team_series``, behind the API, raises ``PrometheusError`` instead, which
@@ -23,7 +25,9 @@ from clusters.models import Cluster
 from monitoring import figures, promql, selectors
 from monitoring.figures import Axis
 from monitoring.metrics import (
+    NamespaceNotConfirmed,
     PodUsage,
+    confirmed_namespace,
     metrics_config,
     pod_usage,
     prometheus_for,
@@ -31,6 +35,7 @@ from monitoring.metrics import (
 )
 from monitoring.prometheus import PrometheusClient, PrometheusError, Series
 from tenants.models import Team
+from tenants.selectors import owned_namespaces
 
 UTILISATION_AXIS = Axis("Utilisation", "%", (0, 100))
 MIB_PER_GIB = 1024
@@ -94,6 +99,7 @@ class Dashboard:
     error: str = ""
     gpus_held: int | None = None
     gpus_granted: int | None = None
+    refused: str = ""  # why nothing is read from the namespace (not confirmed as the team's)
 
     @property
     def idle_pods(self) -> list[PodUsage]:
@@ -189,8 +195,13 @@ def team_dashboard(*, team: Team, cluster: Cluster, window: promql.Window) -> Da
     """Utilisation, memory, power and temperature of the team's GPUs per pod, GPUs held vs
     granted, and the team's pods holding GPUs now with their idle verdict."""
     config = metrics_config(cluster)
-    namespace = team.slug
     granted = selectors.gpus_granted_now(team=team, cluster=cluster)
+    try:
+        namespace = confirmed_namespace(cluster=cluster, namespace=team.slug)
+    except NamespaceNotConfirmed as refusal:
+        return Dashboard(
+            cluster=cluster, window=window, charts=[], refused=str(refusal), gpus_granted=granted
+        )
     start, end = window.aligned()
     empty = f"No pod of {team} held GPUs on {cluster.name} in this window."
     with prometheus_for(cluster) as prometheus:
@@ -242,6 +253,10 @@ def pod_dashboard(
     if isinstance(cluster, str):
         cluster = Cluster.objects.get(name=cluster)
     pods = list(pod_names)
+    try:
+        namespace = confirmed_namespace(cluster=cluster, namespace=namespace)
+    except NamespaceNotConfirmed as refusal:
+        return Dashboard(cluster=cluster, window=window, charts=[], refused=str(refusal))
     if not pods:
         return Dashboard(cluster=cluster, window=window, charts=[])
     config = metrics_config(cluster)
@@ -312,9 +327,11 @@ def gpus_by_model(nodes: Sequence[inventory.NodeGpus]) -> list[ModelGpus]:
     return [ModelGpus(model, *row) for model, row in sorted(totals.items())]
 
 
-def _namespace_names(namespaces: set[str]) -> dict[str, str]:
-    """How to show each namespace: its team's name, or the bare namespace when no team owns it."""
-    teams = dict(Team.objects.filter(slug__in=namespaces).values_list("slug", "name"))
+def _namespace_names(cluster: Cluster, namespaces: set[str]) -> dict[str, str]:
+    """How to show each namespace: its team's name, or the bare namespace when it is not known
+    as a team's (no team of that slug, or a namespace of that name someone else made)."""
+    owned = owned_namespaces(cluster=cluster, among=namespaces)
+    teams = dict(Team.objects.filter(slug__in=owned).values_list("slug", "name"))
     return {ns: teams.get(ns) or f"{ns} (no team)" for ns in namespaces}
 
 
@@ -386,7 +403,7 @@ def cluster_dashboard(*, cluster: Cluster, window: promql.Window) -> ClusterDash
             }
             if not values:
                 return None
-            names = _namespace_names(set(values))
+            names = _namespace_names(cluster, set(values))
             return figures.ranking(
                 [(names[ns], v) for ns, v in values.items()],
                 title=title,
@@ -456,17 +473,19 @@ class TeamSeries:
 
 
 def team_series(*, team: Team, cluster: Cluster, window: promql.Window) -> TeamSeries:
-    """Raises ``PrometheusError`` when Prometheus cannot answer."""
+    """Raises ``NamespaceNotConfirmed`` when the team's namespace is not known to be the
+    portal's, and ``PrometheusError`` when Prometheus cannot answer."""
     config = metrics_config(cluster)
+    namespace = confirmed_namespace(cluster=cluster, namespace=team.slug)
     start, end = window.aligned()
     with prometheus_for(cluster) as prometheus:
         series = prometheus.query_range(
-            promql.utilisation_by_pod(config, namespace=team.slug),
+            promql.utilisation_by_pod(config, namespace=namespace),
             start=start,
             end=end,
             step=window.step,
         )
-        pods = pod_usage(prometheus, cluster, namespace=team.slug)
+        pods = pod_usage(prometheus, cluster, namespace=namespace)
     return TeamSeries(
         team=team,
         cluster=cluster,

@@ -3,7 +3,10 @@ the team's leads, and applies the team's stop policy (warn, then stop pods the p
 and setting that policy.
 
 Which pods are idle is ``monitoring.metrics.pod_usage``' verdict (the cluster's threshold over
-its window); stopping one is ``clusters.pods``.
+its window); stopping one is ``clusters.pods``. Only pods in namespaces the reconcile found the
+portal's for their team count, and before warning about or stopping a pod the namespace is read
+again from the cluster (``tenants.namespaces``): the portal never acts in a namespace of a team's
+name that someone else made.
 """
 
 from __future__ import annotations
@@ -19,15 +22,17 @@ from django.urls import reverse
 from django.utils import timezone
 
 from clusters import pods
-from clusters.kube import KubeError
+from clusters.kube import KubeClient, KubeError
 from clusters.models import Cluster
 from monitoring import permissions, selectors
 from monitoring.metrics import pod_usage, prometheus_for
 from monitoring.models import IdlePod, IdlePolicy, Notification
 from monitoring.notifications import notify_team_leads
 from monitoring.prometheus import PrometheusError
-from tenants import services as tenant_services
-from tenants.models import Team
+from tenants.audit import audit
+from tenants.models import AuditEvent, Team
+from tenants.namespaces import check_namespace_owned
+from tenants.selectors import owned_namespaces
 
 logger = logging.getLogger(__name__)
 
@@ -77,12 +82,8 @@ def idle_check_cluster(
         result.error = str(error)
         logger.warning("idle check of %s skipped: %s", cluster.name, error)
         return result
-    teams = {
-        t.slug: t
-        for t in Team.objects.filter(
-            slug__in={p.namespace for p in usage}, archived_at__isnull=True
-        )
-    }
+    owned = owned_namespaces(cluster=cluster, among={p.namespace for p in usage})
+    teams = {t.slug: t for t in Team.objects.filter(slug__in=owned, archived_at__isnull=True)}
     idle_now = {(p.namespace, p.pod): p for p in usage if p.idle and p.namespace in teams}
     policies = {p.team_id: p for p in IdlePolicy.objects.filter(team__in=teams.values())}
 
@@ -152,6 +153,12 @@ def idle_check_cluster(
     return result
 
 
+def _check_namespace(cluster: Cluster, namespace: str) -> None:
+    """Raises ``NamespaceNotOwned`` (a ``KubeError``) unless the namespace, read now, is the
+    portal's for its team."""
+    check_namespace_owned(KubeClient.for_cluster(cluster), slug=namespace)
+
+
 def _stop_failed(episode: IdlePod, error: Exception, *, doing: str) -> None:
     """Release the stop claim. A refusal, or an error retrying will not mend (the portal may
     not delete it, say), is written on the episode once, so checks stop trying and the page
@@ -185,6 +192,7 @@ def _apply_stop_policy(
         if idle_minutes < stop_at - policy.warn_minutes_before_stop:
             return
         try:
+            _check_namespace(cluster, episode.namespace)
             pods.check_stoppable(cluster, namespace=episode.namespace, pod=episode.pod)
         except (pods.StopRefused, KubeError) as error:
             _stop_failed(episode, error, doing=f"check {name} on {cluster.name}")
@@ -216,14 +224,15 @@ def _apply_stop_policy(
     if IdlePod.objects.filter(pk=episode.pk, stopped_at__isnull=True).update(stopped_at=now) != 1:
         return  # another check is stopping it
     try:
+        _check_namespace(cluster, episode.namespace)
         stopped = pods.stop_managed_pod(cluster, namespace=episode.namespace, pod=episode.pod)
     except (pods.StopRefused, KubeError) as error:
         _stop_failed(episode, error, doing=f"stop {name} on {cluster.name}")
         return
     with transaction.atomic():
-        tenant_services.audit(
+        audit(
             actor=None,
-            action="idle_pod.stopped",
+            action=AuditEvent.Action.IDLE_POD_STOPPED,
             target=episode,
             team=team,
             before=None,
@@ -282,9 +291,9 @@ def idle_policy_set(
         policy.save()
         after = {f: getattr(policy, f) for f in fields}
         if before != after:
-            tenant_services.audit(
+            audit(
                 actor=actor,
-                action="idle_policy.set",
+                action=AuditEvent.Action.IDLE_POLICY_SET,
                 target=policy,
                 team=team,
                 before=before,

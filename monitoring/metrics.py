@@ -1,6 +1,11 @@
 """A cluster's GPU metrics: its Prometheus client, the PromQL settings its label layout needs,
-the sentence shown when Prometheus cannot answer, and the pods holding GPUs now with the idle
-verdict. Dashboards, the API, the idle check and the usage report all start here.
+the sentence shown when Prometheus cannot answer, whether a team's namespace may be read at all,
+and the pods holding GPUs now with the idle verdict. Dashboards, the API, the idle check and the
+usage report all start here.
+
+A team's metrics are read from its namespace only once the reconcile found (or made) that
+namespace the portal's for the team (``tenants.namespaces``): a namespace of the same name made
+by someone else is not the team's, and nothing in it is shown as theirs.
 
 The idle rule itself is here (``pod_usage``), because the dashboards show its verdict as well
 as the idle check acting on it; what the portal then does about an idle pod is ``idle``.
@@ -14,12 +19,16 @@ from dataclasses import dataclass
 from clusters.models import Cluster
 from monitoring import promql
 from monitoring.prometheus import PrometheusClient, PrometheusError
+from portal.validators import parse_label_matchers
 from tenants.models import Team
+from tenants.selectors import namespace_ownership
 
 
 def metrics_config(cluster: Cluster) -> promql.MetricsConfig:
     return promql.MetricsConfig(
-        layout=cluster.metrics_label_layout, utilisation_metric=cluster.gpu_utilization_metric
+        layout=cluster.metrics_label_layout,
+        utilisation_metric=cluster.gpu_utilization_metric,
+        exporter=parse_label_matchers(cluster.dcgm_exporter_selector),
     )
 
 
@@ -30,6 +39,30 @@ def prometheus_for(cluster: Cluster) -> PrometheusClient:
 
 def unavailable_message(error: PrometheusError) -> str:
     return f"GPU metrics are unavailable right now. {error}"
+
+
+class NamespaceNotConfirmed(Exception):
+    """The team's namespace on the cluster is not known to be the portal's: no metrics are read
+    from it. The message says why, for the page or the API's 409."""
+
+
+def confirmed_namespace(*, cluster: Cluster, namespace: str) -> str:
+    """``namespace`` (a team's slug), once the last reconcile found it the portal's on the
+    cluster; raises ``NamespaceNotConfirmed`` otherwise."""
+    owned = namespace_ownership(cluster=cluster, namespace=namespace)
+    if owned is True:
+        return namespace
+    if owned is False:
+        raise NamespaceNotConfirmed(
+            f"Namespace {namespace} on cluster {cluster.name} was not created by the portal for "
+            f"team {namespace}, so no GPU metrics are shown from it. A cluster admin must delete "
+            "or rename it (or the team needs another slug)."
+        )
+    raise NamespaceNotConfirmed(
+        f"The portal has not confirmed namespace {namespace} on cluster {cluster.name} as team "
+        f"{namespace}'s yet, so no GPU metrics are shown from it. It does once the team's quota "
+        "has been applied there."
+    )
 
 
 @dataclass(frozen=True)
@@ -83,6 +116,8 @@ def pod_usage(
 
 
 def team_pod_usage(*, team: Team, cluster: Cluster) -> list[PodUsage]:
-    """The team's pods holding GPUs now. Raises ``PrometheusError``."""
+    """The team's pods holding GPUs now. Raises ``NamespaceNotConfirmed`` and
+    ``PrometheusError``."""
+    namespace = confirmed_namespace(cluster=cluster, namespace=team.slug)
     with prometheus_for(cluster) as prometheus:
-        return pod_usage(prometheus, cluster, namespace=team.slug)
+        return pod_usage(prometheus, cluster, namespace=namespace)

@@ -9,6 +9,11 @@ only ever moves a bounded number of series and points. Two things vary per clust
 * the utilisation metric: ``DCGM_FI_DEV_GPU_UTIL`` in percent, or
   ``DCGM_FI_PROF_GR_ENGINE_ACTIVE``, a 0-1 ratio (also valid for MIG slices) scaled to percent.
 
+Every DCGM selector also carries the cluster's exporter pin (``MetricsConfig.exporter``, label
+matchers such as ``job="dcgm-exporter"``): Prometheus may scrape other sources that publish the
+same metric names, a tenant's pod among them, with any namespace and pod labels it likes; only
+the exporter's series may count for charts, idle detection and usage.
+
 Label values that come from the portal (a team's slug, a pod name) are escaped here; nothing a
 request sends is ever pasted into a query unescaped.
 """
@@ -20,6 +25,8 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+
+from portal.validators import LabelMatcher
 
 GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
 GR_ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
@@ -65,10 +72,12 @@ class Labels:
 
 @dataclass(frozen=True)
 class MetricsConfig:
-    """What a cluster's Prometheus calls things: its label layout and utilisation metric."""
+    """What a cluster's Prometheus calls things: its label layout and utilisation metric, and
+    the label matchers that pick the DCGM exporter's series out of everything it scrapes."""
 
     layout: str = LAYOUT_NAMESPACE
     utilisation_metric: str = GPU_UTIL
+    exporter: tuple[LabelMatcher, ...] = ()
 
     def __post_init__(self) -> None:
         Labels.for_layout(self.layout)  # refuse an unknown layout early
@@ -178,13 +187,14 @@ def selector(
     pods: Sequence[str] | None = None,
     held: bool = False,
 ) -> str:
-    """``metric{...}`` narrowed to a namespace (or several), some pods, or every GPU a pod holds.
+    """``metric{...}`` of the cluster's DCGM exporter, narrowed to a namespace (or several), some
+    pods, or every GPU a pod holds.
 
     ``held`` keeps only GPUs attributed to a pod (the namespace label is set); it is implied by
     any namespace filter.
     """
     labels = config.labels
-    matchers = []
+    matchers = [f"{m.label}{m.operator}{quote(m.value)}" for m in config.exporter]
     if namespace is not None:
         matchers.append(f"{labels.namespace}={quote(namespace)}")
     elif namespaces is not None:

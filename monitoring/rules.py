@@ -14,12 +14,12 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from clusters.models import Cluster
+from clusters.vocabulary import MANAGED_BY_LABEL
 from monitoring import promql
 from monitoring.metrics import metrics_config
 from tenants.models import Team
 
 ALERT_NAME = "LowGPUUsage"
-MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 
 
 def low_gpu_usage_rule(

@@ -71,7 +71,7 @@ def grant_spans(grants: QuerySet[QuotaGrant]) -> list[reports.GrantSpan]:
     )
     resized: dict[int, list] = defaultdict(list)
     shrinks = AuditEvent.objects.filter(
-        action="quota_grant.shrunk",
+        action=AuditEvent.Action.QUOTA_GRANT_SHRUNK,
         target_type=QuotaGrant.__name__,
         target_id__in=[row[0] for row in rows],
     ).order_by("created_at", "pk")

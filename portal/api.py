@@ -1,4 +1,20 @@
-"""API-wide plumbing: turn domain errors into JSON responses with the field and the reason."""
+"""API-wide plumbing: the one map from errors to HTTP answers, and pagination.
+
+Views and services raise; ``exception_handler`` (``REST_FRAMEWORK["EXCEPTION_HANDLER"]``) turns
+what they raise into the answer, for every API view alike:
+
+* ``InvalidTransition``: 409 ``{"detail", "state": [current state]}``;
+* ``NamespaceNotConfirmed``: 409 ``{"detail"}`` (a team's namespace on the cluster is not
+  confirmed as the portal's, so nothing is read from it);
+* Django's ``ValidationError``: 400, field name -> list of messages (``non_field_errors`` for
+  none); Django's ``PermissionDenied``: 403 ``{"detail"}``;
+* ``PrometheusError``: 503 ``{"detail", "reason"}`` with ``Retry-After``;
+* ``KubeError``: 503 ``{"detail"}`` with ``Retry-After`` when it is worth retrying (the cluster
+  is unreachable, busy or changing), else 502 ``{"detail"}`` (the cluster refused or failed);
+* anything else DRF knows (its own 400, 401, 403, 404, 405, ...) as DRF answers it.
+
+``portal.openapi`` declares the same answers in the API's description.
+"""
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -8,16 +24,30 @@ from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from clusters.kube import KubeError
+from monitoring.metrics import NamespaceNotConfirmed, unavailable_message
+from monitoring.prometheus import PrometheusError
 from portal.params import page_number, whole_number
 from tenants.errors import InvalidTransition
 
+# How long a client should wait before asking again after a 503.
+RETRY_AFTER_SECONDS = 30
+
 
 def exception_handler(exc, context):
-    """Map service-layer errors to DRF's: 400 with per-field messages, 403, 409 for transitions."""
+    """The HTTP answer for an error an API view let out (see the module's docstring)."""
     if isinstance(exc, InvalidTransition):
         return Response(
             {"detail": str(exc), "state": [exc.current_state]}, status=status.HTTP_409_CONFLICT
         )
+    if isinstance(exc, NamespaceNotConfirmed):
+        return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+    if isinstance(exc, PrometheusError):
+        return _unavailable({"detail": unavailable_message(exc), "reason": exc.reason})
+    if isinstance(exc, KubeError):
+        if exc.transient:
+            return _unavailable({"detail": str(exc)})
+        return Response({"detail": str(exc)}, status=status.HTTP_502_BAD_GATEWAY)
     if isinstance(exc, DjangoValidationError):
         if hasattr(exc, "error_dict"):
             exc = ValidationError(detail=exc.message_dict)
@@ -26,6 +56,12 @@ def exception_handler(exc, context):
     elif isinstance(exc, DjangoPermissionDenied):
         exc = PermissionDenied(detail=str(exc) or None)
     return drf_exception_handler(exc, context)
+
+
+def _unavailable(body: dict) -> Response:
+    response = Response(body, status=status.HTTP_503_SERVICE_UNAVAILABLE)
+    response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return response
 
 
 class PortalPagination(PageNumberPagination):

@@ -264,7 +264,7 @@ REST_FRAMEWORK = {
         "django_filters.rest_framework.DjangoFilterBackend",
         "rest_framework.filters.OrderingFilter",
     ],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "portal.openapi.PortalAutoSchema",
     "EXCEPTION_HANDLER": "portal.api.exception_handler",
 }
 
@@ -283,6 +283,7 @@ SPECTACULAR_SETTINGS = {
         "QuotaRequestStateEnum": "tenants.models.QuotaRequest.State",
         "QuotaGrantStateEnum": "tenants.models.QuotaGrant.State",
         "MembershipRoleEnum": "tenants.models.Membership.Role",
+        "AuditActionEnum": "tenants.models.AuditEvent.Action",
     },
 }
 

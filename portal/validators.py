@@ -1,5 +1,9 @@
 """Validators shared by every app."""
 
+import re
+from dataclasses import dataclass
+
+from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 
 # Kubernetes DNS-1123 label: what a namespace name (made from a team's slug) must be.
@@ -19,3 +23,114 @@ extended_resource_name_validator = RegexValidator(
     message="Must be an extended resource name like 'vendor.domain/name', e.g. nvidia.com/gpu.",
     code="extended_resource_name",
 )
+
+
+# --- PromQL label matchers ---------------------------------------------------------------------
+
+LABEL_MATCHER_EXAMPLE = 'job="dcgm-exporter"'
+_LABEL_NAME = r"[a-zA-Z_][a-zA-Z0-9_]*"
+_MATCHER = re.compile(
+    rf"({_LABEL_NAME})\s*(=~|!~|!=|=)\s*(\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\\\n]|\\.)*')"
+)
+# The escapes a PromQL string may carry that a label matcher needs; others are refused rather
+# than guessed at.
+_SPACES = re.compile(r"\s*")
+_ESCAPES = {"\\": "\\", '"': '"', "'": "'", "n": "\n", "t": "\t"}
+
+
+@dataclass(frozen=True)
+class LabelMatcher:
+    """One PromQL label matcher: ``job="dcgm-exporter"`` is ("job", "=", "dcgm-exporter")."""
+
+    label: str
+    operator: str
+    value: str
+
+    @property
+    def is_regex(self) -> bool:
+        return self.operator in ("=~", "!~")
+
+
+def _unquote(literal: str) -> str:
+    body, value, index = literal[1:-1], [], 0
+    while index < len(body):
+        char = body[index]
+        if char == "\\":
+            escaped = body[index + 1]
+            if escaped not in _ESCAPES:
+                raise _invalid(
+                    f"Unsupported escape \\{escaped} in {literal}: write a backslash as \\\\."
+                )
+            value.append(_ESCAPES[escaped])
+            index += 2
+        else:
+            value.append(char)
+            index += 1
+    return "".join(value)
+
+
+def _invalid(message: str) -> ValidationError:
+    return ValidationError(message, code="label_matchers")
+
+
+def _matcher(label: str, operator: str, literal: str) -> LabelMatcher:
+    if label.startswith("__"):
+        raise _invalid(
+            f"{label} is one of Prometheus' own labels; match the exporter's labels "
+            f"instead, e.g. {LABEL_MATCHER_EXAMPLE}."
+        )
+    matcher = LabelMatcher(label, operator, _unquote(literal))
+    if matcher.is_regex:
+        try:
+            re.compile(matcher.value)
+        except re.error as error:
+            raise _invalid(
+                f"The regular expression of {label} does not compile: {error}."
+            ) from error
+    return matcher
+
+
+def parse_label_matchers(text: str) -> tuple[LabelMatcher, ...]:
+    """A PromQL label matcher list, ``job="dcgm-exporter", namespace=~"gpu-operator|nvidia"``
+    (braces optional), as matchers; empty text is no matcher. Raises ``ValidationError`` saying
+    what is wrong: a bad label name or operator, an unquoted value, a regex that does not
+    compile, a matcher on a label of Prometheus' own (``__name__``), or a list that names no
+    value a series must have (only negative matchers pin nothing)."""
+    text = text.strip()
+    if text.startswith("{") and text.endswith("}"):
+        text = text[1:-1].strip()
+    matchers: list[LabelMatcher] = []
+    position = _SPACES.match(text).end()
+    while position < len(text):
+        found = _MATCHER.match(text, position)
+        if found is None:
+            raise _invalid(
+                f"Not a PromQL label matcher near {text[position:][:40]!r}: write "
+                'label="value" pairs (operators =, !=, =~, !~) separated by commas, e.g. '
+                f"{LABEL_MATCHER_EXAMPLE}."
+            )
+        matchers.append(_matcher(*found.groups()))
+        position = _SPACES.match(text, found.end()).end()
+        if position < len(text):
+            if text[position] != ",":
+                raise _invalid(f"Expected a comma before {text[position:][:40]!r}.")
+            position = _SPACES.match(text, position + 1).end()
+    if matchers and not any(_requires_a_value(m) for m in matchers):
+        raise _invalid(
+            "Name a value the exporter's series carry (an = matcher, or =~ that cannot match "
+            f"the empty string), e.g. {LABEL_MATCHER_EXAMPLE}: negative matchers alone let "
+            "any other source through."
+        )
+    return tuple(matchers)
+
+
+def _requires_a_value(matcher: LabelMatcher) -> bool:
+    if matcher.operator == "=":
+        return matcher.value != ""
+    if matcher.operator == "=~":
+        return re.fullmatch(matcher.value, "") is None
+    return False
+
+
+def validate_label_matchers(text: str) -> None:
+    parse_label_matchers(text)

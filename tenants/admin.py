@@ -1,7 +1,16 @@
 from django.contrib import admin, messages
 
 from tenants import services
-from tenants.models import AuditEvent, Membership, QuotaGrant, QuotaRequest, Team, TeamCluster
+from tenants.models import (
+    AuditEvent,
+    ClusterState,
+    Membership,
+    QuotaGrant,
+    QuotaRequest,
+    Team,
+    TeamCluster,
+    TeamQueuePolicy,
+)
 
 
 class MembershipInline(admin.TabularInline):
@@ -50,4 +59,13 @@ class AuditEventAdmin(QuotaRequestAdmin):
     list_filter = ["action"]
 
 
+@admin.register(TeamQueuePolicy)
+class TeamQueuePolicyAdmin(QuotaRequestAdmin):
+    """Read-only: set on the team's page (or the API), which checks, audits and reconciles."""
+
+    list_display = ["team", "cluster", "borrowing_limit", "lending_limit", "fair_sharing_weight"]
+    list_filter = ["cluster"]
+
+
 admin.site.register(TeamCluster)
+admin.site.register(ClusterState)

@@ -8,7 +8,7 @@ from django import forms
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
-from clusters.models import Cluster, GpuCapacity
+from clusters.models import Cluster, GpuCapacity, GpuModelCapacity, QuotaMode
 
 
 class DateInput(forms.DateInput):
@@ -48,12 +48,35 @@ def gpu_kind_choices(cluster: Cluster | None = None) -> list[tuple[str, str]]:
     ]
 
 
+ANY_MODEL = ("", "Any model")
+
+
+def gpu_model_choices(cluster: Cluster | None = None) -> list[tuple[str, str]]:
+    """GPU models to choose from, after "any model": those the cluster's nodes carry (with how
+    many GPUs of each it has), or those of any cluster."""
+    rows = GpuModelCapacity.objects.order_by("gpu_model", "resource_name")
+    if cluster is not None:
+        rows = rows.filter(cluster=cluster)
+    gpus: dict[str, int] = {}
+    for model, allocatable in rows.values_list("gpu_model", "allocatable"):
+        gpus[model] = gpus.get(model, 0) + allocatable
+    if cluster is None:
+        return [ANY_MODEL, *((model, model) for model in gpus)]
+    return [ANY_MODEL, *((model, f"{model} ({count} GPUs)") for model, count in gpus.items())]
+
+
 class QuotaRequestForm(forms.Form):
     cluster = forms.ModelChoiceField(
         queryset=Cluster.objects.filter(gpu_capacities__isnull=False).distinct(),
         empty_label=None,
     )
     gpu_resource = forms.ChoiceField(label="GPU kind")
+    gpu_model = forms.ChoiceField(
+        label="GPU model",
+        required=False,
+        help_text="A model of the cluster's GPUs, or any: quota of any model counts against the "
+        "cluster's total only.",
+    )
     gpus = forms.IntegerField(label="GPUs", widget=forms.NumberInput(attrs={"min": 1}))
     cpu_cores = forms.DecimalField(
         label="CPU cores",
@@ -85,7 +108,8 @@ class QuotaRequestForm(forms.Form):
         # An unbound form offers the chosen cluster's kinds; a submitted one accepts any kind a
         # cluster offers, so a kind the chosen cluster lacks gets the service's precise message.
         self.fields["gpu_resource"].choices = gpu_kind_choices(None if self.is_bound else cluster)
-        self.fields["cluster"].widget.attrs["aria-controls"] = "id_gpu_resource"
+        self.fields["gpu_model"].choices = gpu_model_choices(None if self.is_bound else cluster)
+        self.fields["cluster"].widget.attrs["aria-controls"] = "id_gpu_resource id_gpu_model"
 
 
 class ApproveForm(forms.Form):
@@ -123,3 +147,35 @@ class ShrinkForm(forms.Form):
     )
     ends_on = forms.DateField(label="End date", required=False, widget=DateInput())
     note = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+
+
+class QueuePolicyForm(forms.Form):
+    """A team's queue policy on one cluster. Empty limits mean none; the ranges are the
+    service's rules (tenants.queueing)."""
+
+    borrowing_limit = forms.IntegerField(
+        label="Borrowing limit (GPUs per model)",
+        required=False,
+        widget=forms.NumberInput(attrs={"min": 0}),
+        help_text="How many idle GPUs of each model the team's opportunistic jobs may borrow "
+        "beyond its quota. Empty: no limit.",
+    )
+    lending_limit = forms.IntegerField(
+        label="Lending limit (GPUs per model)",
+        required=False,
+        widget=forms.NumberInput(attrs={"min": 0}),
+        help_text="How many of its own idle GPUs of each model others may borrow. Empty: all.",
+    )
+    fair_sharing_weight = forms.DecimalField(
+        label="Fair-sharing weight",
+        max_digits=7,
+        decimal_places=3,
+        initial=1,
+        help_text="Its share of idle GPUs relative to other teams' weights (above 0).",
+    )
+
+
+class QuotaModeForm(forms.Form):
+    quota_mode = forms.ChoiceField(
+        label="Quota mode", choices=QuotaMode.choices, widget=forms.RadioSelect
+    )

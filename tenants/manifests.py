@@ -8,15 +8,18 @@ Per team and cluster the portal owns:
 * the Namespace (named after the team's slug);
 * a ResourceQuota: for every GPU kind the cluster offers, ``requests.<resource>`` is the sum of
   the team's active grants in effect today (0 without one: a kind missing from a quota would be
-  unlimited). Only the ``requests.`` form is written: the API server accepts
-  ``limits.nvidia.com/gpu`` but neither counts nor enforces it (proved in
+  unlimited); on a cluster in Kueue mode it is the ceiling instead (``gpu_ceiling``: the most
+  the team's queues can ever admit, see ``tenants.queue_manifests.quota_ceiling``). Only the
+  ``requests.`` form is written: the API server accepts ``limits.nvidia.com/gpu`` but neither
+  counts nor enforces it (proved in
   tests/integration/reconcile/test_quota_resource_names.py). CPU and memory are bounded by the
   grants' figures when every grant in effect gives one; pods by a portal-wide maximum;
 * a LimitRange giving containers default CPU and memory requests and limits (so they fit a quota
   that counts CPU and memory) and, where the quota bounds them, maxima;
 * RoleBindings from the team's roles to the built-in ClusterRoles: leads ``admin``, members
   ``edit``, viewers ``view``, for ``<cluster user prefix><username>``; the team's group
-  ``<prefix>team:<slug>`` gets ``view``.
+  ``<prefix>team:<slug>`` gets ``view``;
+* on a cluster in Kueue mode, its queues (``tenants.queue_manifests``).
 
 An archived team keeps its namespace and LimitRange, loses every binding, and its quota drops to
 zero, so nothing new starts there (what already runs is left alone).
@@ -35,9 +38,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 
-MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
-TEAM_LABEL = "gpuportal.io/team"
-HASH_ANNOTATION = "gpuportal.io/desired-hash"
+from clusters.vocabulary import (
+    DEFAULT_PORTAL_NAME,
+    DESIRED_HASH_ANNOTATION,
+    MANAGED_BY_LABEL,
+    TEAM_LABEL,
+)
+
 RBAC_GROUP = "rbac.authorization.k8s.io"
 
 # Team role -> the built-in ClusterRole its members get in the team's namespace.
@@ -61,13 +68,14 @@ class Grant:
     cpu_cores: Decimal | None = None
     memory_gib: int | None = None
     state: str = "active"
+    gpu_model: str = ""  # empty: any model
 
 
 @dataclass(frozen=True)
 class Policy:
     """Portal-wide figures (from settings) that are not part of any grant."""
 
-    portal_name: str = "gpu-portal"
+    portal_name: str = DEFAULT_PORTAL_NAME
     max_pods: int = 100
     default_cpu_request_millicores: int = 100
     default_cpu_limit_millicores: int = 1000
@@ -86,6 +94,9 @@ class TeamOnCluster:
     members: tuple[Member, ...] = ()
     user_prefix: str = ""
     archived: bool = False
+    # Kueue mode: the ResourceQuota's GPUs per kind, which the team's queues may fill by
+    # borrowing (None: quota only mode, the grants' sum).
+    gpu_ceiling: tuple[tuple[str, int], ...] | None = None
 
     @property
     def namespace(self) -> str:
@@ -207,7 +218,10 @@ def namespace(team: TeamOnCluster, policy: Policy) -> dict:
 
 def resource_quota(team: TeamOnCluster, policy: Policy) -> dict:
     figures = quota_figures(team)
-    hard = {f"requests.{name}": str(gpus) for name, gpus in sorted(figures.gpus.items())}
+    gpus_by_kind = dict(figures.gpus)
+    if team.gpu_ceiling is not None and not team.archived:
+        gpus_by_kind.update(team.gpu_ceiling)
+    hard = {f"requests.{name}": str(gpus) for name, gpus in sorted(gpus_by_kind.items())}
     hard["pods"] = "0" if team.archived else str(policy.max_pods)
     if team.archived:
         hard["requests.cpu"] = hard["requests.memory"] = "0"
@@ -301,7 +315,7 @@ def content_hash(obj: dict) -> str:
 
 def with_hash(obj: dict) -> dict:
     stamped = json.loads(json.dumps(obj))
-    stamped["metadata"].setdefault("annotations", {})[HASH_ANNOTATION] = content_hash(obj)
+    stamped["metadata"].setdefault("annotations", {})[DESIRED_HASH_ANNOTATION] = content_hash(obj)
     return stamped
 
 
@@ -361,6 +375,7 @@ def team_on_cluster(
     members: Iterable[Member] = (),
     user_prefix: str = "",
     archived: bool = False,
+    gpu_ceiling: dict[str, int] | None = None,
 ) -> TeamOnCluster:
     """A ``TeamOnCluster`` from any iterables (sorted, so equal inputs build equal objects)."""
     return TeamOnCluster(
@@ -371,4 +386,5 @@ def team_on_cluster(
         members=tuple(sorted(members, key=lambda m: (m.role, m.username))),
         user_prefix=user_prefix,
         archived=archived,
+        gpu_ceiling=None if gpu_ceiling is None else tuple(sorted(gpu_ceiling.items())),
     )

@@ -1,9 +1,12 @@
+from decimal import Decimal
+
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import F, Q
 
 from clusters.models import Cluster
+from clusters.vocabulary import DEFAULT_GPU_RESOURCE
 from portal.validators import (
     DNS1123_LABEL_MAX_LENGTH,
     dns1123_label_validator,
@@ -78,7 +81,12 @@ class QuotaAmounts(models.Model):
     team = models.ForeignKey(Team, on_delete=models.PROTECT)
     cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT)
     gpu_resource = models.CharField(
-        max_length=253, default="nvidia.com/gpu", validators=[extended_resource_name_validator]
+        max_length=253, default=DEFAULT_GPU_RESOURCE, validators=[extended_resource_name_validator]
+    )
+    gpu_model = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="The GPU model (the cluster's GPU model label value); empty means any model.",
     )
     gpus = models.PositiveIntegerField(validators=[MinValueValidator(1)])
     cpu_cores = models.DecimalField(
@@ -181,9 +189,10 @@ class QuotaGrant(QuotaAmounts):
         return f"grant #{self.pk} {self.team}: {self.gpus} × {self.gpu_resource} on {self.cluster}"
 
 
-class TeamCluster(models.Model):
-    """A team's presence on one cluster: its namespace there and how far the cluster has been
-    brought in line with the portal's grants (written by the reconcile task)."""
+class ReconcileState(models.Model):
+    """How far something on a cluster has been brought in line with the portal: when a pass was
+    asked for and last ran, whether it is in sync, and the last error in words (written by the
+    reconcile passes, read by the pages and the API)."""
 
     class Status(models.TextChoices):
         PENDING = "pending", "Pending"
@@ -191,8 +200,6 @@ class TeamCluster(models.Model):
         ERROR = "error", "Error"
         DELETED = "deleted", "Namespace deleted"
 
-    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="cluster_states")
-    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="team_states")
     reconcile_requested_at = models.DateTimeField(null=True, blank=True)
     last_reconciled_at = models.DateTimeField(
         null=True, blank=True, help_text="When the last reconcile attempt ended, however it went."
@@ -205,27 +212,17 @@ class TeamCluster(models.Model):
     last_write_count = models.PositiveIntegerField(
         default=0, help_text="Objects the last successful pass applied or deleted (0: unchanged)."
     )
-    applied_quota = models.JSONField(
-        default=dict, blank=True, help_text="The ResourceQuota's hard limits as last applied."
-    )
     last_error = models.TextField(blank=True)
     last_error_at = models.DateTimeField(null=True, blank=True)
     consecutive_failures = models.PositiveIntegerField(default=0)
-    namespace_delete_requested_at = models.DateTimeField(null=True, blank=True)
-    namespace_deleted_at = models.DateTimeField(null=True, blank=True)
+    queues_applied = models.BooleanField(
+        default=False,
+        help_text="Kueue objects the portal made may be on the cluster: a pass in Kueue mode "
+        "applied them and no pass since has found them pruned.",
+    )
 
     class Meta:
-        ordering = ["team", "cluster"]
-        constraints = [
-            models.UniqueConstraint(fields=["team", "cluster"], name="team_cluster_unique"),
-            models.CheckConstraint(
-                condition=Q(status__in=["pending", "in_sync", "error", "deleted"]),
-                name="team_cluster_status_valid",
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.team} on {self.cluster}"
+        abstract = True
 
     @property
     def in_sync(self) -> bool:
@@ -242,8 +239,132 @@ class TeamCluster(models.Model):
         )
 
 
+class TeamCluster(ReconcileState):
+    """A team's presence on one cluster: its namespace there and how far the cluster has been
+    brought in line with the portal's grants (written by the reconcile task)."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="cluster_states")
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="team_states")
+    applied_quota = models.JSONField(
+        default=dict, blank=True, help_text="The ResourceQuota's hard limits as last applied."
+    )
+    namespace_delete_requested_at = models.DateTimeField(null=True, blank=True)
+    namespace_deleted_at = models.DateTimeField(null=True, blank=True)
+    namespace_owned = models.BooleanField(
+        null=True,
+        blank=True,
+        help_text="What the last reconcile found of the team's namespace: the portal's (made or "
+        "found with its labels), someone else's (never touched, no metrics shown from it), or "
+        "empty: not looked at yet, or deleted since.",
+    )
+
+    class Meta:
+        ordering = ["team", "cluster"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "cluster"], name="team_cluster_unique"),
+            models.CheckConstraint(
+                condition=Q(status__in=["pending", "in_sync", "error", "deleted"]),
+                name="team_cluster_status_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.team} on {self.cluster}"
+
+
+class ClusterState(ReconcileState):
+    """How far a cluster's cluster-wide objects are in line with the portal: in Kueue mode the
+    ResourceFlavors of its GPU models and the WorkloadPriorityClasses, none in quota only mode
+    (written by the cluster reconcile task)."""
+
+    cluster = models.OneToOneField(Cluster, on_delete=models.CASCADE, related_name="state")
+
+    class Meta:
+        ordering = ["cluster"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=["pending", "in_sync", "error"]),
+                name="cluster_state_status_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"cluster-wide objects on {self.cluster}"
+
+
+class TeamQueuePolicy(models.Model):
+    """How a team shares GPUs with the other teams of a Kueue cluster: how many GPUs of each
+    model it may borrow beyond its own quota, how many of its own it lends while idle, and its
+    weight when idle GPUs are shared out. Without a row a team borrows and lends without limit
+    at weight 1."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="queue_policies")
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="queue_policies")
+    borrowing_limit = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="GPUs of each model the team may borrow beyond its quota; empty: no limit.",
+    )
+    lending_limit = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="GPUs of its own quota of each model it may lend while idle; empty: all.",
+    )
+    fair_sharing_weight = models.DecimalField(
+        max_digits=6,
+        decimal_places=3,
+        default=Decimal("1"),
+        validators=[MinValueValidator(Decimal("0.001")), MaxValueValidator(Decimal("1000"))],
+        help_text="Its share of idle GPUs relative to other teams' weights.",
+    )
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["team", "cluster"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "cluster"], name="team_queue_policy_unique"),
+            models.CheckConstraint(
+                condition=Q(fair_sharing_weight__gt=0), name="team_queue_policy_weight_positive"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.team}'s queue policy on {self.cluster}"
+
+
 class AuditEvent(models.Model):
     """One state change: who did what to which object, when, and the object before and after."""
+
+    class Action(models.TextChoices):
+        """Every change the portal records. Services write these and readers (the idle report's
+        shrink history, filters, admin) compare against them, never against string literals."""
+
+        TEAM_CREATED = "team.created", "team created"
+        TEAM_ARCHIVED = "team.archived", "team archived"
+        TEAM_NAMESPACE_DELETE_REQUESTED = (
+            "team.namespace_delete_requested",
+            "team namespace deletion requested",
+        )
+        MEMBERSHIP_SET = "membership.set", "membership set"
+        MEMBERSHIP_REMOVED = "membership.removed", "membership removed"
+        CLUSTER_OVERCOMMIT_CHANGED = "cluster.overcommit_changed", "cluster overcommit changed"
+        CLUSTER_QUOTA_MODE_CHANGED = "cluster.quota_mode_changed", "cluster quota mode changed"
+        TEAM_QUEUE_POLICY_SET = "team_queue_policy.set", "team queue policy set"
+        QUOTA_REQUEST_CREATED = "quota_request.created", "quota request created"
+        QUOTA_REQUEST_CANCELLED = "quota_request.cancelled", "quota request cancelled"
+        QUOTA_REQUEST_REJECTED = "quota_request.rejected", "quota request rejected"
+        QUOTA_REQUEST_APPROVED = "quota_request.approved", "quota request approved"
+        QUOTA_GRANT_ACTIVATED = "quota_grant.activated", "quota grant activated"
+        QUOTA_GRANT_SHRUNK = "quota_grant.shrunk", "quota grant shrunk"
+        QUOTA_GRANT_REVOKED = "quota_grant.revoked", "quota grant revoked"
+        QUOTA_GRANT_EXPIRED = "quota_grant.expired", "quota grant expired"
+        GPU_JOB_SUBMITTED = "gpu_job.submitted", "GPU job submitted"
+        GPU_JOB_CANCELLED = "gpu_job.cancelled", "GPU job cancelled"
+        IDLE_POD_STOPPED = "idle_pod.stopped", "idle pod stopped"
+        IDLE_POLICY_SET = "idle_policy.set", "idle policy set"
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     actor = models.ForeignKey(
@@ -252,7 +373,7 @@ class AuditEvent(models.Model):
     team = models.ForeignKey(
         Team, on_delete=models.SET_NULL, null=True, blank=True, related_name="audit_events"
     )
-    action = models.CharField(max_length=64, db_index=True)
+    action = models.CharField(max_length=64, db_index=True, choices=Action.choices)
     target_type = models.CharField(max_length=64)
     target_id = models.PositiveBigIntegerField()
     before = models.JSONField(null=True, blank=True)

@@ -6,6 +6,12 @@ holds under the portal's labels, applies only what differs (server-side apply, o
 and deletes what the portal owns but no longer wants. A pass over an unchanged cluster makes
 reads only: one GET of the namespace and one labelled LIST per kind.
 
+On a cluster in Kueue mode the team's queues (``tenants.queue_manifests``) are among the
+desired objects and the ResourceQuota is their ceiling. In quota only mode they are not, and a
+pass lists them (to prune them) only while the team's row says a Kueue-mode pass may have left
+some (``queues_applied``), so a quota only pass over an unchanged cluster reads no more than
+before.
+
 Passes for the same team and cluster are serialised by a PostgreSQL advisory lock taken before
 the database is read: a pass that started from older grants can never overwrite what a later one
 applied. (An advisory lock rather than a row lock: approvals update the ``TeamCluster`` row and
@@ -18,21 +24,33 @@ from __future__ import annotations
 
 import logging
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Case, F, Value, When
 from django.utils import timezone
 
-from clusters.kube import KubeClient, KubeError, NotOwned, describe
-from clusters.models import Cluster, GpuCapacity
-from tenants import manifests
-from tenants.models import Membership, QuotaGrant, Team, TeamCluster
+from clusters.kube import KINDS, Conflict, KubeClient, KubeError, NotFound, NotOwned, describe
+from clusters.models import Cluster, GpuCapacity, GpuModelCapacity, QuotaMode
+from tenants import manifests, queue_manifests
+from tenants.models import (
+    Membership,
+    QuotaGrant,
+    ReconcileState,
+    Team,
+    TeamCluster,
+    TeamQueuePolicy,
+)
+from tenants.namespaces import NamespaceNotOwned, check_namespace_owned
 
 logger = logging.getLogger(__name__)
 
 NAMESPACED_KINDS = ("ResourceQuota", "LimitRange", "RoleBinding")
+# A team's Kueue objects: its LocalQueues in the namespace, its ClusterQueues cluster-wide.
+QUEUE_NAMESPACED_KINDS = ("LocalQueue",)
+QUEUE_CLUSTER_KINDS = ("ClusterQueue",)
+QUEUE_KINDS = (*QUEUE_CLUSTER_KINDS, *QUEUE_NAMESPACED_KINDS)
 # Kinds a team has exactly one object of: read by name rather than listed.
 SINGLE_OBJECT_KINDS = ("ResourceQuota", "LimitRange")
 # Requests of one pass that may be in flight at once (they are independent of each other).
@@ -51,6 +69,8 @@ class Outcome:
     writes: int = 0
     quota: dict = field(default_factory=dict)
     namespace_deleted: bool = False
+    # Whether Kueue objects of the portal's are on the cluster after the pass (None: not read).
+    queues: bool | None = None
 
     def as_dict(self) -> dict:
         return {
@@ -72,6 +92,67 @@ def policy() -> manifests.Policy:
     )
 
 
+def kueue_cluster_state(cluster: Cluster) -> queue_manifests.KueueCluster:
+    """What the cluster's Kueue objects are made of, as the database holds it now (two
+    queries)."""
+    capacities = list(GpuCapacity.objects.filter(cluster=cluster))
+    models = GpuModelCapacity.objects.filter(cluster=cluster).values_list("gpu_model", flat=True)
+    return queue_manifests.kueue_cluster(
+        portal_name=settings.PORTAL_NAME,
+        gpu_resources=[c.resource_name for c in capacities],
+        gpu_models=models,
+        gpu_node_selector=cluster.gpu_node_selector or {},
+        gpu_taint_key=cluster.gpu_taint_key,
+        gpu_model_label=cluster.gpu_model_label,
+        gpu_capacity={c.resource_name: c.capacity for c in capacities},
+    )
+
+
+def queue_policy(*, team: Team, cluster: Cluster) -> queue_manifests.QueuePolicy:
+    """The team's borrowing, lending and weight on the cluster (the defaults without a row)."""
+    row = TeamQueuePolicy.objects.filter(team=team, cluster=cluster).first()
+    if row is None:
+        return queue_manifests.QueuePolicy()
+    return queue_manifests.QueuePolicy(
+        borrowing_limit=row.borrowing_limit,
+        lending_limit=row.lending_limit,
+        fair_sharing_weight=row.fair_sharing_weight,
+    )
+
+
+@dataclass(frozen=True)
+class QueueLimits:
+    """What a team's queues on a Kueue-mode cluster hold, as the reconcile builds them: its own
+    GPUs per (GPU kind, model) ("" for any model: the any-gpu flavor), the most its queues can
+    ever admit per kind (the ResourceQuota's ceiling) and its policy. For the job side, to refuse
+    up front a job that could never run."""
+
+    own: dict[tuple[str, str], int]
+    ceiling: dict[str, int]
+    policy: queue_manifests.QueuePolicy
+
+
+def team_queue_limits(*, team: Team, cluster: Cluster) -> QueueLimits:
+    """The team's queue figures on the cluster from the database as it is now (whatever the
+    cluster's mode: they are what Kueue mode gives it)."""
+    state = team_state(team=team, cluster=cluster)
+    kueue = kueue_cluster_state(cluster)
+    policy = queue_policy(team=team, cluster=cluster)
+    return QueueLimits(
+        own=queue_manifests.own_gpus(state, kueue),
+        ceiling=queue_manifests.quota_ceiling(state, kueue, policy),
+        policy=policy,
+    )
+
+
+@dataclass(frozen=True)
+class Desired:
+    """What a pass should leave on the cluster for the team."""
+
+    objects: list[dict]
+    queues: bool  # Kueue mode: the team's queues are among the objects
+
+
 def team_state(*, team: Team, cluster: Cluster) -> manifests.TeamOnCluster:
     """The team's state on the cluster as the database holds it now (three queries)."""
     grants = QuotaGrant.objects.filter(team=team, cluster=cluster, state=QuotaGrant.State.ACTIVE)
@@ -90,6 +171,7 @@ def team_state(*, team: Team, cluster: Cluster) -> manifests.TeamOnCluster:
                 cpu_cores=g.cpu_cores,
                 memory_gib=g.memory_gib,
                 state=g.state,
+                gpu_model=g.gpu_model,
             )
             for g in grants
         ],
@@ -99,10 +181,27 @@ def team_state(*, team: Team, cluster: Cluster) -> manifests.TeamOnCluster:
     )
 
 
+def desired_state(*, team: Team, cluster: Cluster, rules: manifests.Policy) -> Desired:
+    """Everything the team should have on the cluster: in Kueue mode its queues too, with the
+    ResourceQuota at their ceiling."""
+    state = team_state(team=team, cluster=cluster)
+    if cluster.quota_mode != QuotaMode.KUEUE:
+        return Desired(manifests.desired_objects(state, rules), queues=False)
+    kueue = kueue_cluster_state(cluster)
+    policy = queue_policy(team=team, cluster=cluster)
+    state = replace(
+        state,
+        gpu_ceiling=tuple(sorted(queue_manifests.quota_ceiling(state, kueue, policy).items())),
+    )
+    objects = manifests.desired_objects(state, rules)
+    objects += queue_manifests.team_queue_objects(state, kueue, policy, rules)
+    return Desired(objects, queues=True)
+
+
 # --- talking to the cluster --------------------------------------------------------------------
 
 
-def _each(function, items: list) -> list:
+def each(function, items: list) -> list:
     """``function`` over independent requests at once: a pass costs about as long as its
     slowest request rather than their sum. The first error is raised (after all finished)."""
     if len(items) <= 1:
@@ -111,25 +210,62 @@ def _each(function, items: list) -> list:
         return list(pool.map(function, items))
 
 
-def sync(kube: KubeClient, desired: list[dict], *, slug: str, rules: manifests.Policy) -> Outcome:
+def list_queue_kind(
+    kube: KubeClient, kind: str, *, namespace: str | None = None, label_selector: str | None
+) -> list[dict] | None:
+    """The Kueue objects of a kind that match the selector; None when the cluster does not
+    serve the kind (Kueue is not installed)."""
+    try:
+        return kube.list(kind, namespace=namespace, label_selector=label_selector)
+    except NotFound:
+        return None
+
+
+def being_deleted(kube: KubeClient, live: dict | None) -> KubeError | None:
+    """A Kueue object the portal wants that is still being deleted (a ClusterQueue waits for
+    the workloads it admitted, a flavor for the queues that use it): applying it would not stop
+    that, so the pass is retried until it is gone and can be made again."""
+    if live is None or not (live.get("metadata") or {}).get("deletionTimestamp"):
+        return None
+    kind, namespace, name = manifests.object_key(live)
+    return Conflict(
+        f"{describe(kind, name, namespace or None)} on cluster {kube.cluster_name} is being "
+        "deleted (Kueue keeps it while it is in use); the portal makes it again once it is "
+        "gone, and tries until then."
+    )
+
+
+def kueue_missing(kube: KubeClient, kind: str) -> KubeError:
+    return KubeError(
+        f"Kueue is not installed on cluster {kube.cluster_name}: it does not serve "
+        f"{KINDS[kind].api_version} {KINDS[kind].plural}. Install Kueue v0.17 or later there, or "
+        "switch the cluster back to quota only."
+    )
+
+
+def sync(
+    kube: KubeClient,
+    desired: list[dict],
+    *,
+    slug: str,
+    rules: manifests.Policy,
+    queues: bool = False,
+) -> Outcome:
     """Make the cluster hold ``desired`` for the team, touching only objects the portal owns.
 
-    Raises ``NotOwned`` when the namespace, or an object the portal would create, already exists
-    without the portal's labels: someone else made it, and it is left alone.
+    With ``queues`` the team's Kueue objects are read as well (and pruned unless desired).
+    Raises ``NotOwned`` when the namespace (``NamespaceNotOwned``), or an object the portal would
+    create, already exists without the portal's labels: someone else made it, and it is left
+    alone.
     """
     outcome = Outcome()
+    wants_queues = any(obj["kind"] in QUEUE_KINDS for obj in desired)
     namespace = slug
-    live_namespace = kube.get("Namespace", namespace)
+    live_namespace = check_namespace_owned(kube, slug=slug, rules=rules)
     live: dict[tuple, dict] = {}  # the portal's objects for the team, by (kind, namespace, name)
     foreign: dict[tuple, dict] = {}  # objects with a name the portal wants, made by someone else
     read_by_name: set[tuple] = set()
     if live_namespace is not None:
-        if not manifests.is_owned(live_namespace, slug=slug, policy=rules):
-            raise NotOwned(
-                f"Namespace {namespace} already exists on cluster {kube.cluster_name} and was not "
-                f"created by the portal for team {slug}, so the portal leaves it alone. A cluster "
-                f"admin must delete or rename it (or the team needs another slug)."
-            )
         live[manifests.object_key(live_namespace)] = live_namespace
         # A namespace that does not exist yet holds nothing: only an existing one is read.
         # A kind the team has one object of is read by name: a GET costs the API server less
@@ -145,19 +281,37 @@ def sync(kube: KubeClient, desired: list[dict], *, slug: str, rules: manifests.P
                 found = kube.get(kind, names[kind][0], namespace)
                 read_by_name.add((kind, namespace, names[kind][0]))
                 return [found] if found is not None else []
+            if kind in QUEUE_KINDS:
+                found = list_queue_kind(kube, kind, namespace=namespace, label_selector=selector)
+                if found is None and wants_queues:
+                    raise kueue_missing(kube, kind)
+                return found or []
             return kube.list(kind, namespace=namespace, label_selector=selector)
 
-        for items in _each(read, list(NAMESPACED_KINDS)):
+        kinds = [*NAMESPACED_KINDS, *(QUEUE_NAMESPACED_KINDS if queues else ())]
+        for items in each(read, kinds):
             for obj in items:
                 owned = manifests.is_owned(obj, slug=slug, policy=rules)
                 (live if owned else foreign)[manifests.object_key(obj)] = obj
+    if queues:
+        # The team's ClusterQueues are cluster-wide: they may be there whether or not the
+        # namespace is.
+        for kind in QUEUE_CLUSTER_KINDS:
+            found = list_queue_kind(
+                kube, kind, label_selector=manifests.ownership_selector(slug, rules)
+            )
+            if found is None and wants_queues:
+                raise kueue_missing(kube, kind)
+            for obj in found or []:
+                live[manifests.object_key(obj)] = obj
 
     def ensure(obj: dict) -> str | None:
         """Apply the object unless the cluster already holds it; what was applied, if anything."""
         key = manifests.object_key(obj)
         kind, obj_namespace, name = key
         current = live.get(key)
-        unread = kind != "Namespace" and live_namespace is not None and key not in read_by_name
+        may_exist = live_namespace is not None or not KINDS[kind].namespaced
+        unread = kind != "Namespace" and may_exist and key not in read_by_name
         if current is None and unread:
             # Not among the portal's listed objects: make sure nobody else's has the name.
             found = kube.get(kind, name, obj_namespace)
@@ -165,6 +319,8 @@ def sync(kube: KubeClient, desired: list[dict], *, slug: str, rules: manifests.P
                 current = found
             elif found is not None:
                 foreign[key] = found
+        if kind in QUEUE_KINDS and (terminating := being_deleted(kube, current)):
+            raise terminating
         if current is not None and manifests.matches(obj, current):
             return None
         if key in foreign:
@@ -173,38 +329,66 @@ def sync(kube: KubeClient, desired: list[dict], *, slug: str, rules: manifests.P
                 "not created by the portal, so the portal leaves it alone. A cluster admin "
                 f"must delete it before the portal can manage the team's {kind} there."
             )
-        kube.apply(obj)
+        try:
+            kube.apply(obj)
+        except NotFound as error:
+            if kind in QUEUE_KINDS and error.details.get("kind") != "namespaces":
+                raise kueue_missing(kube, kind) from error
+            raise
         return describe(kind, name, obj_namespace or None)
 
     # The namespace first: what goes inside needs it.
     namespaces = [obj for obj in desired if obj["kind"] == "Namespace"]
     inside = [obj for obj in desired if obj["kind"] != "Namespace"]
-    applied = [ensure(obj) for obj in namespaces] + _each(ensure, inside)
+    applied = [ensure(obj) for obj in namespaces] + each(ensure, inside)
     outcome.applied = [what for what in applied if what]
 
     wanted = {manifests.object_key(obj) for obj in desired}
-    unwanted = [obj for key, obj in live.items() if key not in wanted and key[0] != "Namespace"]
+    unwanted = [
+        obj
+        for key, obj in live.items()
+        if key not in wanted
+        and key[0] != "Namespace"
+        and not obj["metadata"].get("deletionTimestamp")
+    ]
 
     def prune(obj: dict) -> str:
         kind, obj_namespace, name = manifests.object_key(obj)
         kube.delete(kind, name, obj_namespace, uid=obj["metadata"].get("uid"))
         return describe(kind, name, obj_namespace)
 
-    outcome.deleted = _each(prune, unwanted)
+    outcome.deleted = each(prune, unwanted)
     for obj in desired:
         if obj["kind"] == "ResourceQuota":
             outcome.quota = dict(obj["spec"]["hard"])
+    if queues:
+        outcome.queues = wants_queues
     return outcome
 
 
+def prune_cluster_queues(kube: KubeClient, *, slug: str, rules: manifests.Policy) -> list[str]:
+    """Delete the team's ClusterQueues (they are not in its namespace, so deleting that does
+    not remove them); what was deleted."""
+    deleted = []
+    for kind in QUEUE_CLUSTER_KINDS:
+        selector = manifests.ownership_selector(slug, rules)
+        for obj in list_queue_kind(kube, kind, label_selector=selector) or []:
+            _, _, name = manifests.object_key(obj)
+            if kube.delete(kind, name, uid=obj["metadata"].get("uid")):
+                deleted.append(describe(kind, name))
+    return deleted
+
+
 def delete_namespace(kube: KubeClient, *, slug: str, rules: manifests.Policy) -> Outcome:
-    """Delete the team's namespace, and everything in it, if the portal created it."""
-    outcome = Outcome(namespace_deleted=True)
+    """Delete the team's namespace, and everything in it, if the portal created it, and the
+    team's ClusterQueues."""
+    outcome = Outcome(namespace_deleted=True, queues=False)
+    outcome.deleted = prune_cluster_queues(kube, slug=slug, rules=rules)
     live = kube.get("Namespace", slug)
     if live is None:
         return outcome
     if not manifests.is_owned(live, slug=slug, policy=rules):
-        raise NotOwned(
+        raise NamespaceNotOwned(
             f"Namespace {slug} on cluster {kube.cluster_name} was not created by the portal; "
             "it is not deleted."
         )
@@ -230,13 +414,14 @@ def reconcile_team_on_cluster(
     with transaction.atomic():
         state, _ = TeamCluster.objects.get_or_create(team_id=team_id, cluster_id=cluster_id)
         # Serialise passes for this team and cluster, and only then read the database.
-        _lock(state.pk)
+        lock(state.pk)
         team = Team.objects.get(pk=team_id)
         cluster = Cluster.objects.get(pk=cluster_id)
         rules = policy()
         error: KubeError | None = None
         outcome = Outcome()
         client = kube
+        kueue_mode = cluster.quota_mode == QuotaMode.KUEUE
         try:
             client = kube or KubeClient.for_cluster(cluster)
             reads, writes = client.reads, client.writes
@@ -244,64 +429,91 @@ def reconcile_team_on_cluster(
                 if team.archived_at is not None and state.namespace_delete_requested_at:
                     outcome = delete_namespace(client, slug=team.slug, rules=rules)
                 else:
-                    desired = manifests.desired_objects(
-                        team_state(team=team, cluster=cluster), rules
+                    desired = desired_state(team=team, cluster=cluster, rules=rules)
+                    outcome = sync(
+                        client,
+                        desired.objects,
+                        slug=team.slug,
+                        rules=rules,
+                        queues=desired.queues or state.queues_applied,
                     )
-                    outcome = sync(client, desired, slug=team.slug, rules=rules)
             finally:
                 outcome.reads, outcome.writes = client.reads - reads, client.writes - writes
         except KubeError as failure:
             error = failure
-        _record(state, outcome=outcome, error=error, started=started)
+        changes = queues_applied_after(outcome=outcome, error=error, kueue_mode=kueue_mode)
+        if error is None and not outcome.namespace_deleted:
+            changes.update(applied_quota=outcome.quota, namespace_owned=True)
+        elif isinstance(error, NamespaceNotOwned):
+            changes["namespace_owned"] = False
+        # Any other failure says nothing new about whose the namespace is.
+        record(state, outcome=outcome, error=error, started=started, changes=changes)
+    return finish(outcome, error, what=f"{team.slug} on {cluster.name}")
+
+
+def queues_applied_after(*, outcome: Outcome, error: KubeError | None, kueue_mode: bool) -> dict:
+    """The ``queues_applied`` a pass leaves on its state: what it found when it read the queues
+    and succeeded; otherwise, in Kueue mode, that some may be there (a failed pass may have
+    made some); otherwise unchanged."""
+    if error is None and outcome.queues is not None:
+        return {"queues_applied": outcome.queues}
+    if kueue_mode:
+        return {"queues_applied": True}
+    return {}
+
+
+def finish(outcome: Outcome, error: KubeError | None, *, what: str) -> Outcome:
+    """Log the recorded pass; raise its error (for the task to retry a transient one)."""
     if error is not None:
-        logger.warning("reconcile of %s on %s failed: %s", team.slug, cluster.name, error)
+        logger.warning("reconcile of %s failed: %s", what, error)
         raise error
     if outcome.writes:
-        logger.info(
-            "reconciled %s on %s: applied %s, deleted %s",
-            team.slug,
-            cluster.name,
-            outcome.applied,
-            outcome.deleted,
-        )
+        logger.info("reconciled %s: applied %s, deleted %s", what, outcome.applied, outcome.deleted)
     return outcome
 
 
-def _lock(team_cluster_id: int) -> None:
-    """Wait for any other pass of this team on this cluster; held until the transaction ends
-    (or the worker's connection dies with it)."""
+def lock(row_id: int, *, lock_class: int = ADVISORY_LOCK_CLASS) -> None:
+    """Wait for any other pass on this row (of ``lock_class``'s table); held until the
+    transaction ends (or the worker's connection dies with it)."""
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT pg_advisory_xact_lock(%s, %s)",
-                [ADVISORY_LOCK_CLASS, team_cluster_id % 2**31],
-            )
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [lock_class, row_id % 2**31])
 
 
-def _record(state: TeamCluster, *, outcome: Outcome, error: KubeError | None, started) -> None:
-    """Write the pass's outcome. A change requested after the pass started leaves the row
-    pending: the pass that change scheduled will settle it."""
+def record(
+    state: ReconcileState,
+    *,
+    outcome: Outcome,
+    error: KubeError | None,
+    started,
+    changes: dict | None = None,
+) -> None:
+    """Write the pass's outcome, and ``changes`` beside it. A change requested after the pass
+    started leaves the row pending: the pass that change scheduled will settle it."""
     now = timezone.now()
-    changes: dict = {"last_reconciled_at": now, "reconcile_runs": F("reconcile_runs") + 1}
+    Status = ReconcileState.Status
+    fields: dict = {"last_reconciled_at": now, "reconcile_runs": F("reconcile_runs") + 1}
     settled_or_pending = Case(
-        When(reconcile_requested_at__gt=started, then=Value(TeamCluster.Status.PENDING)),
-        default=Value(TeamCluster.Status.IN_SYNC),
+        When(reconcile_requested_at__gt=started, then=Value(Status.PENDING)),
+        default=Value(Status.IN_SYNC),
     )
     if error is not None:
-        changes.update(
-            status=TeamCluster.Status.ERROR,
+        fields.update(
+            status=Status.ERROR,
             last_error=str(error),
             last_error_at=now,
             consecutive_failures=F("consecutive_failures") + 1,
         )
     else:
-        changes.update(last_applied_at=now, last_write_count=outcome.writes, consecutive_failures=0)
+        fields.update(last_applied_at=now, last_write_count=outcome.writes, consecutive_failures=0)
         if outcome.namespace_deleted:
-            changes.update(
-                status=TeamCluster.Status.DELETED,
+            fields.update(
+                status=Status.DELETED,
                 applied_quota={},
                 namespace_deleted_at=state.namespace_deleted_at or now,
+                namespace_owned=None,  # gone: whoever makes it next, it is not known to be ours
             )
         else:
-            changes.update(status=settled_or_pending, applied_quota=outcome.quota)
-    TeamCluster.objects.filter(pk=state.pk).update(**changes)
+            fields.update(status=settled_or_pending)
+    fields.update(changes or {})
+    type(state).objects.filter(pk=state.pk).update(**fields)

@@ -8,8 +8,15 @@ from django.db.models import OuterRef, Q, QuerySet, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from clusters.models import Cluster, GpuCapacity
-from tenants.models import AuditEvent, QuotaGrant, QuotaRequest, Team
+from clusters.models import Cluster, GpuCapacity, GpuModelCapacity
+from tenants.models import (
+    AuditEvent,
+    QuotaGrant,
+    QuotaRequest,
+    Team,
+    TeamCluster,
+    TeamQueuePolicy,
+)
 from tenants.permissions import is_portal_admin
 
 
@@ -20,6 +27,25 @@ def teams_visible_to(user: User | AnonymousUser) -> QuerySet[Team]:
     if not user.is_authenticated:
         return Team.objects.none()
     return Team.objects.filter(memberships__user=user).distinct()
+
+
+def namespace_ownership(*, cluster: Cluster, namespace: str) -> bool | None:
+    """Whose the last reconcile found the team's namespace (``namespace``, its slug) on the
+    cluster: the portal's (True), someone else's (False), or not known (None: never looked at,
+    or deleted since). See ``tenants.namespaces``."""
+    return (
+        TeamCluster.objects.filter(cluster=cluster, team__slug=namespace)
+        .values_list("namespace_owned", flat=True)
+        .first()
+    )
+
+
+def owned_namespaces(*, cluster: Cluster, among: set[str] | None = None) -> set[str]:
+    """The teams' namespaces on the cluster that the last reconcile found the portal's."""
+    rows = TeamCluster.objects.filter(cluster=cluster, namespace_owned=True)
+    if among is not None:
+        rows = rows.filter(team__slug__in=among)
+    return set(rows.values_list("team__slug", flat=True))
 
 
 def _team_scoped(queryset: QuerySet, user: User | AnonymousUser) -> QuerySet:
@@ -47,14 +73,39 @@ def audit_events_visible_to(user: User | AnonymousUser) -> QuerySet[AuditEvent]:
     return _team_scoped(AuditEvent.objects.all(), user).select_related("actor", "team")
 
 
+def team_cluster_ids(*, team: Team) -> list[int]:
+    """Clusters the team has a namespace on, or is about to: any it has state or a grant on."""
+    ids = set(TeamCluster.objects.filter(team=team).values_list("cluster_id", flat=True))
+    ids |= set(QuotaGrant.objects.filter(team=team).values_list("cluster_id", flat=True))
+    return sorted(ids)
+
+
+def cluster_team_ids(*, cluster_id: int) -> list[int]:
+    """Teams on the cluster, or about to be: any with a namespace there not deleted, or an
+    active grant there."""
+    ids = set(
+        TeamCluster.objects.filter(
+            cluster_id=cluster_id, namespace_deleted_at__isnull=True
+        ).values_list("team_id", flat=True)
+    )
+    ids |= set(
+        QuotaGrant.objects.filter(cluster_id=cluster_id, state=QuotaGrant.State.ACTIVE).values_list(
+            "team_id", flat=True
+        )
+    )
+    return sorted(ids)
+
+
 def grants_overlapping(
     *,
     cluster: Cluster,
     gpu_resource: str,
     starts_on: datetime.date,
     ends_on: datetime.date | None,
+    gpu_model: str | None = None,
 ) -> QuerySet[QuotaGrant]:
-    """Active grants of this GPU kind on the cluster whose period meets [starts_on, ends_on].
+    """Active grants of this GPU kind on the cluster whose period meets [starts_on, ends_on]
+    (of one model only, when ``gpu_model`` is given).
 
     Summing them over-counts grants that overlap the period but not each other; that errs on
     the safe side (never over-allocates) and keeps the check one indexed query.
@@ -62,6 +113,8 @@ def grants_overlapping(
     overlapping = Q(ends_on__isnull=True) | Q(ends_on__gte=starts_on)
     if ends_on is not None:
         overlapping &= Q(starts_on__lte=ends_on)
+    if gpu_model is not None:
+        overlapping &= Q(gpu_model=gpu_model)
     return QuotaGrant.objects.filter(
         overlapping,
         cluster=cluster,
@@ -77,9 +130,14 @@ def granted_gpus(
     starts_on: datetime.date,
     ends_on: datetime.date | None,
     exclude_grant_id: int | None = None,
+    gpu_model: str | None = None,
 ) -> int:
     grants = grants_overlapping(
-        cluster=cluster, gpu_resource=gpu_resource, starts_on=starts_on, ends_on=ends_on
+        cluster=cluster,
+        gpu_resource=gpu_resource,
+        starts_on=starts_on,
+        ends_on=ends_on,
+        gpu_model=gpu_model,
     )
     if exclude_grant_id is not None:
         grants = grants.exclude(pk=exclude_grant_id)
@@ -135,10 +193,83 @@ def capacity_summaries() -> dict[tuple[int, str], CapacitySummary]:
     return summaries
 
 
-def _granted_in_request_period() -> Coalesce:
-    """Per request row: GPUs of its kind that active grants on its cluster hold during its
-    period, as ``grants_overlapping`` counts them for the capacity check. One subquery, so the
-    queue costs the same number of queries however long it is."""
+def model_capacity(*, cluster: Cluster, gpu_resource: str, gpu_model: str) -> int:
+    """GPUs of one model the portal may plan with: what its usable nodes offer, never above the
+    capacity of the whole kind (an admin's cap on the kind caps its models too)."""
+    row = GpuModelCapacity.objects.filter(
+        cluster=cluster, resource_name=gpu_resource, gpu_model=gpu_model
+    ).first()
+    kind = GpuCapacity.objects.filter(cluster=cluster, resource_name=gpu_resource).first()
+    if row is None or kind is None:
+        return 0
+    return min(row.allocatable, kind.capacity)
+
+
+@dataclass(frozen=True)
+class ModelCapacitySummary:
+    """A cluster's GPUs of one model (of one kind): what may be planned with, what active
+    grants of that model hold from today on, and how its nodes are made (a job larger than
+    ``max_per_node`` fits on none)."""
+
+    cluster_id: int
+    gpu_resource: str
+    gpu_model: str
+    capacity: int
+    plannable: int
+    granted: int
+    nodes: int
+    max_per_node: int
+
+    @property
+    def free(self) -> int:
+        return self.plannable - self.granted
+
+    def free_after(self, *, gpus: int, granted_in_period: int) -> int:
+        return self.plannable - granted_in_period - gpus
+
+
+def model_capacity_summaries() -> dict[tuple[int, str], list[ModelCapacitySummary]]:
+    """Every cluster's capacity per GPU model, by (cluster id, GPU kind), models in order; in
+    two queries whatever the number of clusters."""
+    today = timezone.localdate()
+    granted = {
+        (row["cluster_id"], row["gpu_resource"], row["gpu_model"]): row["total"]
+        for row in QuotaGrant.objects.filter(state=QuotaGrant.State.ACTIVE)
+        .exclude(gpu_model="")
+        .filter(Q(ends_on__isnull=True) | Q(ends_on__gte=today))
+        .values("cluster_id", "gpu_resource", "gpu_model")
+        .annotate(total=Sum("gpus"))
+    }
+    kinds = {
+        (row.cluster_id, row.resource_name): row
+        for row in GpuCapacity.objects.select_related("cluster")
+    }
+    summaries: dict[tuple[int, str], list[ModelCapacitySummary]] = {}
+    for row in GpuModelCapacity.objects.order_by("cluster_id", "resource_name", "gpu_model"):
+        kind = kinds.get((row.cluster_id, row.resource_name))
+        if kind is None:
+            continue
+        capacity = min(row.allocatable, kind.capacity)
+        summaries.setdefault((row.cluster_id, row.resource_name), []).append(
+            ModelCapacitySummary(
+                cluster_id=row.cluster_id,
+                gpu_resource=row.resource_name,
+                gpu_model=row.gpu_model,
+                capacity=capacity,
+                plannable=plannable_gpus(capacity, kind.cluster.overcommit_ratio),
+                granted=granted.get((row.cluster_id, row.resource_name, row.gpu_model), 0),
+                nodes=row.nodes,
+                max_per_node=row.max_per_node,
+            )
+        )
+    return summaries
+
+
+def _granted_in_request_period(*, same_model: bool = False) -> Coalesce:
+    """Per request row: GPUs of its kind (and with ``same_model``, of its model) that active
+    grants on its cluster hold during its period, as ``grants_overlapping`` counts them for the
+    capacity check. One subquery, so the queue costs the same number of queries however long it
+    is."""
     open_end = Value(datetime.date.max)
     overlapping = QuotaGrant.objects.filter(
         Q(ends_on__isnull=True) | Q(ends_on__gte=OuterRef("starts_on")),
@@ -147,16 +278,28 @@ def _granted_in_request_period() -> Coalesce:
         gpu_resource=OuterRef("gpu_resource"),
         state=QuotaGrant.State.ACTIVE,
     )
+    if same_model:
+        overlapping = overlapping.filter(gpu_model=OuterRef("gpu_model"))
     total = overlapping.values("cluster").annotate(total=Sum("gpus")).values("total")[:1]
     return Coalesce(Subquery(total), 0)
 
 
 def review_queue() -> QuerySet[QuotaRequest]:
     """Pending requests, oldest first: the order admins should decide them in. Each carries
-    ``granted_in_period`` for ``CapacitySummary.free_after``."""
+    ``granted_in_period`` for ``CapacitySummary.free_after``, and ``model_granted_in_period``
+    (grants of the requested model, for a request of one) for ``ModelCapacitySummary``'s."""
     return (
         QuotaRequest.objects.filter(state=QuotaRequest.State.PENDING)
         .select_related("team", "cluster", "requested_by")
-        .annotate(granted_in_period=_granted_in_request_period())
+        .annotate(
+            granted_in_period=_granted_in_request_period(),
+            model_granted_in_period=_granted_in_request_period(same_model=True),
+        )
         .order_by("created_at", "id")
+    )
+
+
+def queue_policies_visible_to(user: User | AnonymousUser) -> QuerySet[TeamQueuePolicy]:
+    return _team_scoped(TeamQueuePolicy.objects.all(), user).select_related(
+        "team", "cluster", "updated_by"
     )

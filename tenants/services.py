@@ -1,256 +1,40 @@
 """Changes to teams and quota. Views, serializers and tasks call these and nothing else.
 
-Each public function validates first (raising ``ValidationError`` with the field and the reason,
-``PermissionDenied`` or ``InvalidTransition``) and only then writes, inside one transaction, with
-an audit event per state change. Whenever what a team holds on a cluster changes,
-``schedule_reconcile`` is the single hook that brings the cluster in line after commit.
+Each public function validates first (``quota_checks``: raising ``ValidationError`` with the field
+and the reason, ``PermissionDenied`` or ``InvalidTransition``) and only then writes, inside one
+transaction, with an audit event per state change (``audit``). Whenever what a team holds on a
+cluster changes, ``reconcile_triggers.request_reconcile_after_commit`` brings the cluster in line
+after commit.
 """
 
 import datetime
-import logging
 from decimal import Decimal
-from typing import Any
 
-from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import Model
 from django.utils import timezone
-from kombu.exceptions import OperationalError
 
-from clusters.models import Cluster, GpuCapacity
+from clusters.models import Cluster
+from clusters.vocabulary import DEFAULT_GPU_RESOURCE
+from tenants.audit import audit, snapshot
 from tenants.errors import InvalidTransition
-from tenants.models import (
-    MAX_CPU_CORES,
-    MAX_MEMORY_GIB,
-    AuditEvent,
-    Membership,
-    QuotaGrant,
-    QuotaRequest,
-    Team,
-    TeamCluster,
-)
+from tenants.models import AuditEvent, Membership, QuotaGrant, QuotaRequest, Team, TeamCluster
 from tenants.permissions import can_request_quota, is_portal_admin, team_role
-from tenants.selectors import granted_gpus, plannable_gpus
+from tenants.quota_checks import (
+    check_can_decide,
+    check_capacity,
+    check_new_quota_request,
+    check_transition,
+)
+from tenants.reconcile_triggers import (
+    request_reconcile_after_commit,
+    request_reconcile_on_team_clusters,
+)
 
-logger = logging.getLogger(__name__)
-
+Action = AuditEvent.Action
 RequestState = QuotaRequest.State
 GrantState = QuotaGrant.State
-
-REQUEST_TRANSITIONS: dict[str, set[str]] = {
-    RequestState.PENDING: {RequestState.APPROVED, RequestState.REJECTED, RequestState.CANCELLED},
-}
-GRANT_TRANSITIONS: dict[str, set[str]] = {
-    GrantState.ACTIVE: {GrantState.ACTIVE, GrantState.EXPIRED, GrantState.REVOKED},
-}
-
-AUDITED_FIELDS = {
-    "Team": ["slug", "name", "description", "archived_at"],
-    "Membership": ["team_id", "user_id", "role"],
-    "QuotaRequest": [
-        "team_id", "cluster_id", "gpu_resource", "gpus", "cpu_cores", "memory_gib",
-        "starts_on", "ends_on", "state", "decision_note",
-    ],
-    "QuotaGrant": [
-        "team_id", "cluster_id", "gpu_resource", "gpus", "cpu_cores", "memory_gib",
-        "starts_on", "ends_on", "state",
-    ],
-    "Cluster": ["name", "overcommit_ratio"],
-    "GpuCapacity": ["cluster_id", "resource_name", "gpu_model", "allocatable", "admin_cap"],
-}  # fmt: skip
-
-
-# --- audit -----------------------------------------------------------------------------------
-
-
-def _json_value(value: Any) -> Any:
-    if isinstance(value, (datetime.date, datetime.datetime)):
-        return value.isoformat()
-    if isinstance(value, Decimal):
-        return str(value)
-    return value
-
-
-def snapshot(instance: Model) -> dict[str, Any]:
-    """The audited fields of a row as JSON-safe values, for an audit event's before/after."""
-    fields = AUDITED_FIELDS[type(instance).__name__]
-    return {field: _json_value(getattr(instance, field)) for field in fields}
-
-
-def audit(
-    *,
-    actor: User | None,
-    action: str,
-    target: Model,
-    team: Team | None,
-    before: dict | None,
-    after: dict | None,
-    note: str = "",
-) -> AuditEvent:
-    return AuditEvent.objects.create(
-        actor=actor,
-        action=action,
-        target_type=type(target).__name__,
-        target_id=target.pk,
-        team=team,
-        before=before,
-        after=after,
-        note=note,
-    )
-
-
-# --- the reconcile hook ------------------------------------------------------------------------
-
-
-def schedule_reconcile(*, team_id: int, cluster_id: int) -> None:
-    """Bring the team's namespace on the cluster in line with the database, after commit.
-
-    The one hook every grant change calls. It runs inside the caller's transaction: the marker
-    is written with the change, and the task is only enqueued once the change is committed, so
-    a worker never reads the database from before it.
-    """
-    from tenants.tasks import reconcile_team  # tasks import this module
-
-    TeamCluster.objects.get_or_create(team_id=team_id, cluster_id=cluster_id)
-    TeamCluster.objects.filter(team_id=team_id, cluster_id=cluster_id).update(
-        reconcile_requested_at=timezone.now(), status=TeamCluster.Status.PENDING
-    )
-    transaction.on_commit(lambda: _enqueue_reconcile(reconcile_team, team_id, cluster_id))
-
-
-def schedule_reconcile_team(*, team: Team) -> None:
-    """Schedule a reconcile of the team on every cluster it is on (e.g. its members changed)."""
-    for cluster_id in team_cluster_ids(team=team):
-        schedule_reconcile(team_id=team.pk, cluster_id=cluster_id)
-
-
-def team_cluster_ids(*, team: Team) -> list[int]:
-    """Clusters the team has a namespace on, or is about to: any it has state or a grant on."""
-    ids = set(TeamCluster.objects.filter(team=team).values_list("cluster_id", flat=True))
-    ids |= set(QuotaGrant.objects.filter(team=team).values_list("cluster_id", flat=True))
-    return sorted(ids)
-
-
-def enqueue_reconcile(*, team_id: int, cluster_id: int) -> None:
-    """Enqueue a reconcile now, outside any change (the periodic sweep)."""
-    from tenants.tasks import reconcile_team
-
-    _enqueue_reconcile(reconcile_team, team_id, cluster_id)
-
-
-def _enqueue_reconcile(task, team_id: int, cluster_id: int) -> None:
-    """Send the task; if the broker is unreachable, log it rather than fail a committed change.
-
-    The decision is already saved and ``reconcile_requested_at`` shows the cluster is behind;
-    the periodic sweep picks it up once the broker is back.
-    """
-    try:
-        task.delay(team_id=team_id, cluster_id=cluster_id)
-    except OperationalError:
-        logger.exception("Could not enqueue reconcile of team %s on %s", team_id, cluster_id)
-
-
-# --- checks ------------------------------------------------------------------------------------
-
-
-def check_transition(instance: QuotaRequest | QuotaGrant, to_state: str) -> None:
-    table = REQUEST_TRANSITIONS if isinstance(instance, QuotaRequest) else GRANT_TRANSITIONS
-    if to_state not in table.get(instance.state, set()):
-        kind = "request" if isinstance(instance, QuotaRequest) else "grant"
-        verb = {
-            RequestState.APPROVED: "approve",
-            RequestState.REJECTED: "reject",
-            RequestState.CANCELLED: "cancel",
-            GrantState.ACTIVE: "change",
-            GrantState.EXPIRED: "expire",
-            GrantState.REVOKED: "revoke",
-        }[to_state]
-        raise InvalidTransition(
-            f"Cannot {verb} quota {kind} #{instance.pk}: it is {instance.state}.",
-            current_state=instance.state,
-        )
-
-
-def check_new_quota_request(
-    *,
-    team: Team,
-    cluster: Cluster,
-    gpu_resource: str,
-    gpus: int,
-    starts_on: datetime.date,
-    ends_on: datetime.date | None,
-    cpu_cores: Decimal | None,
-    memory_gib: int | None,
-    justification: str,
-    today: datetime.date,
-) -> None:
-    """Reject what no admin could grant: one ValidationError naming every bad field at once."""
-    errors: dict[str, str] = {}
-    if starts_on < today:
-        errors["starts_on"] = f"Must not be in the past (today is {today.isoformat()})."
-    if not justification.strip():
-        errors["justification"] = "Say what the GPUs are for."
-    max_gpus = settings.PORTAL_MAX_GPUS_PER_REQUEST
-    if team.archived_at is not None:
-        errors["team"] = f"Team {team.slug} is archived and cannot receive quota."
-    if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 1:
-        errors["gpus"] = "Must be a whole number of GPUs, at least 1."
-    elif gpus > max_gpus:
-        errors["gpus"] = f"At most {max_gpus} GPUs can be requested at once; {gpus} were asked for."
-    offered = list(cluster.gpu_capacities.values_list("resource_name", flat=True))
-    if gpu_resource not in offered:
-        kinds = ", ".join(offered) or "none"
-        errors["gpu_resource"] = (
-            f"Cluster {cluster.name} has no GPUs of kind {gpu_resource!r}; it offers: {kinds}."
-        )
-    if ends_on is not None and ends_on < starts_on:
-        errors["ends_on"] = f"Must not be before the start date ({starts_on.isoformat()})."
-    if cpu_cores is not None and not 0 <= cpu_cores <= MAX_CPU_CORES:
-        errors["cpu_cores"] = f"Must be between 0 and {MAX_CPU_CORES:,} cores."
-    if memory_gib is not None and not 0 <= memory_gib <= MAX_MEMORY_GIB:
-        errors["memory_gib"] = f"Must be between 0 and {MAX_MEMORY_GIB:,} GiB."
-    if errors:
-        raise ValidationError(errors)
-
-
-def check_can_decide(*, reviewer: User, quota_request: QuotaRequest) -> None:
-    if not is_portal_admin(reviewer):
-        raise PermissionDenied("Only portal admins can approve or reject quota requests.")
-    if quota_request.requested_by_id == reviewer.pk:
-        raise PermissionDenied("You cannot decide on a quota request you made yourself.")
-
-
-def check_capacity(
-    *,
-    cluster: Cluster,
-    gpu_resource: str,
-    gpus: int,
-    starts_on: datetime.date,
-    ends_on: datetime.date | None,
-) -> None:
-    """Granted GPUs of this kind must stay within capacity times the overcommit ratio.
-
-    The caller must hold the lock on the cluster's row, or two approvals could both pass.
-    """
-    capacity = GpuCapacity.objects.filter(cluster=cluster, resource_name=gpu_resource).first()
-    total = capacity.capacity if capacity else 0
-    plannable = plannable_gpus(total, cluster.overcommit_ratio)
-    already = granted_gpus(
-        cluster=cluster, gpu_resource=gpu_resource, starts_on=starts_on, ends_on=ends_on
-    )
-    if already + gpus > plannable:
-        raise ValidationError(
-            {
-                "gpus": (
-                    f"Not enough capacity: {cluster.name} can grant {plannable} × {gpu_resource} "
-                    f"({total} at overcommit {cluster.overcommit_ratio}), {already} are already "
-                    f"granted for that period, so at most {max(plannable - already, 0)} more; "
-                    f"{gpus} would exceed it by {already + gpus - plannable}."
-                )
-            }
-        )
 
 
 def _lock_cluster(cluster_id: int) -> Cluster:
@@ -269,8 +53,14 @@ def team_create(*, actor: User, slug: str, name: str, description: str = "") -> 
     try:
         with transaction.atomic():
             team.save()
-            audit(actor=actor, action="team.created", target=team, team=team, before=None,
-                  after=snapshot(team))  # fmt: skip
+            audit(
+                actor=actor,
+                action=Action.TEAM_CREATED,
+                target=team,
+                team=team,
+                before=None,
+                after=snapshot(team),
+            )
     except IntegrityError as error:
         # full_clean's uniqueness check can lose a race with another admin creating the same slug.
         raise ValidationError({"slug": f"A team with slug {slug!r} already exists."}) from error
@@ -293,9 +83,15 @@ def membership_set(*, actor: User, team: Team, user: User, role: str) -> Members
             membership.save(update_fields=["role"])
         else:
             return membership
-        audit(actor=actor, action="membership.set", target=membership, team=team,
-              before=before, after=snapshot(membership))  # fmt: skip
-        schedule_reconcile_team(team=team)  # the team's RoleBindings change
+        audit(
+            actor=actor,
+            action=Action.MEMBERSHIP_SET,
+            target=membership,
+            team=team,
+            before=before,
+            after=snapshot(membership),
+        )
+        request_reconcile_on_team_clusters(team=team)  # the team's RoleBindings change
     return membership
 
 
@@ -307,10 +103,16 @@ def membership_remove(*, actor: User, team: Team, user: User) -> None:
         if membership is None:
             raise ValidationError({"user": f"{user.username} is not a member of {team.slug}."})
         before = snapshot(membership)
-        audit(actor=actor, action="membership.removed", target=membership, team=team,
-              before=before, after=None)  # fmt: skip
+        audit(
+            actor=actor,
+            action=Action.MEMBERSHIP_REMOVED,
+            target=membership,
+            team=team,
+            before=before,
+            after=None,
+        )
         membership.delete()
-        schedule_reconcile_team(team=team)  # the team's RoleBindings change
+        request_reconcile_on_team_clusters(team=team)  # the team's RoleBindings change
 
 
 # --- offboarding -------------------------------------------------------------------------------
@@ -329,8 +131,9 @@ def team_archive(*, actor: User, team: Team, note: str = "") -> Team:
     with transaction.atomic():
         locked = Team.objects.select_for_update().get(pk=team.pk)
         if locked.archived_at is not None:
-            raise InvalidTransition(f"Team {locked.slug} is already archived.",
-                                    current_state="archived")  # fmt: skip
+            raise InvalidTransition(
+                f"Team {locked.slug} is already archived.", current_state="archived"
+            )
         before = snapshot(locked)
         pending = QuotaRequest.objects.select_for_update().filter(
             team=locked, state=RequestState.PENDING
@@ -342,17 +145,30 @@ def team_archive(*, actor: User, team: Team, note: str = "") -> Team:
             quota_request.decided_at = timezone.now()
             quota_request.decision_note = note
             quota_request.save(update_fields=["state", "decided_by", "decided_at", "decision_note"])
-            audit(actor=actor, action="quota_request.cancelled", target=quota_request,
-                  team=locked, before=request_before, after=snapshot(quota_request),
-                  note=note)  # fmt: skip
+            audit(
+                actor=actor,
+                action=Action.QUOTA_REQUEST_CANCELLED,
+                target=quota_request,
+                team=locked,
+                before=request_before,
+                after=snapshot(quota_request),
+                note=note,
+            )
         active = QuotaGrant.objects.filter(team=locked, state=GrantState.ACTIVE)
         for grant_id in active.order_by("pk").values_list("pk", flat=True):
             _end_grant(grant_id=grant_id, to_state=GrantState.REVOKED, actor=actor, note=note)
         locked.archived_at = timezone.now()
         locked.save(update_fields=["archived_at"])
-        audit(actor=actor, action="team.archived", target=locked, team=locked, before=before,
-              after=snapshot(locked), note=note)  # fmt: skip
-        schedule_reconcile_team(team=locked)
+        audit(
+            actor=actor,
+            action=Action.TEAM_ARCHIVED,
+            target=locked,
+            team=locked,
+            before=before,
+            after=snapshot(locked),
+            note=note,
+        )
+        request_reconcile_on_team_clusters(team=locked)
     return locked
 
 
@@ -383,10 +199,16 @@ def team_namespace_delete(
         if state.namespace_delete_requested_at is None:
             state.namespace_delete_requested_at = timezone.now()
             state.save(update_fields=["namespace_delete_requested_at"])
-            audit(actor=actor, action="team.namespace_delete_requested", target=team, team=team,
-                  before=None, after=None,
-                  note=f"Namespace {team.namespace} on cluster {cluster.name}.")  # fmt: skip
-        schedule_reconcile(team_id=team.pk, cluster_id=cluster.pk)
+            audit(
+                actor=actor,
+                action=Action.TEAM_NAMESPACE_DELETE_REQUESTED,
+                target=team,
+                team=team,
+                before=None,
+                after=None,
+                note=f"Namespace {team.namespace} on cluster {cluster.name}.",
+            )
+        request_reconcile_after_commit(team_id=team.pk, cluster_id=cluster.pk)
     state.refresh_from_db()
     return state
 
@@ -404,8 +226,14 @@ def cluster_set_overcommit(*, actor: User, cluster: Cluster, ratio: Decimal) -> 
         before = snapshot(locked)
         locked.overcommit_ratio = ratio
         locked.save(update_fields=["overcommit_ratio"])
-        audit(actor=actor, action="cluster.overcommit_changed", target=locked, team=None,
-              before=before, after=snapshot(locked))  # fmt: skip
+        audit(
+            actor=actor,
+            action=Action.CLUSTER_OVERCOMMIT_CHANGED,
+            target=locked,
+            team=None,
+            before=before,
+            after=snapshot(locked),
+        )
     return locked
 
 
@@ -419,28 +247,54 @@ def quota_request_create(
     cluster: Cluster,
     gpus: int,
     justification: str,
-    gpu_resource: str = "nvidia.com/gpu",
+    gpu_resource: str = DEFAULT_GPU_RESOURCE,
     starts_on: datetime.date | None = None,
     ends_on: datetime.date | None = None,
     cpu_cores: Decimal | None = None,
     memory_gib: int | None = None,
+    gpu_model: str = "",
 ) -> QuotaRequest:
+    """A lead asks for GPUs of a kind on a cluster, of one GPU model (``gpu_model``, as the
+    cluster's nodes name it) or of any model (empty)."""
     if not can_request_quota(requested_by, team):
         raise PermissionDenied(f"Only leads of {team.slug} can request quota for it.")
     today = timezone.localdate()
     starts_on = starts_on or today
-    check_new_quota_request(team=team, cluster=cluster, gpu_resource=gpu_resource, gpus=gpus,
-                            starts_on=starts_on, ends_on=ends_on, cpu_cores=cpu_cores,
-                            memory_gib=memory_gib, justification=justification,
-                            today=today)  # fmt: skip
+    check_new_quota_request(
+        team=team,
+        cluster=cluster,
+        gpu_resource=gpu_resource,
+        gpus=gpus,
+        starts_on=starts_on,
+        ends_on=ends_on,
+        cpu_cores=cpu_cores,
+        memory_gib=memory_gib,
+        justification=justification,
+        today=today,
+        gpu_model=gpu_model,
+    )
     with transaction.atomic():
         quota_request = QuotaRequest.objects.create(
-            team=team, cluster=cluster, gpu_resource=gpu_resource, gpus=gpus,
-            cpu_cores=cpu_cores, memory_gib=memory_gib, starts_on=starts_on, ends_on=ends_on,
-            justification=justification.strip(), requested_by=requested_by,
-        )  # fmt: skip
-        audit(actor=requested_by, action="quota_request.created", target=quota_request,
-              team=team, before=None, after=snapshot(quota_request))  # fmt: skip
+            team=team,
+            cluster=cluster,
+            gpu_resource=gpu_resource,
+            gpu_model=gpu_model,
+            gpus=gpus,
+            cpu_cores=cpu_cores,
+            memory_gib=memory_gib,
+            starts_on=starts_on,
+            ends_on=ends_on,
+            justification=justification.strip(),
+            requested_by=requested_by,
+        )
+        audit(
+            actor=requested_by,
+            action=Action.QUOTA_REQUEST_CREATED,
+            target=quota_request,
+            team=team,
+            before=None,
+            after=snapshot(quota_request),
+        )
     return quota_request
 
 
@@ -456,8 +310,14 @@ def quota_request_cancel(*, actor: User, quota_request: QuotaRequest) -> QuotaRe
         locked.state = RequestState.CANCELLED
         locked.decided_at = timezone.now()
         locked.save(update_fields=["state", "decided_at"])
-        audit(actor=actor, action="quota_request.cancelled", target=locked, team=locked.team,
-              before=before, after=snapshot(locked))  # fmt: skip
+        audit(
+            actor=actor,
+            action=Action.QUOTA_REQUEST_CANCELLED,
+            target=locked,
+            team=locked.team,
+            before=before,
+            after=snapshot(locked),
+        )
     return locked
 
 
@@ -474,8 +334,15 @@ def quota_request_reject(*, reviewer: User, quota_request: QuotaRequest, note: s
         locked.decided_at = timezone.now()
         locked.decision_note = note.strip()
         locked.save(update_fields=["state", "decided_by", "decided_at", "decision_note"])
-        audit(actor=reviewer, action="quota_request.rejected", target=locked, team=locked.team,
-              before=before, after=snapshot(locked), note=locked.decision_note)  # fmt: skip
+        audit(
+            actor=reviewer,
+            action=Action.QUOTA_REQUEST_REJECTED,
+            target=locked,
+            team=locked.team,
+            before=before,
+            after=snapshot(locked),
+            note=locked.decision_note,
+        )
     return locked
 
 
@@ -519,8 +386,14 @@ def quota_request_approve(
             )
         if errors:
             raise ValidationError(errors)
-        check_capacity(cluster=cluster, gpu_resource=locked.gpu_resource, gpus=granted,
-                       starts_on=locked.starts_on, ends_on=granted_until)  # fmt: skip
+        check_capacity(
+            cluster=cluster,
+            gpu_resource=locked.gpu_resource,
+            gpu_model=locked.gpu_model,
+            gpus=granted,
+            starts_on=locked.starts_on,
+            ends_on=granted_until,
+        )
 
         before = snapshot(locked)
         locked.state = RequestState.APPROVED
@@ -528,16 +401,38 @@ def quota_request_approve(
         locked.decided_at = timezone.now()
         locked.decision_note = note.strip()
         locked.save(update_fields=["state", "decided_by", "decided_at", "decision_note"])
-        audit(actor=reviewer, action="quota_request.approved", target=locked, team=locked.team,
-              before=before, after=snapshot(locked), note=locked.decision_note)  # fmt: skip
+        audit(
+            actor=reviewer,
+            action=Action.QUOTA_REQUEST_APPROVED,
+            target=locked,
+            team=locked.team,
+            before=before,
+            after=snapshot(locked),
+            note=locked.decision_note,
+        )
         grant = QuotaGrant.objects.create(
-            request=locked, team=locked.team, cluster=cluster, gpu_resource=locked.gpu_resource,
-            gpus=granted, cpu_cores=locked.cpu_cores, memory_gib=locked.memory_gib,
-            starts_on=locked.starts_on, ends_on=granted_until, granted_by=reviewer,
-        )  # fmt: skip
-        audit(actor=reviewer, action="quota_grant.activated", target=grant, team=grant.team,
-              before=None, after=snapshot(grant), note=locked.decision_note)  # fmt: skip
-        schedule_reconcile(team_id=grant.team_id, cluster_id=grant.cluster_id)
+            request=locked,
+            team=locked.team,
+            cluster=cluster,
+            gpu_resource=locked.gpu_resource,
+            gpu_model=locked.gpu_model,
+            gpus=granted,
+            cpu_cores=locked.cpu_cores,
+            memory_gib=locked.memory_gib,
+            starts_on=locked.starts_on,
+            ends_on=granted_until,
+            granted_by=reviewer,
+        )
+        audit(
+            actor=reviewer,
+            action=Action.QUOTA_GRANT_ACTIVATED,
+            target=grant,
+            team=grant.team,
+            before=None,
+            after=snapshot(grant),
+            note=locked.decision_note,
+        )
+        request_reconcile_after_commit(team_id=grant.team_id, cluster_id=grant.cluster_id)
     return grant
 
 
@@ -552,18 +447,30 @@ def _end_grant(*, grant_id: int, to_state: str, actor: User | None, note: str) -
         locked.state = to_state
         locked.ended_at = timezone.now()
         locked.save(update_fields=["state", "ended_at", "updated_at"])
-        action = "quota_grant.revoked" if to_state == GrantState.REVOKED else "quota_grant.expired"
-        audit(actor=actor, action=action, target=locked, team=locked.team, before=before,
-              after=snapshot(locked), note=note)  # fmt: skip
-        schedule_reconcile(team_id=locked.team_id, cluster_id=locked.cluster_id)
+        action = (
+            Action.QUOTA_GRANT_REVOKED
+            if to_state == GrantState.REVOKED
+            else Action.QUOTA_GRANT_EXPIRED
+        )
+        audit(
+            actor=actor,
+            action=action,
+            target=locked,
+            team=locked.team,
+            before=before,
+            after=snapshot(locked),
+            note=note,
+        )
+        request_reconcile_after_commit(team_id=locked.team_id, cluster_id=locked.cluster_id)
     return locked
 
 
 def quota_grant_revoke(*, actor: User, grant: QuotaGrant, note: str = "") -> QuotaGrant:
     if not is_portal_admin(actor):
         raise PermissionDenied("Only portal admins can revoke grants.")
-    return _end_grant(grant_id=grant.pk, to_state=GrantState.REVOKED, actor=actor,
-                      note=note.strip())  # fmt: skip
+    return _end_grant(
+        grant_id=grant.pk, to_state=GrantState.REVOKED, actor=actor, note=note.strip()
+    )
 
 
 def quota_grant_shrink(
@@ -608,9 +515,16 @@ def quota_grant_shrink(
         if ends_on is not None:
             locked.ends_on = ends_on
         locked.save(update_fields=["gpus", "ends_on", "updated_at"])
-        audit(actor=actor, action="quota_grant.shrunk", target=locked, team=locked.team,
-              before=before, after=snapshot(locked), note=note.strip())  # fmt: skip
-        schedule_reconcile(team_id=locked.team_id, cluster_id=locked.cluster_id)
+        audit(
+            actor=actor,
+            action=Action.QUOTA_GRANT_SHRUNK,
+            target=locked,
+            team=locked.team,
+            before=before,
+            after=snapshot(locked),
+            note=note.strip(),
+        )
+        request_reconcile_after_commit(team_id=locked.team_id, cluster_id=locked.cluster_id)
     return locked
 
 
@@ -624,8 +538,12 @@ def quota_grants_expire(*, today: datetime.date | None = None) -> list[int]:
     expired = []
     for grant_id in due.order_by("pk").values_list("pk", flat=True):
         try:
-            _end_grant(grant_id=grant_id, to_state=GrantState.EXPIRED, actor=None,
-                       note=f"Period ended before {today.isoformat()}.")  # fmt: skip
+            _end_grant(
+                grant_id=grant_id,
+                to_state=GrantState.EXPIRED,
+                actor=None,
+                note=f"Period ended before {today.isoformat()}.",
+            )
         except InvalidTransition:
             continue  # another worker ended it first
         expired.append(grant_id)

@@ -11,46 +11,77 @@ from django.core.exceptions import ObjectDoesNotExist
 from django.db import OperationalError
 
 from clusters.kube import KubeError, TransientKubeError
-from tenants import reconcile, services
-from tenants.models import TeamCluster
+from clusters.models import Cluster, QuotaMode
+from tenants import queue_reconcile, reconcile, reconcile_triggers, services
+from tenants.models import ClusterState, TeamCluster
+
+# Transient cluster errors (unreachable, 409, 429, 5xx, Kueue's webhooks down) are retried with
+# backoff; past the retries the periodic sweep takes over.
+RECONCILE_TASK = {
+    "acks_late": True,
+    "autoretry_for": (TransientKubeError, OperationalError),
+    "retry_backoff": True,
+    "retry_backoff_max": settings.PORTAL_RECONCILE_RETRY_BACKOFF_MAX,
+    "retry_jitter": True,
+    "max_retries": settings.PORTAL_RECONCILE_MAX_RETRIES,
+}
 
 
-@shared_task(
-    acks_late=True,
-    autoretry_for=(TransientKubeError, OperationalError),
-    retry_backoff=True,
-    retry_backoff_max=settings.PORTAL_RECONCILE_RETRY_BACKOFF_MAX,
-    retry_jitter=True,
-    max_retries=settings.PORTAL_RECONCILE_MAX_RETRIES,
-)
-def reconcile_team(*, team_id: int, cluster_id: int) -> dict:
-    """Bring the team's namespace on the cluster in line with its grants and members.
-
-    Transient cluster errors (unreachable, 409, 429, 5xx) are retried with backoff; past the
-    retries the periodic sweep takes over. Other errors are recorded on the team's cluster
-    status, where a lead can read them, and not retried: they need a person.
-    """
+def _run_pass(run, *, gone: str) -> dict:
+    """A reconcile pass's outcome, or the error that needs a person (recorded on the state, not
+    retried); transient errors are raised for Celery to retry."""
     try:
-        outcome = reconcile.reconcile_team_on_cluster(team_id=team_id, cluster_id=cluster_id)
+        outcome = run()
     except TransientKubeError:
         raise
     except KubeError as error:
         return {"error": str(error)}
     except ObjectDoesNotExist:
-        return {"error": "the team or the cluster no longer exists"}
+        return {"error": gone}
     return outcome.as_dict()
+
+
+@shared_task(**RECONCILE_TASK)
+def reconcile_team(*, team_id: int, cluster_id: int) -> dict:
+    """Bring the team's namespace on the cluster in line with its grants and members.
+
+    Transient cluster errors are retried; other errors are recorded on the team's cluster
+    status, where a lead can read them, and not retried: they need a person.
+    """
+    return _run_pass(
+        lambda: reconcile.reconcile_team_on_cluster(team_id=team_id, cluster_id=cluster_id),
+        gone="the team or the cluster no longer exists",
+    )
+
+
+@shared_task(**RECONCILE_TASK)
+def reconcile_cluster(*, cluster_id: int) -> dict:
+    """Bring the cluster's cluster-wide Kueue objects (flavors, priority classes) in line with
+    its quota mode and GPU models; retried like ``reconcile_team``."""
+    return _run_pass(
+        lambda: queue_reconcile.reconcile_cluster(cluster_id=cluster_id),
+        gone="the cluster no longer exists",
+    )
 
 
 @shared_task(acks_late=True)
 def reconcile_sweep() -> int:
     """The periodic sweep: expire grants whose period is over, then reconcile every team on every
-    cluster it has been on, so hand edits are reverted and expired grants leave the quota."""
+    cluster it has been on, and the cluster-wide objects of every cluster in Kueue mode (or
+    left with some), so hand edits are reverted and expired grants leave the quota. Returns how
+    many passes it enqueued."""
     services.quota_grants_expire()
     pairs = TeamCluster.objects.filter(namespace_deleted_at__isnull=True).values_list(
         "team_id", "cluster_id"
     )
     count = 0
     for team_id, cluster_id in pairs.iterator():
-        services.enqueue_reconcile(team_id=team_id, cluster_id=cluster_id)
+        reconcile_triggers.enqueue_reconcile_now(team_id=team_id, cluster_id=cluster_id)
+        count += 1
+    clusters = set(
+        Cluster.objects.filter(quota_mode=QuotaMode.KUEUE).values_list("pk", flat=True)
+    ) | set(ClusterState.objects.filter(queues_applied=True).values_list("cluster_id", flat=True))
+    for cluster_id in sorted(clusters):
+        reconcile_triggers.enqueue_cluster_reconcile_now(cluster_id=cluster_id)
         count += 1
     return count

@@ -12,6 +12,12 @@ urlpatterns = [
         views.team_namespace_delete,
         name="team-namespace-delete",
     ),
+    path(
+        "teams/<slug:slug>/clusters/<slug:cluster>/queue-policy/",
+        views.team_queue_policy,
+        name="team-queue-policy",
+    ),
+    path("clusters/<slug:name>/queueing/", views.cluster_queueing, name="cluster-queueing"),
     path("requests/<int:pk>/cancel/", views.quota_request_cancel, name="quota-request-cancel"),
     path("requests/<int:pk>/approve/", views.quota_request_approve, name="quota-request-approve"),
     path("requests/<int:pk>/reject/", views.quota_request_reject, name="quota-request-reject"),

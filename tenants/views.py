@@ -14,20 +14,31 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from clusters.models import Cluster
+from clusters.models import Cluster, QuotaMode
 from portal.params import page_of
-from tenants import selectors, services
+from tenants import queueing, selectors, services
 from tenants.errors import InvalidTransition
 from tenants.filtersets import AuditEventFilter, QuotaRequestFilter
 from tenants.forms import (
     ApproveForm,
+    QueuePolicyForm,
+    QuotaModeForm,
     QuotaRequestForm,
     RejectForm,
     RevokeForm,
     ShrinkForm,
     add_service_errors,
 )
-from tenants.models import AuditEvent, Membership, QuotaGrant, QuotaRequest, Team, TeamCluster
+from tenants.models import (
+    AuditEvent,
+    ClusterState,
+    Membership,
+    QuotaGrant,
+    QuotaRequest,
+    Team,
+    TeamCluster,
+    TeamQueuePolicy,
+)
 from tenants.permissions import can_request_quota, is_portal_admin, team_role
 
 AUDIT_PAGE_SIZE = 25
@@ -80,9 +91,58 @@ def _visible_team(request: HttpRequest, slug: str):
     return get_object_or_404(selectors.teams_visible_to(request.user), slug=slug)
 
 
+@dataclass
+class QueueRow:
+    """The team's queueing on one cluster it is on: the cluster's mode, the team's policy there
+    (None: the defaults) and, for admins, the form that sets it."""
+
+    cluster: Cluster
+    policy: TeamQueuePolicy | None
+    form: QueuePolicyForm | None
+
+    @property
+    def kueue(self) -> bool:
+        return self.cluster.quota_mode == QuotaMode.KUEUE
+
+
+def _queue_rows(
+    request: HttpRequest, team: Team, states, *, bound: tuple[int, QueuePolicyForm] | None = None
+) -> list[QueueRow]:
+    policies = {
+        p.cluster_id: p for p in selectors.queue_policies_visible_to(request.user).filter(team=team)
+    }
+    admin = is_portal_admin(request.user) and team.archived_at is None
+    rows = []
+    for state in states:
+        policy = policies.get(state.cluster_id)
+        form = None
+        if admin:
+            if bound and bound[0] == state.cluster_id:
+                form = bound[1]
+            else:
+                initial = {"fair_sharing_weight": 1}
+                if policy is not None:
+                    initial = {
+                        "borrowing_limit": policy.borrowing_limit,
+                        "lending_limit": policy.lending_limit,
+                        "fair_sharing_weight": policy.fair_sharing_weight.normalize(),
+                    }
+                form = QueuePolicyForm(prefix=f"policy-{state.cluster_id}", initial=initial)
+        rows.append(QueueRow(cluster=state.cluster, policy=policy, form=form))
+    return rows
+
+
 @login_required
 def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
-    team = _visible_team(request, slug)
+    return _render_team(request, _visible_team(request, slug))
+
+
+def _render_team(
+    request: HttpRequest,
+    team: Team,
+    *,
+    bound_policy: tuple[int, QueuePolicyForm] | None = None,
+) -> HttpResponse:
     role = team_role(request.user, team)
     grants = list(
         selectors.quota_grants_visible_to(request.user)
@@ -100,6 +160,9 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
         .select_related("grant")
         .order_by("-decided_at", "-created_at", "-id")[:PAST_REQUESTS_SHOWN]
     )
+    states = list(
+        TeamCluster.objects.filter(team=team).select_related("cluster").order_by("cluster__name")
+    )
     return render(
         request,
         "tenants/team_detail.html",
@@ -112,11 +175,30 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
             "past_requests": past,
             "can_request": can_request_quota(request.user, team),
             "is_admin": is_portal_admin(request.user),
-            "cluster_states": TeamCluster.objects.filter(team=team)
-            .select_related("cluster")
-            .order_by("cluster__name"),
+            "cluster_states": states,
+            "queue_rows": _queue_rows(request, team, states, bound=bound_policy),
         },
     )
+
+
+@require_POST
+@login_required
+def team_queue_policy(request: HttpRequest, slug: str, cluster: str) -> HttpResponse:
+    team = _visible_team(request, slug)
+    target = get_object_or_404(Cluster, name=cluster)
+    if not is_portal_admin(request.user):
+        raise PermissionDenied("Only portal admins can set a team's queue policy.")
+    form = QueuePolicyForm(request.POST, prefix=f"policy-{target.pk}")
+    if form.is_valid():
+        try:
+            queueing.team_queue_policy_set(actor=request.user, team=team, cluster=target,
+                                           **form.cleaned_data)  # fmt: skip
+        except ValidationError as error:
+            add_service_errors(form, error)
+        else:
+            messages.success(request, f"Saved {team.slug}'s queue policy on {target.name}.")
+            return redirect(reverse("team-detail", args=[team.slug]) + "#queues")
+    return _render_team(request, team, bound_policy=(target.pk, form))
 
 
 @require_POST
@@ -165,7 +247,11 @@ def quota_request_new(request: HttpRequest, slug: str) -> HttpResponse:
         cluster_id = request.GET["cluster"]
         cluster = Cluster.objects.filter(pk=cluster_id).first() if cluster_id.isdigit() else None
         form = QuotaRequestForm(cluster=cluster)
-        return render(request, "tenants/_gpu_kind_field.html", {"field": form["gpu_resource"]})
+        return render(
+            request,
+            "tenants/_gpu_kind_field.html",
+            {"field": form["gpu_resource"], "model_field": form["gpu_model"]},
+        )
 
     if request.method == "POST":
         form = QuotaRequestForm(request.POST)
@@ -177,6 +263,7 @@ def quota_request_new(request: HttpRequest, slug: str) -> HttpResponse:
                     team=team,
                     cluster=data["cluster"],
                     gpu_resource=data["gpu_resource"],
+                    gpu_model=data["gpu_model"],
                     gpus=data["gpus"],
                     cpu_cores=data["cpu_cores"],
                     memory_gib=data["memory_gib"],
@@ -187,10 +274,11 @@ def quota_request_new(request: HttpRequest, slug: str) -> HttpResponse:
             except ValidationError as error:
                 add_service_errors(form, error)
             else:
+                what = quota_request.gpu_model or quota_request.gpu_resource
                 messages.success(
                     request,
-                    f"Requested {quota_request.gpus} × {quota_request.gpu_resource} on "
-                    f"{quota_request.cluster}. An admin will review it.",
+                    f"Requested {quota_request.gpus} × {what} on {quota_request.cluster}. An "
+                    "admin will review it.",
                 )
                 return redirect("team-detail", slug=team.slug)
     else:
@@ -228,6 +316,7 @@ class ReviewRow:
     approve_form: ApproveForm
     reject_form: RejectForm
     own: bool
+    models: list[selectors.ModelCapacitySummary]
 
     @property
     def free_after(self) -> int | None:
@@ -236,6 +325,19 @@ class ReviewRow:
         return self.summary.free_after(
             gpus=self.request.gpus, granted_in_period=self.request.granted_in_period
         )
+
+    @property
+    def model_summary(self) -> selectors.ModelCapacitySummary | None:
+        """The requested model's figures (None for a request of any model)."""
+        return next((m for m in self.models if m.gpu_model == self.request.gpu_model), None)
+
+    @property
+    def model_free_after(self) -> int | None:
+        if not self.request.gpu_model:
+            return None
+        summary = self.model_summary
+        plannable = summary.plannable if summary else 0
+        return plannable - self.request.model_granted_in_period - self.request.gpus
 
 
 def _require_admin(request: HttpRequest) -> None:
@@ -260,13 +362,16 @@ def _render_review(
         teams=selectors.teams_visible_to(request.user).order_by("name", "slug"),
     )
     summaries = selectors.capacity_summaries()
+    model_summaries = selectors.model_capacity_summaries()
     rows = []
     for quota_request in filterset.page_rows():
         mine = quota_request.pk == bound_id
+        kind = (quota_request.cluster_id, quota_request.gpu_resource)
         rows.append(
             ReviewRow(
                 request=quota_request,
-                summary=summaries.get((quota_request.cluster_id, quota_request.gpu_resource)),
+                summary=summaries.get(kind),
+                models=model_summaries.get(kind, []),
                 approve_form=(approve_form if mine and approve_form else None)
                 or ApproveForm(prefix=f"approve-{quota_request.pk}"),
                 reject_form=(reject_form if mine and reject_form else None)
@@ -341,6 +446,58 @@ def quota_request_reject(request: HttpRequest, pk: int) -> HttpResponse:
             return redirect("review-queue")
     _require_admin(request)
     return _render_review(request, bound_id=pk, reject_form=form)
+
+
+# --- a cluster's queueing ----------------------------------------------------------------------
+
+
+@login_required
+def cluster_queueing(request: HttpRequest, name: str) -> HttpResponse:
+    """Admins: how the cluster enforces quota (switch it here), whether its cluster-wide Kueue
+    objects are in line, and each team's queue policy and state there."""
+    if not is_portal_admin(request.user):
+        raise PermissionDenied("Only portal admins can change how a cluster enforces quota.")
+    cluster = get_object_or_404(Cluster, name=name)
+    if request.method == "POST":
+        form = QuotaModeForm(request.POST)
+        if form.is_valid():
+            try:
+                cluster = queueing.cluster_set_quota_mode(
+                    actor=request.user, cluster=cluster, quota_mode=form.cleaned_data["quota_mode"]
+                )
+            except ValidationError as error:
+                add_service_errors(form, error)
+            else:
+                messages.success(
+                    request,
+                    f"{cluster.name} now enforces quota with {cluster.get_quota_mode_display()}; "
+                    "every team on it is being moved.",
+                )
+                return redirect("cluster-queueing", name=cluster.name)
+    else:
+        form = QuotaModeForm(initial={"quota_mode": cluster.quota_mode})
+    team_states = (
+        TeamCluster.objects.filter(cluster=cluster, namespace_deleted_at__isnull=True)
+        .select_related("team")
+        .order_by("team__slug")
+    )
+    policies = {p.team_id: p for p in TeamQueuePolicy.objects.filter(cluster=cluster)}
+    return render(
+        request,
+        "tenants/cluster_queueing.html",
+        {
+            "cluster": cluster,
+            "form": form,
+            "state": ClusterState.objects.filter(cluster=cluster).first(),
+            "teams": [(state, policies.get(state.team_id)) for state in team_states],
+            "models": [
+                m
+                for (cluster_id, _), models in selectors.model_capacity_summaries().items()
+                if cluster_id == cluster.pk
+                for m in models
+            ],
+        },
+    )
 
 
 # --- grants ------------------------------------------------------------------------------------

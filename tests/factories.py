@@ -8,10 +8,18 @@ import factory
 from django.contrib.auth.models import User
 from django.utils import timezone
 
-from clusters.models import Cluster, GpuCapacity
+from clusters.models import Cluster, GpuCapacity, GpuModelCapacity
 from gpujobs.models import GpuJob
 from monitoring.models import IdlePod, IdlePolicy, Notification
-from tenants.models import AuditEvent, Membership, QuotaGrant, QuotaRequest, Team, TeamCluster
+from tenants.models import (
+    AuditEvent,
+    Membership,
+    QuotaGrant,
+    QuotaRequest,
+    Team,
+    TeamCluster,
+    TeamQueuePolicy,
+)
 
 
 class UserFactory(factory.django.DjangoModelFactory):
@@ -51,6 +59,20 @@ class GpuCapacityFactory(factory.django.DjangoModelFactory):
     resource_name = "nvidia.com/gpu"
     gpu_model = "NVIDIA-A100-SXM4-80GB"
     allocatable = 32
+
+
+class GpuModelCapacityFactory(factory.django.DjangoModelFactory):
+    """GPUs of one model on a cluster, as the capacity sync writes them from the nodes."""
+
+    class Meta:
+        model = GpuModelCapacity
+
+    cluster = factory.SubFactory(ClusterFactory)
+    resource_name = "nvidia.com/gpu"
+    gpu_model = "NVIDIA-A100-SXM4-80GB"
+    allocatable = 32
+    nodes = factory.LazyAttribute(lambda m: max(m.allocatable // m.max_per_node, 1))
+    max_per_node = 8
 
 
 class TeamFactory(factory.django.DjangoModelFactory):
@@ -93,6 +115,7 @@ class QuotaGrantFactory(factory.django.DjangoModelFactory):
     team = factory.SelfAttribute("request.team")
     cluster = factory.SelfAttribute("request.cluster")
     gpu_resource = factory.SelfAttribute("request.gpu_resource")
+    gpu_model = factory.SelfAttribute("request.gpu_model")
     gpus = factory.SelfAttribute("request.gpus")
     starts_on = factory.SelfAttribute("request.starts_on")
     ends_on = factory.SelfAttribute("request.ends_on")
@@ -104,6 +127,14 @@ class TeamClusterFactory(factory.django.DjangoModelFactory):
 
     class Meta:
         model = TeamCluster
+
+    team = factory.SubFactory(TeamFactory)
+    cluster = factory.SubFactory(ClusterFactory)
+
+
+class TeamQueuePolicyFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = TeamQueuePolicy
 
     team = factory.SubFactory(TeamFactory)
     cluster = factory.SubFactory(ClusterFactory)

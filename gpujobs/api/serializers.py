@@ -11,6 +11,7 @@ from rest_framework import serializers
 from rest_framework.settings import api_settings
 
 from clusters.models import Cluster
+from clusters.vocabulary import DEFAULT_GPU_RESOURCE
 from gpujobs import admission, specs
 from gpujobs.images import MAX_IMAGE_LENGTH
 from gpujobs.models import GpuJob
@@ -137,7 +138,7 @@ class GpuJobCreateSerializer(serializers.Serializer):
     )
     env = EnvVarSerializer(many=True, required=False)
     gpus = serializers.IntegerField(min_value=1, max_value=specs.MAX_GPUS_PER_JOB)
-    gpu_resource = serializers.CharField(required=False, default=specs.DEFAULT_GPU_RESOURCE)
+    gpu_resource = serializers.CharField(required=False, default=DEFAULT_GPU_RESOURCE)
     gpu_model = serializers.CharField(required=False, allow_blank=True, default="")
     cpu_cores = serializers.DecimalField(
         max_digits=7, decimal_places=2, required=False, allow_null=True

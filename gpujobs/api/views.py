@@ -2,8 +2,9 @@
 team's job is a 404, never a 403 that confirms it exists), read the body (a submission becomes a
 ``JobRequest`` in its serializer), call a service.
 
-Cluster reads (logs, events) that fail answer 503 (worth retrying: the cluster is unreachable
-or busy) or 502 (the cluster refused), with the cluster's reason in words.
+Cluster reads (logs, events) that fail raise ``KubeError``, which ``portal.api`` answers with
+503 (worth retrying: the cluster is unreachable or busy) or 502 (the cluster refused), with the
+cluster's reason in words. Error answers are declared in the schema by ``portal.openapi``.
 """
 
 from django.http import StreamingHttpResponse
@@ -14,42 +15,22 @@ from drf_spectacular.utils import (
     OpenApiResponse,
     extend_schema,
     extend_schema_view,
-    inline_serializer,
 )
-from rest_framework import mixins, serializers, status, viewsets
+from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import Throttled, ValidationError
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.response import Response
 
-from clusters.kube import KubeError
 from gpujobs import cluster_reads, log_follows, selectors, services
 from gpujobs.api import serializers as s
 from gpujobs.filtersets import GpuJobFilter
 from gpujobs.manifests import GPU_CONTAINER
+from portal.openapi import ErrorSerializer
 from portal.params import whole_number
 from tenants.api.filters import StableOrderingFilter
 
-DETAIL_ERROR = inline_serializer(name="JobDetailError", fields={"detail": serializers.CharField()})
-NOT_FOUND = OpenApiResponse(DETAIL_ERROR, description="Not found, or not visible to you.")
-FORBIDDEN = OpenApiResponse(DETAIL_ERROR, description="Visible to you, but not yours to change.")
-CONFLICT = OpenApiResponse(
-    inline_serializer(
-        name="JobTransitionError",
-        fields={
-            "detail": serializers.CharField(),
-            "state": serializers.ListField(child=serializers.CharField()),
-        },
-    ),
-    description="The job has already ended.",
-)
-BAD_INPUT = OpenApiResponse(
-    OpenApiTypes.OBJECT, description="Field name -> list of messages (non_field_errors for none)."
-)
-CLUSTER_ERROR = OpenApiResponse(
-    DETAIL_ERROR, description="The cluster could not be read (503: try again; 502: it refused)."
-)
 TAIL = OpenApiParameter(
     "tail", int, description=f"Last N lines (default 100, at most {cluster_reads.MAX_TAIL_LINES})."
 )
@@ -67,12 +48,6 @@ FOLLOW = OpenApiParameter(
     "lines), for up to GPUJOBS_LOG_FOLLOW_MAX_SECONDS. A user may follow "
     "GPUJOBS_LOG_FOLLOWS_PER_USER logs at once.",
 )
-NOTHING_TO_FOLLOW = OpenApiResponse(DETAIL_ERROR, description="The job has no log to follow.")
-TOO_MANY_FOLLOWS = OpenApiResponse(
-    DETAIL_ERROR,
-    description="You (or the portal) follow as many logs as allowed at once: try again after "
-    "the Retry-After header's seconds.",
-)
 
 
 class PlainTextRenderer(BaseRenderer):
@@ -89,11 +64,6 @@ class PlainTextRenderer(BaseRenderer):
         return str(data or "").encode(self.charset)
 
 
-def cluster_error(error: KubeError) -> Response:
-    code = status.HTTP_503_SERVICE_UNAVAILABLE if error.transient else status.HTTP_502_BAD_GATEWAY
-    return Response({"detail": str(error)}, status=code)
-
-
 def _int_param(request, name: str, default: int, *, low: int, high: int) -> int:
     raw = request.query_params.get(name)
     if raw in (None, ""):
@@ -106,14 +76,13 @@ def _int_param(request, name: str, default: int, *, low: int, high: int) -> int:
 
 @extend_schema_view(
     list=extend_schema(summary="GPU jobs of your teams (admins: all)"),
-    retrieve=extend_schema(responses={200: s.GpuJobSerializer, 404: NOT_FOUND}),
     create=extend_schema(
         summary="Submit a GPU job",
         description="Refused with 400 naming the field when the team's quota on the cluster "
         "has too few GPUs left (`gpus`) or the image comes from a registry the cluster does "
         "not allow (`image`). Leads and members may submit; viewers may not (403).",
         request=s.GpuJobCreateSerializer,
-        responses={201: s.GpuJobSerializer, 400: BAD_INPUT, 403: FORBIDDEN},
+        responses={201: s.GpuJobSerializer},
     ),
 )
 class GpuJobViewSet(
@@ -129,6 +98,7 @@ class GpuJobViewSet(
     filterset_class = GpuJobFilter
     ordering_fields = ["created_at", "state", "gpus", "started_at", "finished_at"]
     ordering = ["-created_at"]
+    reads_cluster = False  # the logs and events actions do
 
     def get_queryset(self):
         return selectors.jobs_visible_to(self.request.user).select_related("cancelled_by")
@@ -148,7 +118,7 @@ class GpuJobViewSet(
     @extend_schema(
         summary="Stop a job: its Job and pods are deleted and it shows cancelled",
         request=None,
-        responses={200: s.GpuJobSerializer, 403: FORBIDDEN, 404: NOT_FOUND, 409: CONFLICT},
+        responses=s.GpuJobSerializer,
     )
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk=None):
@@ -161,14 +131,22 @@ class GpuJobViewSet(
         responses={
             (200, "application/json"): s.LogSerializer,
             (200, "text/plain"): OpenApiTypes.STR,
-            404: NOT_FOUND,
-            409: NOTHING_TO_FOLLOW,
-            429: TOO_MANY_FOLLOWS,
-            502: CLUSTER_ERROR,
-            503: CLUSTER_ERROR,
+            409: OpenApiResponse(
+                ErrorSerializer, description="follow: the container is not running."
+            ),
+            429: OpenApiResponse(
+                ErrorSerializer,
+                description="follow: you (or the portal) follow as many logs as allowed at once; "
+                "try again after the Retry-After header's seconds.",
+            ),
         },
     )
-    @action(detail=True, methods=["get"], renderer_classes=[JSONRenderer, PlainTextRenderer])
+    @action(
+        detail=True,
+        methods=["get"],
+        renderer_classes=[JSONRenderer, PlainTextRenderer],
+        reads_cluster=True,
+    )
     def logs(self, request, pk=None):
         job = self.get_object()
         tail = _int_param(
@@ -185,12 +163,9 @@ class GpuJobViewSet(
             )
         pod = request.query_params.get("pod") or None
         follow = request.query_params.get("follow", "").lower() in ("1", "true", "yes")
-        try:
-            if follow:
-                return self._follow(request, job, tail=tail, container=container, pod=pod)
-            result = cluster_reads.job_log(job, tail=tail, container=container, pod=pod)
-        except KubeError as error:
-            return cluster_error(error)
+        if follow:
+            return self._follow(request, job, tail=tail, container=container, pod=pod)
+        result = cluster_reads.job_log(job, tail=tail, container=container, pod=pod)
         return Response(
             {
                 "pod": result.pod,
@@ -227,18 +202,15 @@ class GpuJobViewSet(
 
     @extend_schema(
         summary="Events of the job's Job and pods (scheduling, pulling, quota refusals)",
-        responses={
-            200: s.JobEventSerializer(many=True),
-            404: NOT_FOUND,
-            502: CLUSTER_ERROR,
-            503: CLUSTER_ERROR,
-        },
+        responses=s.JobEventSerializer(many=True),
     )
-    @action(detail=True, methods=["get"], pagination_class=None, filter_backends=[])
+    @action(
+        detail=True,
+        methods=["get"],
+        pagination_class=None,
+        filter_backends=[],
+        reads_cluster=True,
+    )
     def events(self, request, pk=None):
-        job = self.get_object()
-        try:
-            events = cluster_reads.job_events(job)
-        except KubeError as error:
-            return cluster_error(error)
+        events = cluster_reads.job_events(self.get_object())
         return Response(s.JobEventSerializer([e.__dict__ for e in events], many=True).data)

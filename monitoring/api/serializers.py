@@ -78,10 +78,3 @@ class NotificationSerializer(serializers.ModelSerializer):
         model = Notification
         fields = ["id", "kind", "team", "subject", "body", "link", "created_at", "read_at"]
         read_only_fields = fields
-
-
-class MetricsUnavailableSerializer(serializers.Serializer):
-    detail = serializers.CharField()
-    reason = serializers.ChoiceField(
-        choices=["not_configured", "unreachable", "timeout", "query_error", "error"]
-    )

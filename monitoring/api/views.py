@@ -1,12 +1,13 @@
 """Monitoring over REST. Teams are found among those the user may see (another team's slug is
-a 404); the namespace queried is that team's slug. Prometheus trouble is a 503 with a reason."""
+a 404); the namespace queried is that team's slug, once confirmed as the portal's for the team
+(``NamespaceNotConfirmed`` otherwise). Prometheus trouble raises ``PrometheusError``. The API's
+one exception handler (``portal.api``) answers them with a 409 and a 503 with its reason."""
 
 from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework import generics, status
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import generics
 from rest_framework.exceptions import ValidationError
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.renderers import BaseRenderer, JSONRenderer
@@ -16,16 +17,9 @@ from rest_framework.views import APIView
 from monitoring import dashboards, metrics, selectors, usage
 from monitoring.api import serializers as s
 from monitoring.forms import UsageReportForm, WindowForm
-from monitoring.prometheus import PrometheusError, PrometheusNotConfigured
+from monitoring.prometheus import PrometheusNotConfigured
 from tenants.selectors import teams_visible_to
 
-RETRY_AFTER_SECONDS = 30
-
-UNAVAILABLE = OpenApiResponse(
-    s.MetricsUnavailableSerializer, description="Prometheus is unreachable, slow or refused."
-)
-NOT_FOUND = OpenApiResponse(description="No such team, or not one of yours.")
-BAD_INPUT = OpenApiResponse(OpenApiTypes.OBJECT, description="Field name -> messages.")
 CLUSTER = OpenApiParameter(
     "cluster", str, description="Cluster name (default: where the team has grants)."
 )
@@ -36,16 +30,8 @@ END = OpenApiParameter("end", str, description="ISO 8601 (window=custom; default
 
 class MetricsAPIView(APIView):
     permission_classes = [IsAuthenticated]
-
-    def handle_exception(self, exc):
-        if isinstance(exc, PrometheusError):
-            response = Response(
-                {"detail": metrics.unavailable_message(exc), "reason": exc.reason},
-                status=status.HTTP_503_SERVICE_UNAVAILABLE,
-            )
-            response["Retry-After"] = str(RETRY_AFTER_SECONDS)
-            return response
-        return super().handle_exception(exc)
+    reads_prometheus = True
+    reads_team_namespace = True
 
     def team_and_cluster(self, slug: str, *, form=None):
         """The team (404 when not one of the user's), then the query string (400 when ``form``
@@ -68,12 +54,7 @@ class TeamUtilisationView(MetricsAPIView):
     @extend_schema(
         summary="A team's GPU utilisation per pod over a window, and its pods holding GPUs",
         parameters=[CLUSTER, WINDOW, START, END],
-        responses={
-            200: s.TeamUtilisationSerializer,
-            400: BAD_INPUT,
-            404: NOT_FOUND,
-            503: UNAVAILABLE,
-        },
+        responses=s.TeamUtilisationSerializer,
     )
     def get(self, request, slug: str):
         form = WindowForm(request.query_params or None)
@@ -86,7 +67,7 @@ class TeamPodsView(MetricsAPIView):
     @extend_schema(
         summary="A team's pods holding GPUs now, with the idle verdict",
         parameters=[CLUSTER],
-        responses={200: s.TeamPodsSerializer, 400: BAD_INPUT, 404: NOT_FOUND, 503: UNAVAILABLE},
+        responses=s.TeamPodsSerializer,
     )
     def get(self, request, slug: str):
         team, cluster = self.team_and_cluster(slug)
@@ -114,6 +95,7 @@ class CsvRenderer(BaseRenderer):
 
 
 class UsageReportView(MetricsAPIView):
+    reads_team_namespace = False  # past hours of every visible team, not one namespace
     renderer_classes = [JSONRenderer, CsvRenderer]
 
     @extend_schema(
@@ -126,7 +108,7 @@ class UsageReportView(MetricsAPIView):
             OpenApiParameter("end", str),
             OpenApiParameter("bucket", str, enum=["day", "week", "month", "total"]),
         ],
-        responses={200: s.UsageReportSerializer, 400: BAD_INPUT, 503: UNAVAILABLE},
+        responses=s.UsageReportSerializer,
     )
     def get(self, request):
         params = request.query_params.copy()

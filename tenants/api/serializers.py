@@ -4,12 +4,23 @@ Output serializers read only what the view's queryset has already joined (select
 a page of any size costs the same number of queries.
 """
 
+from decimal import Decimal
+
 from django.contrib.auth.models import User
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from clusters.models import Cluster
-from tenants.models import AuditEvent, Membership, QuotaGrant, QuotaRequest, Team, TeamCluster
+from clusters.models import Cluster, QuotaMode
+from clusters.vocabulary import DEFAULT_GPU_RESOURCE
+from tenants.models import (
+    AuditEvent,
+    Membership,
+    QuotaGrant,
+    QuotaRequest,
+    Team,
+    TeamCluster,
+    TeamQueuePolicy,
+)
 from tenants.permissions import is_portal_admin
 from tenants.selectors import teams_visible_to
 
@@ -121,11 +132,22 @@ class TeamClusterSerializer(serializers.ModelSerializer):
     class Meta:
         model = TeamCluster
         fields = [
-            "cluster", "namespace", "status", "in_sync", "recovered", "reconcile_requested_at",
-            "last_applied_at", "last_reconciled_at", "applied_quota", "last_error",
-            "last_error_at", "consecutive_failures", "namespace_delete_requested_at",
+            "cluster",
+            "namespace",
+            "status",
+            "in_sync",
+            "recovered",
+            "reconcile_requested_at",
+            "last_applied_at",
+            "last_reconciled_at",
+            "applied_quota",
+            "last_error",
+            "last_error_at",
+            "consecutive_failures",
+            "namespace_delete_requested_at",
             "namespace_deleted_at",
-        ]  # fmt: skip
+            "namespace_owned",
+        ]
         read_only_fields = fields
 
 
@@ -139,7 +161,7 @@ class NamespaceDeleteSerializer(serializers.Serializer):
 
 
 class GpuKindCapacitySerializer(serializers.Serializer):
-    resource_name = serializers.CharField(help_text="e.g. nvidia.com/gpu")
+    resource_name = serializers.CharField(help_text=f"e.g. {DEFAULT_GPU_RESOURCE}")
     gpu_model = serializers.CharField()
     capacity = serializers.IntegerField(help_text="GPUs the portal may plan with.")
     plannable = serializers.IntegerField(help_text="Capacity times the overcommit ratio.")
@@ -147,13 +169,64 @@ class GpuKindCapacitySerializer(serializers.Serializer):
     free = serializers.IntegerField(help_text="Plannable minus granted.")
 
 
+class GpuModelCapacitySerializer(serializers.Serializer):
+    resource_name = serializers.CharField(help_text=f"e.g. {DEFAULT_GPU_RESOURCE}")
+    gpu_model = serializers.CharField(help_text="As the cluster's GPU model node label names it.")
+    capacity = serializers.IntegerField(help_text="GPUs of this model the portal may plan with.")
+    plannable = serializers.IntegerField(help_text="Capacity times the overcommit ratio.")
+    granted = serializers.IntegerField(help_text="GPUs active grants of this model hold.")
+    free = serializers.IntegerField(help_text="Plannable minus granted.")
+    nodes = serializers.IntegerField(help_text="Usable (Ready, schedulable) nodes of the model.")
+    max_per_node = serializers.IntegerField(
+        help_text="The most GPUs one node of the model offers: no job larger fits."
+    )
+
+
+def model_rows(summaries) -> list[dict]:
+    return [
+        {
+            "resource_name": m.gpu_resource,
+            "gpu_model": m.gpu_model,
+            "capacity": m.capacity,
+            "plannable": m.plannable,
+            "granted": m.granted,
+            "free": m.free,
+            "nodes": m.nodes,
+            "max_per_node": m.max_per_node,
+        }
+        for m in summaries
+    ]
+
+
 class ClusterSerializer(serializers.ModelSerializer):
     gpus = serializers.SerializerMethodField(help_text="Capacity per GPU kind.")
+    gpu_models = serializers.SerializerMethodField(
+        help_text="Capacity per GPU model of each kind (grants of a model count against both)."
+    )
 
     class Meta:
         model = Cluster
-        fields = ["id", "name", "display_name", "overcommit_ratio", "gpus", "created_at"]
+        fields = [
+            "id",
+            "name",
+            "display_name",
+            "overcommit_ratio",
+            "quota_mode",
+            "gpus",
+            "gpu_models",
+            "created_at",
+        ]
         read_only_fields = fields
+
+    @extend_schema_field(GpuModelCapacitySerializer(many=True))
+    def get_gpu_models(self, cluster: Cluster) -> list[dict]:
+        by_kind = self.context["model_capacity"]
+        return model_rows(
+            m
+            for (cluster_id, _), models in by_kind.items()
+            if cluster_id == cluster.pk
+            for m in models
+        )
 
     @extend_schema_field(GpuKindCapacitySerializer(many=True))
     def get_gpus(self, cluster: Cluster) -> list[dict]:
@@ -177,11 +250,68 @@ class ClusterSerializer(serializers.ModelSerializer):
         return rows
 
 
-class ClusterOvercommitSerializer(serializers.Serializer):
+class ClusterSettingsSerializer(serializers.Serializer):
     overcommit_ratio = serializers.DecimalField(
         max_digits=5,
         decimal_places=2,
+        required=False,
         help_text="Guaranteed GPUs granted may reach capacity times this ratio.",
+    )
+    quota_mode = serializers.ChoiceField(
+        choices=QuotaMode.choices,
+        required=False,
+        help_text="quota: a ResourceQuota per team. kueue: Kueue's queues per team (jobs wait "
+        "instead of being refused, idle GPUs are borrowed), the ResourceQuota as ceiling. "
+        "Switching moves every team on the cluster.",
+    )
+
+    def validate(self, data: dict) -> dict:
+        if not data:
+            raise serializers.ValidationError("Give overcommit_ratio, quota_mode or both.")
+        return data
+
+
+class TeamQueuePolicySerializer(serializers.ModelSerializer):
+    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    updated_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+    class Meta:
+        model = TeamQueuePolicy
+        fields = [
+            "team",
+            "cluster",
+            "borrowing_limit",
+            "lending_limit",
+            "fair_sharing_weight",
+            "updated_by",
+            "updated_at",
+        ]
+        read_only_fields = fields
+
+
+class TeamQueuePolicySetSerializer(serializers.Serializer):
+    """Types only; tenants.queueing.team_queue_policy_set checks the ranges."""
+
+    borrowing_limit = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="GPUs of each model the team may borrow beyond its quota; null: no limit.",
+    )
+    lending_limit = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="GPUs of its own quota of each model it may lend while idle; null: all.",
+    )
+    fair_sharing_weight = serializers.DecimalField(
+        max_digits=7,
+        decimal_places=3,
+        required=False,
+        default=Decimal(1),
+        help_text="Its share of idle GPUs relative to other teams' weights (above 0, at most "
+        "1000).",
     )
 
 
@@ -192,6 +322,7 @@ QUOTA_FIELDS = [
     "team",
     "cluster",
     "gpu_resource",
+    "gpu_model",
     "gpus",
     "cpu_cores",
     "memory_gib",
@@ -226,7 +357,14 @@ class QuotaRequestCreateSerializer(serializers.Serializer):
 
     team = serializers.CharField(help_text="Team slug.")
     cluster = serializers.CharField(help_text="Cluster name.")
-    gpu_resource = serializers.CharField(default="nvidia.com/gpu")
+    gpu_resource = serializers.CharField(default=DEFAULT_GPU_RESOURCE)
+    gpu_model = serializers.CharField(
+        default="",
+        allow_blank=True,
+        max_length=200,
+        help_text="A GPU model the cluster's nodes have (GET /api/v1/clusters/ lists them under "
+        "gpu_models); empty: any model.",
+    )
     gpus = serializers.IntegerField(min_value=1)
     cpu_cores = serializers.DecimalField(
         max_digits=8, decimal_places=2, min_value=0, required=False, allow_null=True
@@ -311,17 +449,63 @@ DECISION_FIELDS = {"state", "decided_by", "decided_at", "decision_note"}
 
 
 class ReviewQueueItemSerializer(QuotaRequestSerializer):
-    """A pending request beside its cluster's figures for the requested GPU kind."""
+    """A pending request beside its cluster's figures for the requested GPU kind, for the
+    requested model (when it names one) and for every model of the kind."""
 
     capacity = serializers.SerializerMethodField()
+    model_capacity = serializers.SerializerMethodField(
+        help_text="The requested model's figures; null for a request of any model."
+    )
+    gpu_models = serializers.SerializerMethodField(
+        help_text="Capacity, granted and free per GPU model of the requested kind."
+    )
 
     class Meta(QuotaRequestSerializer.Meta):
         # Every item is pending: no state and no decision yet.
         fields = [
             *(f for f in QuotaRequestSerializer.Meta.fields if f not in DECISION_FIELDS),
             "capacity",
+            "model_capacity",
+            "gpu_models",
         ]
         read_only_fields = fields
+
+    def _models(self, quota_request: QuotaRequest) -> list:
+        key = (quota_request.cluster_id, quota_request.gpu_resource)
+        return self.context["model_capacity"].get(key, [])
+
+    @extend_schema_field(GpuModelCapacitySerializer(many=True))
+    def get_gpu_models(self, quota_request: QuotaRequest) -> list[dict]:
+        return model_rows(self._models(quota_request))
+
+    @extend_schema_field(ReviewCapacitySerializer(allow_null=True))
+    def get_model_capacity(self, quota_request: QuotaRequest) -> dict[str, int] | None:
+        if not quota_request.gpu_model:
+            return None
+        summary = next(
+            (m for m in self._models(quota_request) if m.gpu_model == quota_request.gpu_model),
+            None,
+        )
+        granted_in_period = quota_request.model_granted_in_period
+        if summary is None:
+            return {
+                "capacity": 0,
+                "plannable": 0,
+                "granted": 0,
+                "free": 0,
+                "granted_in_period": granted_in_period,
+                "free_after": -granted_in_period - quota_request.gpus,
+            }
+        return {
+            "capacity": summary.capacity,
+            "plannable": summary.plannable,
+            "granted": summary.granted,
+            "free": summary.free,
+            "granted_in_period": granted_in_period,
+            "free_after": summary.free_after(
+                gpus=quota_request.gpus, granted_in_period=granted_in_period
+            ),
+        }
 
     @extend_schema_field(ReviewCapacitySerializer)
     def get_capacity(self, quota_request: QuotaRequest) -> dict[str, int]:
@@ -329,8 +513,14 @@ class ReviewQueueItemSerializer(QuotaRequestSerializer):
             (quota_request.cluster_id, quota_request.gpu_resource)
         )
         if summary is None:
-            return {"capacity": 0, "plannable": 0, "granted": 0, "free": 0,
-                    "granted_in_period": 0, "free_after": -quota_request.gpus}  # fmt: skip
+            return {
+                "capacity": 0,
+                "plannable": 0,
+                "granted": 0,
+                "free": 0,
+                "granted_in_period": 0,
+                "free_after": -quota_request.gpus,
+            }
         return {
             "capacity": summary.capacity,
             "plannable": summary.plannable,

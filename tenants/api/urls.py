@@ -18,6 +18,11 @@ router.register(
     views.TeamClusterViewSet,
     basename="team-cluster",
 )
+router.register(
+    rf"teams/(?P<team_slug>{views.SLUG})/queue-policies",
+    views.TeamQueuePolicyViewSet,
+    basename="team-queue-policy",
+)
 router.register("clusters", views.ClusterViewSet, basename="cluster")
 router.register("quota-requests", views.QuotaRequestViewSet, basename="quota-request")
 router.register("quota-grants", views.QuotaGrantViewSet, basename="quota-grant")

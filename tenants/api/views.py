@@ -3,7 +3,8 @@
 Visibility comes from ``tenants.selectors`` (another team's object is a 404, so the answer never
 says it exists); what a user may do is decided by ``tenants.services`` (a 403 with its reason),
 with admin-only actions refused up front by ``AdminOnlyActions`` so that a non-admin hears "no"
-before any complaint about the body. Domain errors become JSON in ``portal.api``.
+before any complaint about the body. Domain errors become JSON in ``portal.api``, and the error
+answers are declared in the schema by ``portal.openapi``.
 """
 
 from functools import cached_property
@@ -12,26 +13,24 @@ from django.contrib.auth.models import User
 from django.db.models import Prefetch
 from django.shortcuts import get_object_or_404
 from django_filters.rest_framework import DjangoFilterBackend
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
     OpenApiResponse,
     extend_schema,
     extend_schema_view,
-    inline_serializer,
 )
-from rest_framework import mixins, serializers, status, viewsets
+from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.permissions import BasePermission, IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from clusters.models import Cluster
-from tenants import selectors, services
+from tenants import queueing, selectors, services
 from tenants.api import serializers as s
 from tenants.api.filters import StableOrderingFilter
 from tenants.filtersets import AuditEventFilter, QuotaGrantFilter, QuotaRequestFilter
-from tenants.models import Membership, TeamCluster
+from tenants.models import Membership, TeamCluster, TeamQueuePolicy
 from tenants.permissions import is_portal_admin
 
 # What a team slug or cluster name in a URL may be (anything else, a NUL byte say, is a 404
@@ -82,20 +81,15 @@ class PortalViewSet(viewsets.GenericViewSet):
         return Response(data, status=status_code)
 
 
-TRANSITION_ERROR = inline_serializer(
-    name="TransitionError",
-    fields={
-        "detail": serializers.CharField(),
-        "state": serializers.ListField(child=serializers.CharField()),
-    },
-)
-DETAIL_ERROR = inline_serializer(name="DetailError", fields={"detail": serializers.CharField()})
-NOT_FOUND = OpenApiResponse(DETAIL_ERROR, description="Not found, or not visible to you.")
-FORBIDDEN = OpenApiResponse(DETAIL_ERROR, description="Visible to you, but not yours to change.")
-CONFLICT = OpenApiResponse(TRANSITION_ERROR, description="The object's state does not allow it.")
-BAD_INPUT = OpenApiResponse(
-    OpenApiTypes.OBJECT, description="Field name -> list of messages (non_field_errors for none)."
-)
+class TeamNestedViewSet(PortalViewSet):
+    """A view set under ``teams/{team_slug}/``: the team must be one the user may see (else
+    404, so the answer never says it exists)."""
+
+    @cached_property
+    def team(self):
+        return get_object_or_404(
+            selectors.teams_visible_to(self.request.user), slug=self.kwargs["team_slug"]
+        )
 
 
 # --- the current user --------------------------------------------------------------------------
@@ -120,11 +114,10 @@ class MeView(APIView):
 
 @extend_schema_view(
     list=extend_schema(summary="Teams you belong to (admins: all teams)"),
-    retrieve=extend_schema(responses={200: s.TeamSerializer, 404: NOT_FOUND}),
     create=extend_schema(
         summary="Create a team (admins)",
         request=s.TeamCreateSerializer,
-        responses={201: s.TeamSerializer, 400: BAD_INPUT, 403: FORBIDDEN},
+        responses={201: s.TeamSerializer},
     ),
 )
 class TeamViewSet(
@@ -161,7 +154,7 @@ class TeamViewSet(
     @extend_schema(
         summary="Archive a team: revoke its grants, remove its access and quota (admins)",
         request=s.TeamArchiveSerializer,
-        responses={200: s.TeamSerializer, 403: FORBIDDEN, 404: NOT_FOUND, 409: CONFLICT},
+        responses=s.TeamSerializer,
     )
     @action(detail=True, methods=["post"])
     def archive(self, request, slug=None):
@@ -181,21 +174,21 @@ USERNAME = OpenApiParameter("username", str, OpenApiParameter.PATH, description=
         summary="Add a member or change their role (admins)",
         parameters=[TEAM_SLUG],
         request=s.MembershipSetSerializer,
-        responses={200: s.MembershipSerializer, 400: BAD_INPUT, 403: FORBIDDEN, 404: NOT_FOUND},
+        responses={200: s.MembershipSerializer},
     ),
     partial_update=extend_schema(
         summary="Change a member's role (admins)",
         parameters=[TEAM_SLUG, USERNAME],
         request=s.MembershipRoleSerializer,
-        responses={200: s.MembershipSerializer, 400: BAD_INPUT, 403: FORBIDDEN, 404: NOT_FOUND},
+        responses=s.MembershipSerializer,
     ),
     destroy=extend_schema(
         summary="Remove a member (admins)",
         parameters=[TEAM_SLUG, USERNAME],
-        responses={204: None, 403: FORBIDDEN, 404: NOT_FOUND},
+        responses={204: None},
     ),
 )
-class TeamMembershipViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalViewSet):
+class TeamMembershipViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TeamNestedViewSet):
     serializer_class = s.MembershipSerializer
     action_serializers = {
         "create": s.MembershipSetSerializer,
@@ -211,12 +204,6 @@ class TeamMembershipViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Po
         "partial_update": "change team memberships",
         "destroy": "change team memberships",
     }
-
-    @cached_property
-    def team(self):
-        return get_object_or_404(
-            selectors.teams_visible_to(self.request.user), slug=self.kwargs["team_slug"]
-        )
 
     def check_permissions(self, request):
         # Answer 401, then 404 for a team the user cannot see, and only then 403.
@@ -260,7 +247,7 @@ CLUSTER_NAME = OpenApiParameter("cluster", str, OpenApiParameter.PATH, descripti
     ),
     retrieve=extend_schema(parameters=[TEAM_SLUG, CLUSTER_NAME]),
 )
-class TeamClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalViewSet):
+class TeamClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TeamNestedViewSet):
     serializer_class = s.TeamClusterSerializer
     action_serializers = {"delete_namespace": s.NamespaceDeleteSerializer}
     lookup_field = "cluster__name"
@@ -268,12 +255,6 @@ class TeamClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Porta
     lookup_value_regex = SLUG
     ordering_fields = ["last_applied_at"]
     admin_actions = {"delete_namespace": "delete a team's namespace"}
-
-    @cached_property
-    def team(self):
-        return get_object_or_404(
-            selectors.teams_visible_to(self.request.user), slug=self.kwargs["team_slug"]
-        )
 
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):
@@ -288,7 +269,7 @@ class TeamClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Porta
         summary="Delete an archived team's namespace and everything in it (admins)",
         parameters=[TEAM_SLUG, CLUSTER_NAME],
         request=s.NamespaceDeleteSerializer,
-        responses={200: s.TeamClusterSerializer, 400: BAD_INPUT, 403: FORBIDDEN, 404: NOT_FOUND},
+        responses=s.TeamClusterSerializer,
     )
     @action(detail=True, methods=["post"], url_path="delete-namespace")
     def delete_namespace(self, request, team_slug=None, cluster=None):
@@ -304,22 +285,21 @@ class TeamClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Porta
 
 
 @extend_schema_view(
-    list=extend_schema(summary="Clusters with capacity per GPU kind"),
-    retrieve=extend_schema(responses={200: s.ClusterSerializer, 404: NOT_FOUND}),
+    list=extend_schema(summary="Clusters with capacity per GPU kind and per GPU model"),
     partial_update=extend_schema(
-        summary="Change a cluster's overcommit ratio (admins)",
-        request=s.ClusterOvercommitSerializer,
-        responses={200: s.ClusterSerializer, 400: BAD_INPUT, 403: FORBIDDEN, 404: NOT_FOUND},
+        summary="Change a cluster's overcommit ratio or quota mode (admins)",
+        request=s.ClusterSettingsSerializer,
+        responses=s.ClusterSerializer,
     ),
 )
 class ClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalViewSet):
     serializer_class = s.ClusterSerializer
-    action_serializers = {"partial_update": s.ClusterOvercommitSerializer}
+    action_serializers = {"partial_update": s.ClusterSettingsSerializer}
     lookup_field = "name"
     lookup_value_regex = SLUG
     ordering_fields = ["name", "created_at"]
     http_method_names = ["get", "patch", "head", "options"]
-    admin_actions = {"partial_update": "change a cluster's overcommit ratio"}
+    admin_actions = {"partial_update": "change a cluster's overcommit ratio or quota mode"}
 
     def get_queryset(self):
         # Every signed-in user may see the clusters and their capacity: it is what they plan with.
@@ -328,15 +308,67 @@ class ClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalVie
     def get_serializer_context(self):
         context = super().get_serializer_context()
         context["capacity"] = selectors.capacity_summaries()
+        context["model_capacity"] = selectors.model_capacity_summaries()
         return context
 
     def partial_update(self, request, *args, **kwargs):
         cluster = self.get_object()
-        data = self.validated(s.ClusterOvercommitSerializer)
-        cluster = services.cluster_set_overcommit(
-            actor=request.user, cluster=cluster, ratio=data["overcommit_ratio"]
-        )
+        data = self.validated(s.ClusterSettingsSerializer)
+        if "overcommit_ratio" in data:
+            cluster = services.cluster_set_overcommit(
+                actor=request.user, cluster=cluster, ratio=data["overcommit_ratio"]
+            )
+        if "quota_mode" in data:
+            cluster = queueing.cluster_set_quota_mode(
+                actor=request.user, cluster=cluster, quota_mode=data["quota_mode"]
+            )
         return self.respond(cluster)
+
+
+@extend_schema_view(
+    list=extend_schema(
+        summary="The team's queue policy on each cluster it has one on", parameters=[TEAM_SLUG]
+    ),
+    retrieve=extend_schema(parameters=[TEAM_SLUG, CLUSTER_NAME]),
+    update=extend_schema(
+        summary="Set the team's borrowing and lending limits and fair-sharing weight (admins)",
+        parameters=[TEAM_SLUG, CLUSTER_NAME],
+        request=s.TeamQueuePolicySetSerializer,
+        responses=s.TeamQueuePolicySerializer,
+    ),
+)
+class TeamQueuePolicyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TeamNestedViewSet):
+    """How the team shares GPUs on a Kueue cluster. Without a policy a team borrows and lends
+    without limit at weight 1; setting one needs no existing row (PUT creates it)."""
+
+    serializer_class = s.TeamQueuePolicySerializer
+    action_serializers = {"update": s.TeamQueuePolicySetSerializer}
+    lookup_field = "cluster__name"
+    lookup_url_kwarg = "cluster"
+    lookup_value_regex = SLUG
+    ordering_fields = ["updated_at"]
+    http_method_names = ["get", "put", "head", "options"]
+    admin_actions = {"update": "set a team's queue policy"}
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return TeamQueuePolicy.objects.none()
+        return (
+            selectors.queue_policies_visible_to(self.request.user)
+            .filter(team=self.team)
+            .order_by("cluster__name")
+        )
+
+    def update(self, request, team_slug=None, cluster=None):
+        # A team the user may not see is a 404; one they may see but not change, a 403, both
+        # before anything is said about the body.
+        self.check_object_permissions(request, self.team)
+        target = get_object_or_404(Cluster, name=cluster)
+        data = self.validated(s.TeamQueuePolicySetSerializer)
+        policy = queueing.team_queue_policy_set(
+            actor=request.user, team=self.team, cluster=target, **data
+        )
+        return self.respond(policy)
 
 
 # --- quota requests ----------------------------------------------------------------------------
@@ -344,11 +376,10 @@ class ClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalVie
 
 @extend_schema_view(
     list=extend_schema(summary="Quota requests of your teams (admins: all)"),
-    retrieve=extend_schema(responses={200: s.QuotaRequestSerializer, 404: NOT_FOUND}),
     create=extend_schema(
         summary="Ask for GPU quota for a team you lead",
         request=s.QuotaRequestCreateSerializer,
-        responses={201: s.QuotaRequestSerializer, 400: BAD_INPUT, 403: FORBIDDEN},
+        responses={201: s.QuotaRequestSerializer},
     ),
 )
 class QuotaRequestViewSet(
@@ -379,6 +410,7 @@ class QuotaRequestViewSet(
         context = super().get_serializer_context()
         if self.action == "review_queue":
             context["capacity"] = selectors.capacity_summaries()
+            context["model_capacity"] = selectors.model_capacity_summaries()
         return context
 
     def create(self, request, *args, **kwargs):
@@ -391,10 +423,6 @@ class QuotaRequestViewSet(
         request=s.QuotaRequestApproveSerializer,
         responses={
             201: OpenApiResponse(s.QuotaGrantSerializer, description="The grant it created."),
-            400: BAD_INPUT,
-            403: FORBIDDEN,
-            404: NOT_FOUND,
-            409: CONFLICT,
         },
     )
     @action(detail=True, methods=["post"])
@@ -409,13 +437,7 @@ class QuotaRequestViewSet(
     @extend_schema(
         summary="Reject with a note (admins)",
         request=s.DecisionNoteSerializer,
-        responses={
-            200: s.QuotaRequestSerializer,
-            400: BAD_INPUT,
-            403: FORBIDDEN,
-            404: NOT_FOUND,
-            409: CONFLICT,
-        },
+        responses=s.QuotaRequestSerializer,
     )
     @action(detail=True, methods=["post"])
     def reject(self, request, pk=None):
@@ -429,7 +451,7 @@ class QuotaRequestViewSet(
     @extend_schema(
         summary="Withdraw a pending request (its requester or a team lead)",
         request=None,
-        responses={200: s.QuotaRequestSerializer, 403: FORBIDDEN, 404: NOT_FOUND, 409: CONFLICT},
+        responses=s.QuotaRequestSerializer,
     )
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk=None):
@@ -440,7 +462,7 @@ class QuotaRequestViewSet(
 
     @extend_schema(
         summary="Pending requests, oldest first, with their cluster's capacity (admins)",
-        responses={200: s.ReviewQueueItemSerializer(many=True), 403: FORBIDDEN},
+        responses=s.ReviewQueueItemSerializer(many=True),
     )
     @action(detail=False, methods=["get"], url_path="review-queue")
     def review_queue(self, request):
@@ -452,7 +474,6 @@ class QuotaRequestViewSet(
 
 @extend_schema_view(
     list=extend_schema(summary="Quota grants of your teams (admins: all)"),
-    retrieve=extend_schema(responses={200: s.QuotaGrantSerializer, 404: NOT_FOUND}),
 )
 class QuotaGrantViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalViewSet):
     serializer_class = s.QuotaGrantSerializer
@@ -471,7 +492,7 @@ class QuotaGrantViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Portal
     @extend_schema(
         summary="End an active grant now (admins)",
         request=s.DecisionNoteSerializer,
-        responses={200: s.QuotaGrantSerializer, 403: FORBIDDEN, 404: NOT_FOUND, 409: CONFLICT},
+        responses=s.QuotaGrantSerializer,
     )
     @action(detail=True, methods=["post"])
     def revoke(self, request, pk=None):
@@ -483,13 +504,7 @@ class QuotaGrantViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Portal
     @extend_schema(
         summary="Reduce an active grant's GPUs or end it sooner (admins)",
         request=s.QuotaGrantShrinkSerializer,
-        responses={
-            200: s.QuotaGrantSerializer,
-            400: BAD_INPUT,
-            403: FORBIDDEN,
-            404: NOT_FOUND,
-            409: CONFLICT,
-        },
+        responses=s.QuotaGrantSerializer,
     )
     @action(detail=True, methods=["post"])
     def shrink(self, request, pk=None):
@@ -504,7 +519,6 @@ class QuotaGrantViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Portal
 
 @extend_schema_view(
     list=extend_schema(summary="State changes of your teams, newest first (admins: all)"),
-    retrieve=extend_schema(responses={200: s.AuditEventSerializer, 404: NOT_FOUND}),
 )
 class AuditEventViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalViewSet):
     serializer_class = s.AuditEventSerializer

@@ -54,6 +54,7 @@ from kubernetes import client, watch  # noqa: E402
 from kubernetes.client.rest import ApiException  # noqa: E402
 
 from clusters.models import Cluster, GpuCapacity  # noqa: E402
+from clusters.vocabulary import JOB_ID_LABEL  # noqa: E402
 from devcluster import api as devcluster_api  # noqa: E402
 from devcluster import builder  # noqa: E402
 from gpujobs import manifests  # noqa: E402
@@ -196,7 +197,7 @@ class PodWatch(threading.Thread):
                     now = time.time()
                     pod = event["raw_object"]
                     version = pod["metadata"]["resourceVersion"]
-                    job_id = (pod["metadata"].get("labels") or {}).get(manifests.JOB_ID_LABEL)
+                    job_id = (pod["metadata"].get("labels") or {}).get(JOB_ID_LABEL)
                     phase = (pod.get("status") or {}).get("phase")
                     if job_id and phase in self.seen:
                         self.seen[phase].setdefault(int(job_id), now)

@@ -9,8 +9,9 @@ from playwright.sync_api import expect
 from tenants.models import Membership
 from tests import factories
 from tests.integration import conftest as integration
+from tests.integration.monitoring.pages import portal_namespace
 from tests.integration.monitoring.workloads import (
-    create_namespace,
+    create_team_namespace,
     delete_namespace,
     gpu_pod,
     prometheus_has,
@@ -29,7 +30,7 @@ core = integration.core
 
 @pytest.fixture
 def namespace(core):
-    name = create_namespace(core, "e2e-mon")
+    name = create_team_namespace(core, "e2e-mon")
     yield name
     delete_namespace(core, name)
 
@@ -49,6 +50,7 @@ def test_team_dashboard_draws_its_charts_and_refreshes_them(
     devcluster, core, namespace, metrics_cluster, sign_in, screenshot, console
 ):
     team = factories.TeamFactory(slug=namespace, name="Browser Team")
+    portal_namespace(team, metrics_cluster)
     lead = factories.UserFactory(username="bruno-lead")
     factories.MembershipFactory(team=team, user=lead, role=Membership.Role.LEAD)
     run_pod(core, namespace, gpu_pod("trainer", gpus=2, utilisation=73))

@@ -66,11 +66,22 @@ def gpu_pod(
     labels: dict | None = None,
     cpu: str | None = "1",
     memory: str | None = "1Gi",
+    gpu_model: str | None = None,
 ) -> dict:
     """A pod asking for ``gpus`` nvidia.com/gpu (and ``cpu``/``memory`` unless None), placed
-    on GPU nodes by the seed's affinity and tolerating their taint."""
+    on GPU nodes by the seed's affinity and tolerating their taint; with ``gpu_model``, only
+    on nodes of that model (the devcluster has A100 and H100 nodes)."""
     amounts = {"cpu": cpu, "memory": memory, "nvidia.com/gpu": str(gpus)}
     amounts = {resource: value for resource, value in amounts.items() if value is not None}
+    affinity = GPU_AFFINITY
+    if gpu_model:
+        model = {"key": "nvidia.com/gpu.product", "operator": "In", "values": [gpu_model]}
+        term = {"matchExpressions": [*GPU_NODE_TERM["matchExpressions"], model]}
+        affinity = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}
+            }
+        }
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -81,7 +92,7 @@ def gpu_pod(
         },
         "spec": {
             "restartPolicy": "Never",
-            "affinity": GPU_AFFINITY,
+            "affinity": affinity,
             "tolerations": [GPU_TOLERATION],
             "containers": [
                 {

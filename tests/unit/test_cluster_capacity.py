@@ -6,7 +6,7 @@ import pytest
 from kubernetes.client.rest import ApiException
 
 from clusters import kube
-from clusters.inventory import gpu_inventory, node_usable
+from clusters.inventory import gpu_inventory, gpu_model_inventory, node_usable
 
 MODEL_LABEL = "nvidia.com/gpu.product"
 
@@ -76,21 +76,61 @@ def test_models_of_a_mixed_pool_are_listed():
     assert kinds["nvidia.com/gpu"].gpu_model == "NVIDIA-A100-SXM4-80GB, NVIDIA-H100-80GB-HBM3"
 
 
+def figures(models):
+    return {key: (m.allocatable, m.nodes, m.max_per_node) for key, m in models.items()}
+
+
+def test_each_gpu_model_has_its_gpus_usable_nodes_and_most_per_node():
+    models = gpu_model_inventory(
+        [
+            node("a", 8),
+            node("b", 4),
+            node("h", 8, model="NVIDIA-H100-80GB-HBM3"),
+            node("unlabelled", 8, model=None),
+        ],
+        model_label=MODEL_LABEL,
+    )
+
+    assert figures(models) == {
+        ("nvidia.com/gpu", "NVIDIA-A100-SXM4-80GB"): (12, 2, 8),
+        ("nvidia.com/gpu", "NVIDIA-H100-80GB-HBM3"): (8, 1, 8),
+    }
+
+
+@pytest.mark.parametrize(
+    "down", [node("h", ready=False), node("h", cordoned=True)], ids=["not-ready", "cordoned"]
+)
+def test_a_model_whose_nodes_are_all_down_stays_at_zero(down):
+    down["metadata"]["labels"][MODEL_LABEL] = "NVIDIA-H100-80GB-HBM3"
+
+    models = gpu_model_inventory([node("a"), down], model_label=MODEL_LABEL)
+
+    assert figures(models)[("nvidia.com/gpu", "NVIDIA-H100-80GB-HBM3")] == (0, 0, 0)
+
+
+def test_a_model_no_node_carries_is_absent():
+    models = gpu_model_inventory([node("a")], model_label=MODEL_LABEL)
+
+    assert list(models) == [("nvidia.com/gpu", "NVIDIA-A100-SXM4-80GB")]
+
+
 # --- errors ------------------------------------------------------------------------------------
 
 
 class FakeResponse:
-    def __init__(self, status, message, reason="Reason"):
+    def __init__(self, status, message, reason="Reason", details=None):
         self.status, self.reason = status, reason
-        self.data = json.dumps({"kind": "Status", "message": message})
+        self.data = json.dumps(
+            {"kind": "Status", "message": message, "reason": reason, "details": details or {}}
+        )
 
     def getheaders(self):
         return {}
 
 
-def translate(status, message="nope"):
+def translate(status, message="nope", details=None, reason="Reason"):
     client = kube.KubeClient(api=None, cluster_name="gpu-east", field_manager="gpu-portal")
-    error = ApiException(http_resp=FakeResponse(status, message))
+    error = ApiException(http_resp=FakeResponse(status, message, reason, details))
     return client._translate(error, method="PATCH", what="ResourceQuota q in namespace vision")
 
 
@@ -113,6 +153,34 @@ def test_api_errors_become_portal_errors_that_say_whether_to_retry(status, kind,
     assert error.transient is transient
 
 
+@pytest.mark.parametrize(
+    ("status", "reason", "kind"),
+    [
+        (404, "NotFound", kube.NotFound),
+        (409, "AlreadyExists", kube.AlreadyExists),
+        (409, "Conflict", kube.Conflict),
+        (410, "Expired", kube.ResourceVersionExpired),
+    ],
+)
+def test_api_errors_carry_the_status_reason_and_details(status, reason, kind):
+    details = {"name": "vision", "kind": "namespaces"}
+
+    error = translate(status, "message", details=details, reason=reason)
+
+    assert type(error) is kind
+    assert (error.status, error.reason, error.details) == (status, reason, details)
+
+
+def test_a_quota_refusal_is_told_from_other_refusals_by_the_admission_error():
+    quota = translate(
+        403, 'pods "p" is forbidden: exceeded quota: q, requested: x', reason="Forbidden"
+    )
+    rbac = translate(403, 'pods "p" is forbidden: User "x" cannot create pods', reason="Forbidden")
+
+    assert isinstance(quota, kube.QuotaExceeded)
+    assert isinstance(rbac, kube.Forbidden)
+
+
 def test_a_forbidden_apply_says_what_was_refused_and_who_can_fix_it():
     message = str(translate(403, 'resourcequotas "q" is forbidden: User "x" cannot patch'))
 
@@ -123,11 +191,30 @@ def test_a_forbidden_apply_says_what_was_refused_and_who_can_fix_it():
 
 
 def test_a_namespace_being_deleted_is_worth_retrying():
+    # As the namespace lifecycle admission answers (kube-apiserver v1.36.3): the cause says so.
     error = translate(
-        403, "unable to create new content in namespace vision because it is being terminated"
+        403,
+        "unable to create new content in namespace vision because it is being terminated",
+        details={"causes": [{"reason": "NamespaceTerminating", "field": "metadata.namespace"}]},
     )
 
     assert isinstance(error, kube.Conflict)
+
+
+def test_a_webhook_that_does_not_answer_is_worth_retrying_and_named():
+    # As kube-apiserver v1.36.3 answers an apply while Kueue is stopped (devcluster).
+    error = translate(
+        500,
+        'Internal error occurred: failed calling webhook "vclusterqueue.kb.io": failed to call '
+        'webhook: Post "https://127.0.0.1:29443/validate-kueue-x-k8s-io-v1beta2-clusterqueue?'
+        'timeout=10s": dial tcp 127.0.0.1:29443: connect: connection refused',
+        reason="InternalError",
+    )
+
+    assert isinstance(error, kube.WebhookUnavailable)
+    assert error.transient
+    assert error.webhook == "vclusterqueue.kb.io"
+    assert "Kueue" in str(error)
 
 
 def test_kind_paths():
@@ -137,4 +224,10 @@ def test_kind_paths():
     )
     assert kube.KINDS["ResourceQuota"].path(namespace="vision") == (
         "/api/v1/namespaces/vision/resourcequotas"
+    )
+    assert kube.KINDS["ClusterQueue"].path(name="gpu-portal-vision") == (
+        "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/gpu-portal-vision"
+    )
+    assert kube.KINDS["LocalQueue"].path(namespace="vision", name="guaranteed") == (
+        "/apis/kueue.x-k8s.io/v1beta2/namespaces/vision/localqueues/guaranteed"
     )

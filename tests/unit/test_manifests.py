@@ -5,6 +5,7 @@ from decimal import Decimal
 
 import pytest
 
+from clusters.vocabulary import DESIRED_HASH_ANNOTATION
 from tenants import manifests
 from tenants.manifests import Grant, Member, Policy
 
@@ -220,7 +221,7 @@ def test_desired_objects_are_namespace_first_and_all_labelled_for_the_portal_and
             "app.kubernetes.io/managed-by": "gpu-portal",
             "gpuportal.io/team": "vision",
         }
-        assert manifests.HASH_ANNOTATION in obj["metadata"]["annotations"]
+        assert DESIRED_HASH_ANNOTATION in obj["metadata"]["annotations"]
     assert all(o["metadata"]["namespace"] == "vision" for o in objects[1:])
     assert "namespace" not in objects[0]["metadata"]
 
@@ -245,7 +246,7 @@ def test_the_hash_changes_with_what_the_portal_sets():
     before = by_kind(manifests.desired_objects(team(grants=[grant(4)]), POLICY), "ResourceQuota")
     after = by_kind(manifests.desired_objects(team(grants=[grant(2)]), POLICY), "ResourceQuota")
 
-    annotation = manifests.HASH_ANNOTATION
+    annotation = DESIRED_HASH_ANNOTATION
     assert (
         before[0]["metadata"]["annotations"][annotation]
         != (after[0]["metadata"]["annotations"][annotation])

@@ -7,9 +7,10 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from portal.validators import dns1123_label_validator, extended_resource_name_validator
-from tenants import services
+from tenants.audit import snapshot
 from tenants.errors import InvalidTransition
 from tenants.models import QuotaGrant, QuotaRequest, Team
+from tenants.quota_checks import check_transition
 from tenants.selectors import CapacitySummary, plannable_gpus
 
 
@@ -62,19 +63,19 @@ def test_capacity_summary_reports_what_approving_would_leave():
 def test_a_decided_request_cannot_change_state_again(state, to_state):
     quota_request = QuotaRequest(pk=7, state=state)
     with pytest.raises(InvalidTransition, match=f"quota request #7: it is {state}"):
-        services.check_transition(quota_request, to_state)
+        check_transition(quota_request, to_state)
 
 
 @pytest.mark.parametrize("to_state", ["approved", "rejected", "cancelled"])
 def test_a_pending_request_can_be_decided_or_cancelled(to_state):
-    services.check_transition(QuotaRequest(pk=1, state="pending"), to_state)
+    check_transition(QuotaRequest(pk=1, state="pending"), to_state)
 
 
 @pytest.mark.parametrize("state", ["expired", "revoked"])
 @pytest.mark.parametrize("to_state", ["active", "expired", "revoked"])
 def test_an_ended_grant_cannot_change(state, to_state):
     with pytest.raises(InvalidTransition, match=f"it is {state}"):
-        services.check_transition(QuotaGrant(pk=3, state=state), to_state)
+        check_transition(QuotaGrant(pk=3, state=state), to_state)
 
 
 def test_audit_snapshots_are_json_values():
@@ -82,8 +83,8 @@ def test_audit_snapshots_are_json_values():
         team_id=1, cluster_id=2, gpu_resource="nvidia.com/gpu", gpus=4, cpu_cores=Decimal("8.5"),
         memory_gib=64, starts_on=datetime.date(2026, 12, 1), ends_on=None, state="active",
     )  # fmt: skip
-    assert services.snapshot(grant) == {
-        "team_id": 1, "cluster_id": 2, "gpu_resource": "nvidia.com/gpu", "gpus": 4,
+    assert snapshot(grant) == {
+        "team_id": 1, "cluster_id": 2, "gpu_resource": "nvidia.com/gpu", "gpu_model": "", "gpus": 4,
         "cpu_cores": "8.5", "memory_gib": 64, "starts_on": "2026-12-01", "ends_on": None,
         "state": "active",
     }  # fmt: skip

@@ -16,6 +16,7 @@ from clusters.models import Cluster
 from gpujobs import services
 from gpujobs.models import GpuJob
 from gpujobs.observe import ACTIVE_STATES
+from gpujobs.specs import JobRequest
 from tenants.models import Team
 
 # The devcluster's simulated pods read these (devcluster/README.md, "Pod annotations"); a real
@@ -116,12 +117,16 @@ class Command(BaseCommand):
                 user=User.objects.get(username=demo.submitted_by),
                 team=team,
                 cluster=cluster,
-                name=demo.name,
-                image=demo.image,
-                command=demo.command,
-                args=demo.args,
-                gpus=demo.gpus,
-                annotations=demo.annotations,
+                job_request=JobRequest.parse(
+                    {
+                        "name": demo.name,
+                        "image": demo.image,
+                        "command": demo.command,
+                        "args": demo.args,
+                        "gpus": demo.gpus,
+                        "annotations": demo.annotations,
+                    }
+                ),
             )
             self.stdout.write(f"Submitted job #{job.pk} {job.name} for team {team.slug}.")
         self.stdout.write(self.style.SUCCESS("Demo jobs submitted."))

@@ -4,14 +4,14 @@ pod of its GPU history has its leads notified before anyone opens the portal."""
 
 from django.core.management.base import BaseCommand
 
-from monitoring import services
+from monitoring import idle
 
 
 class Command(BaseCommand):
     help = "Find idle GPUs on every cluster with a Prometheus now: notify, warn and stop."
 
     def handle(self, *args, **options):
-        for result in services.idle_check():
+        for result in idle.idle_check():
             if result.error:
                 self.stderr.write(f"{result.cluster}: not checked: {result.error}")
                 continue

@@ -33,6 +33,8 @@ NAME_PATHS = [
     "/api/v1/teams/{}/clusters/",
     "/api/v1/teams/vision/clusters/{}/",
     "/api/v1/teams/vision/members/{}/",
+    "/api/v1/teams/{}/queue-policies/",
+    "/api/v1/teams/vision/queue-policies/{}/",
     "/api/v1/clusters/{}/",
     "/api/v1/monitoring/teams/{}/pods/",
     "/teams/{}/",

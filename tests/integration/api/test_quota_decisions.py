@@ -55,7 +55,7 @@ def test_approval_marks_the_team_for_reconcile_and_enqueues_it_after_commit(
     marker = TeamCluster.objects.get(team=team, cluster=cluster)
     assert marker.reconcile_requested_at is not None
     (enqueue,) = callbacks
-    assert "schedule_reconcile" in getattr(enqueue, "__qualname__", repr(enqueue))
+    assert "request_reconcile_after_commit" in getattr(enqueue, "__qualname__", repr(enqueue))
 
 
 def test_admin_approves_fewer_gpus_for_a_shorter_period(api, admin, pending_request, today):

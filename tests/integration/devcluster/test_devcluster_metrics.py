@@ -3,6 +3,7 @@
 import pytest
 
 from devcluster.backfill import BackfillSpec
+from devcluster.gpu_models import DEFAULT_GPU_MODEL, DEFAULT_SECOND_GPU_MODEL
 from tests.integration.conftest import wait_for
 from tests.integration.kube import gpu_pod
 
@@ -32,7 +33,7 @@ def series_for(devcluster, promql, count):
 def test_prometheus_returns_gpu_util_series_for_a_running_gpu_pod_with_its_namespace_and_pod(
     devcluster, core, namespace
 ):
-    run_pod(core, namespace, gpu_pod("trainer", gpus=2))
+    run_pod(core, namespace, gpu_pod("trainer", gpus=2, gpu_model=DEFAULT_GPU_MODEL))
 
     series = series_for(devcluster, f'DCGM_FI_DEV_GPU_UTIL{{namespace="{namespace}"}}', 2)
 
@@ -86,3 +87,16 @@ def test_backfilled_history_is_queryable_with_the_expected_gpu_hours(devcluster,
         f'max_over_time({selector[:-1]},pod="train-3"}}[1d])', at=at
     )
     assert float(idle_pod["value"][1]) == 0  # every fourth backfilled pod is an idle job
+
+
+def test_a_pod_on_an_h100_node_is_published_with_the_h100s_name_and_memory(
+    devcluster, core, namespace
+):
+    run_pod(core, namespace, gpu_pod("hopper", gpus=1, gpu_model=DEFAULT_SECOND_GPU_MODEL))
+
+    (used,) = series_for(devcluster, f'DCGM_FI_DEV_FB_USED{{namespace="{namespace}"}}', 1)
+    (free,) = series_for(devcluster, f'DCGM_FI_DEV_FB_FREE{{namespace="{namespace}"}}', 1)
+
+    assert used["metric"]["modelName"] == "NVIDIA H100 80GB HBM3"
+    assert used["metric"]["Hostname"].startswith("gpu-node-h100-")
+    assert float(used["value"][1]) + float(free["value"][1]) == 81559

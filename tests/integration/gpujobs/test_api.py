@@ -261,6 +261,31 @@ def test_archived_team_cannot_run_jobs(api, member, grant, team):
     assert "archived" in response.data["team"][0]
 
 
+@pytest.mark.parametrize("owned", [None, True])
+def test_a_namespace_not_known_as_someone_elses_takes_jobs(
+    api, member, grant, team, cluster, owned
+):
+    factories.TeamClusterFactory(team=team, cluster=cluster, namespace_owned=owned)
+
+    assert api.as_user(member).post("/api/v1/jobs/", body()).status_code == 201
+
+
+def test_a_namespace_the_reconcile_found_someone_elses_takes_no_job(
+    api, member, grant, team, cluster
+):
+    factories.TeamClusterFactory(team=team, cluster=cluster, namespace_owned=False)
+
+    response = api.as_user(member).post("/api/v1/jobs/", body())
+
+    assert response.status_code == 400
+    assert response.data["cluster"] == [
+        "Namespace vision on cluster gpu-east was not created by the portal for team vision, so "
+        "the portal runs no job in it. A cluster admin must delete or rename it (or the team "
+        "needs another slug)."
+    ]
+    assert not GpuJob.objects.exists()
+
+
 # --- lists -------------------------------------------------------------------------------------
 
 

@@ -1,6 +1,7 @@
-"""deploy/rbac.yaml lets the portal run GPU jobs (create and delete Jobs; follow Jobs, pods and
-events; read logs) and no more: it never creates or changes pods, nor execs into them.
-Every cluster test of jobs runs with exactly these credentials."""
+"""deploy/rbac.yaml lets the portal run GPU jobs (read the team's namespace to check it is the
+portal's; create and delete Jobs; follow Jobs, pods and events; read logs) and no more: it never
+creates or changes pods, nor execs into them. Every cluster test of jobs runs with exactly these
+credentials."""
 
 import pytest
 from kubernetes import config
@@ -20,6 +21,7 @@ def portal_api(portal_kubeconfig):
 @pytest.mark.parametrize(
     ("verb", "resource", "group", "subresource", "namespace"),
     [
+        ("get", "namespaces", "", "", None),
         ("create", "jobs", "batch", "", "any-team"),
         ("delete", "jobs", "batch", "", "any-team"),
         ("watch", "jobs", "batch", "", None),

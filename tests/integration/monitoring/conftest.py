@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from tests import factories
-from tests.integration.monitoring.workloads import create_namespace, delete_namespace
+from tests.integration.monitoring.workloads import create_team_namespace, delete_namespace
 
 pytestmark = [pytest.mark.integration, pytest.mark.devcluster]
 
@@ -51,15 +51,16 @@ def metrics_cluster(db, devcluster):
 
 @pytest.fixture
 def namespace(core):
-    """A fresh namespace for one test (it becomes a team's slug), deleted with its pods."""
-    name = create_namespace(core)
+    """A fresh namespace for one test, labelled as the portal's for a team of its name (it
+    becomes a team's slug), deleted with its pods."""
+    name = create_team_namespace(core)
     yield name
     delete_namespace(core, name)
 
 
 @pytest.fixture
 def other_namespace(core):
-    name = create_namespace(core)
+    name = create_team_namespace(core)
     yield name
     delete_namespace(core, name)
 

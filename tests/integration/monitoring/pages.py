@@ -1,4 +1,5 @@
-"""Reading monitoring pages in tests: who is a member, and the figures a page embeds."""
+"""Reading monitoring pages in tests: who is a member, whose namespace is the portal's, and the
+figures a page embeds."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import json
 import re
 
 from monitoring import figures
-from tenants.models import Membership
+from tenants.models import Membership, TeamCluster
 from tests import factories
 
 
@@ -14,6 +15,15 @@ def member_of(team, username, role=Membership.Role.MEMBER):
     user = factories.UserFactory(username=username)
     factories.MembershipFactory(team=team, user=user, role=role)
     return user
+
+
+def portal_namespace(team, cluster):
+    """Record the team's namespace on the cluster as the portal's, as a reconcile pass that
+    found it so would: these tests make namespaces by hand, and monitoring reads a team's
+    namespace only once the portal owns it."""
+    return factories.TeamClusterFactory(
+        team=team, cluster=cluster, status=TeamCluster.Status.IN_SYNC, namespace_owned=True
+    )
 
 
 def figure_on_page(response, key: str) -> dict | None:

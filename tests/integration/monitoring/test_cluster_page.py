@@ -5,7 +5,7 @@ import pytest
 
 from tests import factories
 
-from .pages import figure_on_page
+from .pages import figure_on_page, portal_namespace
 from .workloads import eventually, gpu_pod, run_pod
 
 pytestmark = [pytest.mark.integration, pytest.mark.devcluster]
@@ -15,6 +15,7 @@ def test_the_cluster_page_shows_nodes_heatmap_and_team_rankings(
     devcluster, core, metrics_cluster, namespace, admin, client_as
 ):
     team = factories.TeamFactory(slug=namespace, name="Ranked Team")
+    portal_namespace(team, metrics_cluster)
     pod = run_pod(core, namespace, gpu_pod("ranked", gpus=3, utilisation=64))
     node = pod.spec.node_name
     page = client_as(admin)

@@ -20,9 +20,9 @@ from monitoring.models import IdlePod, IdlePolicy, Notification
 from tenants.models import AuditEvent, Membership
 from tests import factories
 
-from .pages import member_of
+from .pages import member_of, portal_namespace
 from .workloads import (
-    create_namespace,
+    create_team_namespace,
     delete_namespace,
     eventually,
     gpu_pod,
@@ -30,6 +30,7 @@ from .workloads import (
     portal_job,
     prometheus_has,
     run_pod,
+    running_job_pod,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.devcluster]
@@ -41,22 +42,13 @@ WINDOW_MINUTES = 1
 def workloads(devcluster, core, batch):
     """An unmanaged idle pod and a busy one in one namespace, an idle portal Job in another;
     returned once Prometheus can judge them over the idle window."""
-    pods_ns = create_namespace(core, "idle")
-    job_ns = create_namespace(core, "idlejob")
+    pods_ns = create_team_namespace(core, "idle")
+    job_ns = create_team_namespace(core, "idlejob")
     try:
         run_pod(core, pods_ns, gpu_pod("sleepy", gpus=1, utilisation=0))
         run_pod(core, pods_ns, gpu_pod("busy", gpus=1, utilisation=80))
         patiently(batch.create_namespaced_job, job_ns, portal_job("train-idle", utilisation=3))
-        job_pod = eventually(
-            lambda: [
-                p.metadata.name
-                for p in patiently(
-                    core.list_namespaced_pod, job_ns, label_selector="job-name=train-idle"
-                ).items
-                if p.status.phase == "Running"
-            ],
-            what="the Job's pod to run",
-        )[0]
+        job_pod = running_job_pod(core, job_ns, "train-idle")
         config = promql.MetricsConfig()
         for namespace, count in ((pods_ns, 2), (job_ns, 1)):
             query = promql.pod_average_utilisation(
@@ -76,8 +68,9 @@ def cluster(metrics_cluster):
     return metrics_cluster
 
 
-def team_with_lead(namespace, name):
+def team_with_lead(namespace, name, cluster):
     team = factories.TeamFactory(slug=namespace, name=name)
+    portal_namespace(team, cluster)
     lead = member_of(team, f"{name.lower()}-lead", Membership.Role.LEAD)
     member = member_of(team, f"{name.lower()}-member")
     return team, lead, member
@@ -91,7 +84,7 @@ def check():
 def test_an_idle_pod_is_flagged_on_its_page_and_its_lead_notified(
     workloads, cluster, client_as, django_capture_on_commit_callbacks
 ):
-    team, lead, member = team_with_lead(workloads.pods_ns, "Pods")
+    team, lead, member = team_with_lead(workloads.pods_ns, "Pods", cluster)
 
     with django_capture_on_commit_callbacks(execute=True):
         result = check()
@@ -123,7 +116,7 @@ def test_an_idle_pod_is_flagged_on_its_page_and_its_lead_notified(
 
 
 def test_a_pod_still_idle_at_the_next_check_is_not_notified_again(workloads, cluster):
-    team, lead, _ = team_with_lead(workloads.pods_ns, "Pods")
+    team, lead, _ = team_with_lead(workloads.pods_ns, "Pods", cluster)
     check()
     second = check()
 
@@ -134,7 +127,7 @@ def test_a_pod_still_idle_at_the_next_check_is_not_notified_again(workloads, clu
 
 
 def test_an_episode_ends_when_the_pod_is_no_longer_idle(workloads, cluster):
-    team, _, _ = team_with_lead(workloads.pods_ns, "Pods")
+    team, _, _ = team_with_lead(workloads.pods_ns, "Pods", cluster)
     check()
 
     # A day from now Prometheus has no samples for the pod: it is not idle any more.
@@ -146,7 +139,7 @@ def test_an_episode_ends_when_the_pod_is_no_longer_idle(workloads, cluster):
 
 
 def test_the_api_lists_the_idle_verdict(workloads, cluster, api):
-    team, lead, _ = team_with_lead(workloads.pods_ns, "Pods")
+    team, lead, _ = team_with_lead(workloads.pods_ns, "Pods", cluster)
     body = api.as_user(lead).get(f"/api/v1/monitoring/teams/{team.slug}/pods/").json()
     assert {p["pod"]: p["idle"] for p in body["pods"]} == {"busy": False, "sleepy": True}
     busy = next(p for p in body["pods"] if p["pod"] == "busy")
@@ -156,7 +149,7 @@ def test_the_api_lists_the_idle_verdict(workloads, cluster, api):
 def test_the_exported_rule_is_valid_and_fires_for_the_idle_pod_only(
     devcluster, workloads, cluster, client_as, tmp_path, promtool
 ):
-    team, lead, _ = team_with_lead(workloads.pods_ns, "Pods")
+    team, lead, _ = team_with_lead(workloads.pods_ns, "Pods", cluster)
     response = client_as(lead).get(
         f"/monitoring/teams/{team.slug}/alert-rules/?cluster={cluster.name}&format=rules"
     )
@@ -183,7 +176,7 @@ def test_the_exported_rule_is_valid_and_fires_for_the_idle_pod_only(
 
 
 def test_the_policy_never_stops_a_pod_the_portal_did_not_create(workloads, cluster, core):
-    team, _, _ = team_with_lead(workloads.pods_ns, "Pods")
+    team, _, _ = team_with_lead(workloads.pods_ns, "Pods", cluster)
     IdlePolicy.objects.create(team=team, stop_after_minutes=30, warn_minutes_before_stop=10)
     check()
     IdlePod.objects.filter(team=team).update(
@@ -202,7 +195,7 @@ def test_the_policy_never_stops_a_pod_the_portal_did_not_create(workloads, clust
 
 def test_the_policy_warns_then_stops_an_idle_portal_job(workloads, cluster, batch, core):
     """Last in the module: it deletes the Job."""
-    team, lead, _ = team_with_lead(workloads.job_ns, "Jobs")
+    team, lead, _ = team_with_lead(workloads.job_ns, "Jobs", cluster)
     IdlePolicy.objects.create(team=team, stop_after_minutes=30, warn_minutes_before_stop=10)
     pod = f"{team.slug}/{workloads.job_pod}"
 

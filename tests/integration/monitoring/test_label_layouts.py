@@ -9,7 +9,7 @@ from clusters.models import MetricsLabelLayout
 from tenants.models import Membership
 from tests import factories
 
-from .pages import chart_values, member_of
+from .pages import chart_values, member_of, portal_namespace
 from .workloads import OwnPrometheus, eventually, gpu_pod, run_pod
 
 pytestmark = [pytest.mark.integration, pytest.mark.devcluster]
@@ -44,6 +44,7 @@ def test_the_exported_layout_finds_the_teams_pods_where_the_default_finds_none(
         prometheus_url=relabelling_prometheus.url,
         metrics_label_layout=MetricsLabelLayout.EXPORTED,
     )
+    portal_namespace(team, cluster)
     run_pod(core, namespace, gpu_pod("relabelled", gpus=1, utilisation=37))
     page = client_as(lead)
 

@@ -9,7 +9,7 @@ from tenants.models import Membership
 from tests import factories
 from tests.integration.conftest import free_port
 
-from .pages import member_of
+from .pages import member_of, portal_namespace
 from .workloads import OwnPrometheus
 
 pytestmark = [pytest.mark.integration]
@@ -27,8 +27,10 @@ def lead(team):
     return member_of(team, "dora-lead", Membership.Role.LEAD)
 
 
-def point_cluster_at(url: str):
-    return factories.ClusterFactory(name="broken", prometheus_url=url)
+def point_cluster_at(url: str, team):
+    cluster = factories.ClusterFactory(name="broken", prometheus_url=url)
+    portal_namespace(team, cluster)
+    return cluster
 
 
 @pytest.fixture
@@ -43,7 +45,7 @@ def own_prometheus(tmp_path):
 def test_stopping_prometheus_gives_the_message_and_the_503_until_it_is_back(
     team, lead, api, client_as, own_prometheus
 ):
-    point_cluster_at(own_prometheus.url)
+    point_cluster_at(own_prometheus.url, team)
     utilisation = f"/api/v1/monitoring/teams/{team.slug}/utilisation/"
     page = client_as(lead)
     assert api.as_user(lead).get(utilisation).status_code == 200
@@ -67,7 +69,7 @@ def test_stopping_prometheus_gives_the_message_and_the_503_until_it_is_back(
 
 
 def test_an_unreachable_prometheus_gives_the_message_on_every_chart(team, lead, client_as):
-    point_cluster_at(f"http://127.0.0.1:{free_port()}")
+    point_cluster_at(f"http://127.0.0.1:{free_port()}", team)
 
     response = client_as(lead).get(f"/monitoring/teams/{team.slug}/")
 
@@ -82,7 +84,7 @@ def test_an_unreachable_prometheus_gives_the_message_on_every_chart(team, lead, 
 
 
 def test_an_unreachable_prometheus_is_a_503_with_its_reason(team, lead, api):
-    point_cluster_at(f"http://127.0.0.1:{free_port()}")
+    point_cluster_at(f"http://127.0.0.1:{free_port()}", team)
     api.as_user(lead)
 
     for url in (
@@ -99,7 +101,7 @@ def test_an_unreachable_prometheus_is_a_503_with_its_reason(team, lead, api):
 
 def test_a_slow_prometheus_is_a_timeout(team, lead, api, client_as, settings, fake_prometheus):
     settings.MONITORING_PROMETHEUS_TIMEOUT = 1
-    point_cluster_at(fake_prometheus("slow", delay=3))
+    point_cluster_at(fake_prometheus("slow", delay=3), team)
 
     response = api.as_user(lead).get(f"/api/v1/monitoring/teams/{team.slug}/utilisation/")
     assert response.status_code == 503
@@ -111,7 +113,7 @@ def test_a_slow_prometheus_is_a_timeout(team, lead, api, client_as, settings, fa
 
 
 def test_a_prometheus_error_is_shown_with_its_reason(team, lead, api, client_as, fake_prometheus):
-    point_cluster_at(fake_prometheus("error"))
+    point_cluster_at(fake_prometheus("error"), team)
 
     response = api.as_user(lead).get(f"/api/v1/monitoring/teams/{team.slug}/utilisation/")
     assert response.status_code == 503
@@ -124,7 +126,7 @@ def test_a_prometheus_error_is_shown_with_its_reason(team, lead, api, client_as,
 
 
 def test_the_cluster_page_and_usage_report_render_with_the_message(team, admin, client_as):
-    point_cluster_at(f"http://127.0.0.1:{free_port()}")
+    point_cluster_at(f"http://127.0.0.1:{free_port()}", team)
     page = client_as(admin)
 
     cluster = page.get("/monitoring/clusters/broken/")

@@ -11,6 +11,8 @@ from clusters.models import Cluster
 from tests import factories
 from tests.integration.conftest import free_port
 
+from .pages import portal_namespace
+
 pytestmark = [pytest.mark.integration]
 
 PASSWORD = "s3cret-pr0m-pass"
@@ -21,17 +23,20 @@ def superuser(db):
     return factories.AdminFactory(username="sam-superuser", is_superuser=True)
 
 
-def cluster_at(host: str) -> Cluster:
-    return factories.ClusterFactory(
+def cluster_at(host: str, team=None) -> Cluster:
+    cluster = factories.ClusterFactory(
         name="guarded", prometheus_url=f"http://prom:{PASSWORD}@{host}/"
     )
+    if team is not None:
+        portal_namespace(team, cluster)  # the team's metrics are read from this cluster
+    return cluster
 
 
 def test_the_credentials_reach_prometheus_as_basic_auth_and_no_log_line(
     team, lead, client_as, fake_prometheus, caplog
 ):
     url = fake_prometheus("empty")
-    cluster_at(url.removeprefix("http://"))
+    cluster_at(url.removeprefix("http://"), team)
 
     with caplog.at_level(logging.INFO):
         page = client_as(lead).get(f"/monitoring/teams/{team.slug}/")
@@ -47,7 +52,7 @@ def test_the_credentials_reach_prometheus_as_basic_auth_and_no_log_line(
 
 def test_an_unreachable_prometheus_is_named_without_its_password(team, lead, api, client_as):
     port = free_port()
-    cluster_at(f"127.0.0.1:{port}")
+    cluster_at(f"127.0.0.1:{port}", team)
 
     page = client_as(lead).get(f"/monitoring/teams/{team.slug}/").content.decode()
     answer = api.as_user(lead).get(f"/api/v1/monitoring/teams/{team.slug}/utilisation/")

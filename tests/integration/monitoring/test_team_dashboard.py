@@ -4,18 +4,21 @@ import pytest
 from django.contrib.staticfiles import finders
 
 from clusters.models import GpuUtilizationMetric
+from devcluster.gpu_models import DEFAULT_GPU_MODEL as A100
 from tenants.models import Membership
 from tests import factories
 
-from .pages import chart_values, figure_on_page, member_of
+from .pages import chart_values, figure_on_page, member_of, portal_namespace
 from .workloads import eventually, gpu_pod, prometheus_has, run_pod
 
 pytestmark = [pytest.mark.integration, pytest.mark.devcluster]
 
 
 @pytest.fixture
-def team(db, namespace):
-    return factories.TeamFactory(slug=namespace, name="Vision")
+def team(db, namespace, metrics_cluster):
+    team = factories.TeamFactory(slug=namespace, name="Vision")
+    portal_namespace(team, metrics_cluster)
+    return team
 
 
 @pytest.fixture
@@ -26,7 +29,8 @@ def lead(team):
 def test_a_running_gpu_pod_appears_on_its_teams_chart_with_its_utilisation(
     devcluster, core, metrics_cluster, team, lead, client_as
 ):
-    run_pod(core, team.slug, gpu_pod("trainer", gpus=2, utilisation=73))
+    # The figures below are an A100's; the devcluster has H100 nodes too.
+    run_pod(core, team.slug, gpu_pod("trainer", gpus=2, utilisation=73, gpu_model=A100))
     page = client_as(lead)
 
     def trainer_at_73():

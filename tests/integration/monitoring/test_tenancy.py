@@ -11,20 +11,24 @@ from django.utils import timezone
 from tenants.models import Membership
 from tests import factories
 
-from .pages import chart_values, member_of
+from .pages import chart_values, member_of, portal_namespace
 from .workloads import eventually, gpu_pod, prometheus_has, run_pod
 
 pytestmark = [pytest.mark.integration, pytest.mark.devcluster]
 
 
 @pytest.fixture
-def team_a(db, namespace):
-    return factories.TeamFactory(slug=namespace, name="Team A")
+def team_a(db, namespace, metrics_cluster):
+    team = factories.TeamFactory(slug=namespace, name="Team A")
+    portal_namespace(team, metrics_cluster)
+    return team
 
 
 @pytest.fixture
-def team_b(db, other_namespace):
-    return factories.TeamFactory(slug=other_namespace, name="Team B")
+def team_b(db, other_namespace, metrics_cluster):
+    team = factories.TeamFactory(slug=other_namespace, name="Team B")
+    portal_namespace(team, metrics_cluster)
+    return team
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ import time
 import httpx
 from urllib3.exceptions import HTTPError
 
+from tenants.manifests import TEAM_LABEL
 from tests.integration import kube
 from tests.integration.conftest import free_port, wait_for
 
@@ -43,15 +44,23 @@ def create_namespace(core_api, prefix="mon") -> str:
     return kube.create_namespace(core_api, prefix, call=patiently)
 
 
+def create_team_namespace(core_api, prefix="mon") -> str:
+    """A namespace labelled as the portal labels a team's (its name is the team's slug)."""
+    name = create_namespace(core_api, prefix)
+    labels = {MANAGED_BY: "gpu-portal", TEAM_LABEL: name}
+    patiently(core_api.patch_namespace, name, {"metadata": {"labels": labels}})
+    return name
+
+
 def delete_namespace(core_api, name: str) -> None:
     kube.delete_namespace(core_api, name, call=patiently)
 
 
-def gpu_pod(name, *, gpus=1, utilisation=None, labels=None):
+def gpu_pod(name, *, gpus=1, utilisation=None, labels=None, gpu_model=None):
     """A GPU pod the way the portal builds them; the devcluster annotation sets its simulated
-    utilisation (a number, or one per GPU: "90,10")."""
+    utilisation (a number, or one per GPU: "90,10"); ``gpu_model`` pins its nodes' model."""
     annotations = {UTILISATION: str(utilisation)} if utilisation is not None else {}
-    return kube.gpu_pod(name, gpus, annotations=annotations, labels=labels)
+    return kube.gpu_pod(name, gpus, annotations=annotations, labels=labels, gpu_model=gpu_model)
 
 
 def run_pod(core_api, namespace, manifest) -> dict:
@@ -68,6 +77,20 @@ def run_pod(core_api, namespace, manifest) -> dict:
         what=f"pod {namespace}/{name} to run",
     )
     return pod
+
+
+def running_job_pod(core_api, namespace: str, job: str) -> str:
+    """The name of the Job's pod, once it runs."""
+    return eventually(
+        lambda: [
+            p.metadata.name
+            for p in patiently(
+                core_api.list_namespaced_pod, namespace, label_selector=f"job-name={job}"
+            ).items
+            if p.status.phase == "Running"
+        ],
+        what=f"the pod of Job {namespace}/{job} to run",
+    )[0]
 
 
 def portal_job(name, *, utilisation, gpus=1) -> dict:

@@ -10,23 +10,28 @@ sessions) and deletes their namespaces afterwards.
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.test.utils import override_settings
 from django_celery_beat.models import PeriodicTask
 
+from clusters.models import QuotaMode
 from portal.celery import app as celery_app
-from tenants import services
+from tenants import queueing, services
 from tenants.models import Membership, TeamCluster
 from tests import factories
 from tests.integration import kube
 from tests.integration.conftest import REPO_ROOT, _database_url, wait_for
 from tests.integration.kube import delete_namespace, read_or_none
+from tests.integration.kueue_portal import KueueObjects
 from tests.integration.portal_identity import mint_portal_identity
 
 PORTAL_TEST_USER = "gpu-portal-tests"
@@ -152,6 +157,7 @@ class Worker:
 
     def __init__(self, *, queue: str, log: Path, app: str = "portal", env: dict | None = None):
         self.queue, self.log = queue, log
+        self.name = f"{queue}-{uuid.uuid4().hex[:4]}@{socket.gethostname()}"
         environment = {
             **os.environ,
             "DATABASE_URL": _database_url(settings.DATABASES["default"]),
@@ -182,7 +188,7 @@ class Worker:
                 "--without-mingle",
                 "--without-heartbeat",
                 "-n",
-                f"{queue}-{uuid.uuid4().hex[:4]}@%h",
+                self.name,
             ],
             cwd=REPO_ROOT,
             env=environment,
@@ -214,16 +220,22 @@ class Worker:
         self.handle.close()
 
 
+def route_reconciles(monkeypatch, queue: str) -> None:
+    """Send the reconcile tasks (a team's, a cluster's) to ``queue``."""
+    from tenants.tasks import reconcile_cluster, reconcile_team
+
+    for task in (reconcile_team._get_current_object(), reconcile_cluster._get_current_object()):
+        monkeypatch.setattr(task, "queue", queue, raising=False)
+        # Celery caches the options with the queue.
+        monkeypatch.setattr(task, "_exec_options", None)
+
+
 @pytest.fixture
 def own_queue(monkeypatch):
     """A queue only this test's workers read: reconcile tasks the test enqueues (through the
     real services) go there rather than to the shared session worker."""
-    from tenants.tasks import reconcile_team
-
     queue = f"reconcile-test-{uuid.uuid4().hex[:8]}"
-    task = reconcile_team._get_current_object()
-    monkeypatch.setattr(task, "queue", queue, raising=False)
-    monkeypatch.setattr(task, "_exec_options", None)  # Celery caches the options with the queue
+    route_reconciles(monkeypatch, queue)
     yield queue
     with celery_app.connection_for_write() as connection:
         connection.default_channel.queue_delete(queue)
@@ -303,3 +315,88 @@ def beat(postgres_database, tmp_path):
         except subprocess.TimeoutExpired:
             process.kill()
         handle.close()
+
+
+# --- a Kueue portal of its own -----------------------------------------------------------------
+
+A100, H100 = "NVIDIA-A100-SXM4-80GB", "NVIDIA-H100-80GB-HBM3"
+
+
+@dataclass
+class KueuePortal:
+    """The portal name the module's tests and their worker run under, and the admin's view of
+    its Kueue objects."""
+
+    name: str
+    queue: str
+    worker: Worker
+    objects: KueueObjects
+
+    def wait_idle(self, timeout: float = 30) -> None:
+        """Until the worker has nothing queued, reserved or running."""
+        inspect = celery_app.control.inspect(destination=[self.worker.name], timeout=2)
+
+        def idle() -> bool:
+            with celery_app.connection_for_read() as connection:
+                if connection.default_channel.client.llen(self.queue):
+                    return False
+            active = (inspect.active() or {}).get(self.worker.name, [])
+            reserved = (inspect.reserved() or {}).get(self.worker.name, [])
+            return not active and not reserved
+
+        deadline = time.monotonic() + timeout
+        while not idle() and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def kueue_portal(postgres_database, devcluster, k8s, tmp_path_factory):
+    """A portal name of the module's own (so its cohort and flavors are its own on the shared
+    devcluster), a worker running under it with deploy/rbac.yaml's role, the reconcile tasks
+    routed to that worker, and its cluster-wide objects removed at the end."""
+    if not devcluster.settings.kueue:
+        pytest.fail("this devcluster runs without Kueue (DEVCLUSTER_KUEUE=0); start one with it")
+    name = f"kq-{uuid.uuid4().hex[:6]}"
+    queue = f"kueue-test-{name}"
+    patches = pytest.MonkeyPatch()
+    route_reconciles(patches, queue)
+    with override_settings(PORTAL_NAME=name):
+        worker = Worker(
+            queue=queue,
+            log=tmp_path_factory.mktemp("kueue-worker") / "worker.log",
+            env={"PORTAL_NAME": name},
+        )
+        worker.wait_ready()
+        portal = KueuePortal(name=name, queue=queue, worker=worker, objects=KueueObjects(k8s, name))
+        try:
+            yield portal
+        finally:
+            worker.stop()
+            patches.undo()
+            with celery_app.connection_for_write() as connection:
+                connection.default_channel.queue_delete(queue)
+            portal.objects.remove_everything()
+
+
+@pytest.fixture
+def kueue_clean(transactional_db, kueue_portal):
+    """After the test (its namespaces deleted, before its rows are flushed): the worker idle and
+    the portal's cluster-wide objects gone, so each test starts from an empty cohort."""
+    yield kueue_portal
+    kueue_portal.wait_idle()
+    kueue_portal.objects.remove_everything()
+
+
+@pytest.fixture
+def queue_cluster(kueue_clean, portal_kubeconfig, admin_user):
+    """The devcluster switched to Kueue mode by an admin: 32 A100s on 4 nodes and 16 H100s on
+    2 (as the devcluster has them; the capacity rows written as the capacity sync would)."""
+    cluster = factories.ClusterFactory(
+        name="dev", display_name="Devcluster", kubeconfig_path=str(portal_kubeconfig)
+    )
+    factories.GpuCapacityFactory(cluster=cluster, allocatable=48, gpu_model=f"{A100}, {H100}")
+    factories.GpuModelCapacityFactory(cluster=cluster, gpu_model=A100, allocatable=32, nodes=4)
+    factories.GpuModelCapacityFactory(cluster=cluster, gpu_model=H100, allocatable=16, nodes=2)
+    return queueing.cluster_set_quota_mode(
+        actor=admin_user, cluster=cluster, quota_mode=QuotaMode.KUEUE
+    )

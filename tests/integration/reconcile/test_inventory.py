@@ -4,7 +4,7 @@ import uuid
 
 import pytest
 
-from clusters.models import GpuCapacity
+from clusters.models import GpuCapacity, GpuModelCapacity
 from clusters.tasks import sync_all_inventories, sync_cluster_inventory
 from tests import factories
 from tests.integration.conftest import wait_for
@@ -118,3 +118,31 @@ def test_a_node_that_goes_not_ready_no_longer_counts(devcluster, pool, kube_clus
     sync_cluster_inventory(cluster_id=kube_cluster.pk)
 
     assert capacity(kube_cluster) == 0
+    # The model stays, at 0, while a node of it is there.
+    row = GpuModelCapacity.objects.get(cluster=kube_cluster, gpu_model="NVIDIA-H100-80GB-HBM3")
+    assert (row.allocatable, row.nodes, row.max_per_node) == (0, 0, 0)
+
+
+def test_each_gpu_model_gets_its_gpus_nodes_and_largest_node(devcluster, pool, kube_cluster):
+    name, add, added = pool
+    kube_cluster.gpu_node_selector = {"hardware-type": "gpu", "pool": name}
+    kube_cluster.save()
+    add(gpus=8)
+    small = add(gpus=4)
+    add(gpus=2, gpu_model="NVIDIA-A100-SXM4-80GB")
+
+    sync_cluster_inventory(cluster_id=kube_cluster.pk)
+
+    rows = GpuModelCapacity.objects.filter(cluster=kube_cluster).order_by("gpu_model")
+    assert [(r.gpu_model, r.allocatable, r.nodes, r.max_per_node) for r in rows] == [
+        ("NVIDIA-A100-SXM4-80GB", 2, 1, 2),
+        ("NVIDIA-H100-80GB-HBM3", 12, 2, 8),
+    ]
+    assert capacity(kube_cluster) == 14
+
+    devcluster.remove_node(small)
+    added.remove(small)
+    sync_cluster_inventory(cluster_id=kube_cluster.pk)
+
+    h100 = GpuModelCapacity.objects.get(cluster=kube_cluster, gpu_model="NVIDIA-H100-80GB-HBM3")
+    assert (h100.allocatable, h100.nodes, h100.max_per_node) == (8, 1, 8)

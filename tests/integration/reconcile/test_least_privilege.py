@@ -27,6 +27,10 @@ def portal_api(portal_kubeconfig):
         ("list", "rolebindings", "rbac.authorization.k8s.io", None),
         ("bind", "clusterroles", "rbac.authorization.k8s.io", "edit"),
         ("list", "nodes", "", None),
+        ("patch", "clusterqueues", "kueue.x-k8s.io", None),
+        ("delete", "localqueues", "kueue.x-k8s.io", None),
+        ("list", "resourceflavors", "kueue.x-k8s.io", None),
+        ("create", "workloadpriorityclasses", "kueue.x-k8s.io", None),
     ],
 )
 def test_the_portal_may_do_what_reconcile_and_inventory_need(
@@ -46,6 +50,9 @@ def test_the_portal_may_do_what_reconcile_and_inventory_need(
         ("update", "resourcequotas", "", None),
         ("patch", "nodes", "", None),
         ("create", "pods", "", None),
+        ("update", "clusterqueues", "kueue.x-k8s.io", None),
+        ("create", "cohorts", "kueue.x-k8s.io", None),
+        ("create", "admissionchecks", "kueue.x-k8s.io", None),
     ],
 )
 def test_the_portal_may_not_do_more(portal_api, verb, resource, group, name):

@@ -45,6 +45,7 @@ def test_a_namespace_someone_else_made_is_reported_on_the_team_and_left_alone(
     )
     assert f"Namespace {team.slug} already exists on cluster dev" in state.last_error
     assert "not created by the portal" in state.last_error
+    assert state.namespace_owned is False  # nothing is read from it or run in it as the team's
     assert core.read_namespace(team.slug).metadata.labels == {
         "owner": "data-eng",
         "kubernetes.io/metadata.name": team.slug,
@@ -73,6 +74,7 @@ def test_an_object_someone_else_made_under_a_portal_name_is_reported_and_left_al
 
     state = TeamCluster.objects.get(team=team, cluster=kube_cluster)
     assert state.status == TeamCluster.Status.ERROR
+    assert state.namespace_owned is True  # the namespace itself is still the portal's
     assert "ResourceQuota gpu-portal-quota in namespace" in state.last_error
     assert "not created by the portal" in state.last_error
     assert quota_hard(core, team.slug) == {"pods": "7"}
@@ -123,6 +125,7 @@ def test_deleting_an_archived_team_namespace_needs_its_slug_typed(
     right = api.as_user(admin_user).post(url, {"confirm": team.slug})
 
     assert right.status_code == 200
+    assert TeamCluster.objects.get(team=team).namespace_owned is True
     state = wait_for_state(
         team,
         kube_cluster,
@@ -130,6 +133,7 @@ def test_deleting_an_archived_team_namespace_needs_its_slug_typed(
         what="the namespace to be deleted",
     )
     assert state.namespace_deleted_at is not None
+    assert state.namespace_owned is None  # whoever makes it again, it is not known as the team's
     wait_for(
         lambda: (
             (ns := read_or_none(core.read_namespace, team.slug)) is None

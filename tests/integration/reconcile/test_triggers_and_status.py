@@ -5,7 +5,7 @@ import datetime
 import pytest
 from django.utils import timezone
 
-from tenants import services, tasks
+from tenants import reconcile_triggers, services, tasks
 from tenants.models import Membership, TeamCluster
 from tests import factories
 
@@ -21,7 +21,8 @@ def on_cluster(team, cluster):
 
 
 def scheduled(callbacks) -> int:
-    return sum("schedule_reconcile" in getattr(c, "__qualname__", "") for c in callbacks)
+    hook = "request_reconcile_after_commit"
+    return sum(hook in getattr(c, "__qualname__", "") for c in callbacks)
 
 
 def test_adding_a_member_schedules_a_reconcile_on_each_cluster_of_the_team(
@@ -83,7 +84,9 @@ def test_the_sweep_expires_grants_and_reconciles_every_team_on_every_cluster(
     gone = factories.TeamFactory(slug="gone")
     factories.TeamClusterFactory(team=gone, cluster=cluster, namespace_deleted_at=timezone.now())
     enqueued = []
-    monkeypatch.setattr(services, "enqueue_reconcile", lambda **ids: enqueued.append(ids))
+    monkeypatch.setattr(
+        reconcile_triggers, "enqueue_reconcile_now", lambda **ids: enqueued.append(ids)
+    )
 
     count = tasks.reconcile_sweep()
 

@@ -5,6 +5,7 @@ from decimal import Decimal
 
 import pytest
 
+from clusters.vocabulary import JOB_NAME_ANNOTATION
 from gpujobs import manifests
 from gpujobs.manifests import JobSpec, Placement
 from gpujobs.specs import ContainerRequest, JobRequest, PreprocessMode, PreprocessRequest
@@ -51,7 +52,7 @@ def test_job_is_batch_v1_named_after_the_portal_id_in_the_team_namespace():
     assert job["kind"] == "Job"
     assert job["metadata"]["name"] == "gpujob-17"
     assert job["metadata"]["namespace"] == "vision"
-    assert job["metadata"]["annotations"][manifests.JOB_NAME_ANNOTATION] == "bert-finetune"
+    assert job["metadata"]["annotations"][JOB_NAME_ANNOTATION] == "bert-finetune"
 
 
 def test_gpus_are_limits_of_the_gpu_container():

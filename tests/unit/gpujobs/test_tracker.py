@@ -36,11 +36,19 @@ def pod(name="gpujob-7-a", phase="Running", owner="uid-1", namespace="vision"):
     }
 
 
-def quota_event(job_name="gpujob-7", namespace="vision"):
+def quota_event(job_name="gpujob-7", namespace="vision", uid="uid-1", **involved):
+    """The job controller's Event when the quota refuses the Job's pod."""
     return {
         "kind": "Event",
         "metadata": {"name": f"{job_name}.17a", "namespace": namespace},
-        "involvedObject": {"kind": "Job", "name": job_name, "namespace": namespace},
+        "involvedObject": {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "name": job_name,
+            "namespace": namespace,
+            "uid": uid,
+            **involved,
+        },
         "reason": "FailedCreate",
         "message": "Error creating: pods is forbidden: exceeded quota: q",
     }
@@ -131,3 +139,51 @@ def test_deleted_pod_is_forgotten():
 
     assert ("vision", 7) not in state.pods
     assert state.observation(("vision", 7)).state == State.SUBMITTED
+
+
+def test_an_event_about_a_job_in_another_namespace_has_no_key():
+    # Written in speech (where its author may write Events), about vision's Job.
+    forged = quota_event(namespace="vision")
+    forged["metadata"]["namespace"] = "speech"
+
+    assert key_of("Event", forged) is None
+
+
+def test_an_event_without_its_own_namespace_has_no_key():
+    forged = quota_event()
+    del forged["metadata"]["namespace"]
+
+    assert key_of("Event", forged) is None
+
+
+def test_an_event_about_an_object_that_is_not_a_batch_job_has_no_key():
+    assert key_of("Event", quota_event(kind="Pod")) is None
+    assert key_of("Event", quota_event(apiVersion="example.com/v1")) is None
+    assert key_of("Event", quota_event(apiVersion="")) is None
+
+
+def test_an_event_about_another_job_of_the_same_name_does_not_count():
+    state = ClusterState()
+    state.apply("Job", "ADDED", job(uid="uid-1"))
+    state.apply("Event", "ADDED", quota_event(uid="uid-older"))
+
+    assert state.observation(("vision", 7)).state == State.SUBMITTED
+
+
+def test_an_event_without_the_jobs_uid_does_not_count():
+    state = ClusterState()
+    state.apply("Job", "ADDED", job(uid="uid-1"))
+    state.apply("Event", "ADDED", quota_event(uid=""))
+
+    assert state.observation(("vision", 7)).state == State.SUBMITTED
+
+
+def test_a_forged_event_from_another_namespace_leaves_the_jobs_observation_alone():
+    state = ClusterState()
+    state.apply("Job", "ADDED", job())
+    forged = quota_event()
+    forged["metadata"]["namespace"] = "speech"
+
+    assert state.apply("Event", "ADDED", forged) is None
+    assert state.observation(("vision", 7)).state == State.SUBMITTED
+    assert not state.events

@@ -3,8 +3,8 @@ last version seen when a watch ends, and list again (a full resync) on 410 Gone.
 
 import threading
 
-from clusters.kube import ClusterUnreachable
-from clusters.workloads import Listing, ResourceVersionExpired, WatchEvent
+from clusters.kube import ClusterUnreachable, ResourceVersionExpired
+from clusters.workloads import Listing, WatchEvent
 from gpujobs import watcher
 
 

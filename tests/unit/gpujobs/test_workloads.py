@@ -6,8 +6,8 @@ import json
 import pytest
 from kubernetes.client.rest import ApiException
 
-from clusters.kube import ClusterUnreachable
-from clusters.workloads import QuotaExceeded, ResourceVersionExpired, WorkloadClient
+from clusters.kube import ClusterUnreachable, QuotaExceeded, ResourceVersionExpired
+from clusters.workloads import WorkloadClient
 
 
 class FakeResponse:

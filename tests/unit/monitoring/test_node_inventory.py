@@ -4,7 +4,8 @@ clusters.pods (what stopping a pod deletes, and which pods the portal may stop).
 import pytest
 
 from clusters import inventory
-from clusters.pods import MANAGED_BY_LABEL, Stopped, StopRefused, stop_target
+from clusters.pods import Stopped, StopRefused, stop_target
+from clusters.vocabulary import MANAGED_BY_LABEL
 
 
 def node(name, gpus, model="NVIDIA-A100", ready=True, resource="nvidia.com/gpu"):

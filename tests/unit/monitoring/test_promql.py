@@ -1,16 +1,25 @@
 """PromQL builders: both label layouts, both utilisation metrics, escaping, bounded steps."""
 
 import datetime
+import re
 
 import pytest
 
-from monitoring import promql
+from clusters.models import Cluster
+from monitoring import promql, rules
+from monitoring.metrics import metrics_config
 from monitoring.promql import MetricsConfig
+from portal.validators import parse_label_matchers
 
 UTC = datetime.UTC
 PERCENT = MetricsConfig()
 RATIO = MetricsConfig(utilisation_metric=promql.GR_ENGINE_ACTIVE)
 EXPORTED = MetricsConfig(layout=promql.LAYOUT_EXPORTED)
+PIN = parse_label_matchers('job="dcgm-exporter", instance=~"10\\\\.0\\\\..*"')
+PINNED = MetricsConfig(exporter=PIN)
+PINNED_EXPORTED_RATIO = MetricsConfig(
+    layout=promql.LAYOUT_EXPORTED, utilisation_metric=promql.GR_ENGINE_ACTIVE, exporter=PIN
+)
 
 
 def test_selector_filters_on_the_namespace_label_of_the_layout():
@@ -168,3 +177,68 @@ def test_window_refuses_naive_or_empty_ranges():
         promql.Window(start=now.replace(tzinfo=None), end=now.replace(tzinfo=None))
     with pytest.raises(ValueError, match="end after"):
         promql.Window(start=now, end=now)
+
+
+# --- the exporter pin --------------------------------------------------------------------------
+
+
+def test_the_exporter_pin_comes_first_in_a_selector():
+    assert promql.selector("M", PINNED, namespace="vision") == (
+        'M{job="dcgm-exporter",instance=~"10\\\\.0\\\\..*",namespace="vision"}'
+    )
+    assert promql.selector("M", PINNED) == 'M{job="dcgm-exporter",instance=~"10\\\\.0\\\\..*"}'
+
+
+def _every_query(config: MetricsConfig) -> dict[str, str]:
+    window = promql.Window(
+        start=datetime.datetime(2026, 1, 1, tzinfo=UTC),
+        end=datetime.datetime(2026, 1, 2, tzinfo=UTC),
+    )
+    usage = {"period_seconds": 86400, "resolution": 300}
+    queries = {
+        "utilisation_by_pod": promql.utilisation_by_pod(config, namespace="vision"),
+        "utilisation_by_gpu": promql.utilisation_by_gpu(
+            config, namespace="vision", pods=["a", "b"]
+        ),
+        "utilisation_heatmap": promql.utilisation_heatmap(config),
+        "team_average_utilisation": promql.team_average_utilisation(config, namespace="vision"),
+        "gpus_held": promql.gpus_held(config, namespace="vision"),
+        "gpus_held_by_namespace": promql.gpus_held_by_namespace(config),
+        "average_utilisation_by_namespace": promql.average_utilisation_by_namespace(config, window),
+        "pod_average_utilisation": promql.pod_average_utilisation(config, window_minutes=5),
+        "team_pod_average_utilisation": promql.pod_average_utilisation(
+            config, window_minutes=5, namespace="vision"
+        ),
+        "pod_gpu_count": promql.pod_gpu_count(config),
+        "idle_rule_expression": promql.idle_rule_expression(
+            config, threshold_percent=10, window_minutes=5
+        ),
+        "gpu_seconds_held": promql.gpu_seconds_held(config, held=True, **usage),
+        "gpu_seconds_used": promql.gpu_seconds_used(config, namespaces=["a", "b"], **usage),
+        "alert_rule": rules.low_gpu_usage_rule(
+            config, threshold_percent=10, window_minutes=5, namespace="vision"
+        )["expr"],
+    }
+    for metric in promql.GAUGE_AGGREGATION:
+        queries[metric] = promql.gauge_by(metric, config, ["pod"], namespace="vision")
+    return queries
+
+
+@pytest.mark.parametrize("config", [PINNED, PINNED_EXPORTED_RATIO], ids=["namespace", "exported"])
+def test_every_dcgm_selector_of_every_query_carries_the_exporter_pin(config):
+    for name, query in _every_query(config).items():
+        selectors = re.findall(r"DCGM_\w+\{([^}]*)\}", query)
+        assert selectors, name
+        for matchers in selectors:
+            assert matchers.startswith('job="dcgm-exporter",instance=~"10'), (name, query)
+
+
+def test_without_a_pin_no_selector_names_the_exporter():
+    for name, query in _every_query(PERCENT).items():
+        assert "job=" not in query, name
+
+
+def test_a_clusters_pin_reaches_its_metrics_config():
+    config = metrics_config(Cluster(dcgm_exporter_selector='job="nvidia-dcgm-exporter"'))
+    assert promql.selector("M", config) == 'M{job="nvidia-dcgm-exporter"}'
+    assert metrics_config(Cluster(dcgm_exporter_selector="")).exporter == ()

@@ -1,0 +1,79 @@
+"""The audit trail: one ``AuditEvent`` per state change, with the changed row's audited fields
+before and after. Every app's services record through ``audit``, inside the transaction of the
+change, with an ``AuditEvent.Action``."""
+
+import datetime
+from decimal import Decimal
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.db.models import Model
+
+from tenants.models import AuditEvent, Team
+
+# What a quota request asks for and a grant gives (``QuotaAmounts``), and the state it is in.
+_QUOTA_FIELDS = [
+    "team_id",
+    "cluster_id",
+    "gpu_resource",
+    "gpu_model",
+    "gpus",
+    "cpu_cores",
+    "memory_gib",
+    "starts_on",
+    "ends_on",
+    "state",
+]
+
+# The fields of each model that an event's before/after holds.
+AUDITED_FIELDS = {
+    "Team": ["slug", "name", "description", "archived_at"],
+    "Membership": ["team_id", "user_id", "role"],
+    "QuotaRequest": [*_QUOTA_FIELDS, "decision_note"],
+    "QuotaGrant": _QUOTA_FIELDS,
+    "Cluster": ["name", "overcommit_ratio", "quota_mode"],
+    "TeamQueuePolicy": [
+        "team_id",
+        "cluster_id",
+        "borrowing_limit",
+        "lending_limit",
+        "fair_sharing_weight",
+    ],
+    "GpuCapacity": ["cluster_id", "resource_name", "gpu_model", "allocatable", "admin_cap"],
+}
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, (datetime.date, datetime.datetime)):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return str(value)
+    return value
+
+
+def snapshot(instance: Model) -> dict[str, Any]:
+    """The audited fields of a row as JSON-safe values, for an audit event's before/after."""
+    fields = AUDITED_FIELDS[type(instance).__name__]
+    return {field: _json_value(getattr(instance, field)) for field in fields}
+
+
+def audit(
+    *,
+    actor: User | None,
+    action: AuditEvent.Action,
+    target: Model,
+    team: Team | None,
+    before: dict | None,
+    after: dict | None,
+    note: str = "",
+) -> AuditEvent:
+    return AuditEvent.objects.create(
+        actor=actor,
+        action=action,
+        target_type=type(target).__name__,
+        target_id=target.pk,
+        team=team,
+        before=before,
+        after=after,
+        note=note,
+    )

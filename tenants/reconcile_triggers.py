@@ -1,0 +1,109 @@
+"""How a change asks for a team's namespace on a cluster, or a cluster's cluster-wide Kueue
+objects, to be brought in line: the one way anything enqueues ``tasks.reconcile_team`` and
+``tasks.reconcile_cluster``.
+
+Inside a change, ``request_reconcile_after_commit`` (or ``request_reconcile_on_team_clusters``
+for every cluster of a team, ``request_reconcile_on_cluster_teams`` for every team of a
+cluster, ``request_cluster_reconcile_after_commit`` for the cluster-wide objects) marks the
+state as behind in the same transaction and enqueues the task once the change is committed.
+Outside any change (the periodic sweep), ``enqueue_reconcile_now`` sends it at once. A broker
+that is down never fails a change: the mark stays, and the sweep catches up.
+
+The capacity sync (``clusters``, which imports no app) says when a cluster's GPUs changed with
+``clusters.signals.capacity_changed``; ``on_capacity_changed`` (connected in ``TenantsConfig``)
+asks for the passes that depend on them.
+"""
+
+import logging
+
+from django.db import transaction
+from django.utils import timezone
+from kombu.exceptions import OperationalError
+
+from clusters.models import Cluster, QuotaMode
+from tenants.models import ClusterState, Team, TeamCluster
+from tenants.selectors import cluster_team_ids, team_cluster_ids
+
+logger = logging.getLogger(__name__)
+
+
+def request_reconcile_after_commit(*, team_id: int, cluster_id: int) -> None:
+    """Bring the team's namespace on the cluster in line with the database, after commit.
+
+    The one hook every grant change calls. It runs inside the caller's transaction: the marker
+    is written with the change, and the task is only enqueued once the change is committed, so
+    a worker never reads the database from before it.
+    """
+    TeamCluster.objects.get_or_create(team_id=team_id, cluster_id=cluster_id)
+    TeamCluster.objects.filter(team_id=team_id, cluster_id=cluster_id).update(
+        reconcile_requested_at=timezone.now(), status=TeamCluster.Status.PENDING
+    )
+    transaction.on_commit(lambda: _send_reconcile(team_id=team_id, cluster_id=cluster_id))
+
+
+def request_reconcile_on_team_clusters(*, team: Team) -> None:
+    """``request_reconcile_after_commit`` on every cluster the team is on (its members changed,
+    or it was archived)."""
+    for cluster_id in team_cluster_ids(team=team):
+        request_reconcile_after_commit(team_id=team.pk, cluster_id=cluster_id)
+
+
+def request_reconcile_on_cluster_teams(*, cluster_id: int) -> None:
+    """``request_reconcile_after_commit`` for every team on the cluster (its quota mode or its
+    GPUs changed)."""
+    for team_id in cluster_team_ids(cluster_id=cluster_id):
+        request_reconcile_after_commit(team_id=team_id, cluster_id=cluster_id)
+
+
+def request_cluster_reconcile_after_commit(*, cluster_id: int) -> None:
+    """Bring the cluster's cluster-wide Kueue objects in line with the database, after
+    commit (as ``request_reconcile_after_commit`` does for a team)."""
+    ClusterState.objects.get_or_create(cluster_id=cluster_id)
+    ClusterState.objects.filter(cluster_id=cluster_id).update(
+        reconcile_requested_at=timezone.now(), status=ClusterState.Status.PENDING
+    )
+    transaction.on_commit(lambda: _send_cluster_reconcile(cluster_id=cluster_id))
+
+
+def on_capacity_changed(sender, *, cluster_id: int, models_changed: bool, **kwargs) -> None:
+    """The capacity sync changed a cluster's GPU figures (inside its transaction). In Kueue mode
+    the teams' queues list every model's flavor and their ResourceQuotas' ceilings follow the
+    capacity; the flavors themselves follow the models."""
+    if not Cluster.objects.filter(pk=cluster_id, quota_mode=QuotaMode.KUEUE).exists():
+        return
+    if models_changed:
+        request_cluster_reconcile_after_commit(cluster_id=cluster_id)
+    request_reconcile_on_cluster_teams(cluster_id=cluster_id)
+
+
+def enqueue_cluster_reconcile_now(*, cluster_id: int) -> None:
+    """Enqueue a cluster-wide reconcile now, outside any change (the periodic sweep)."""
+    _send_cluster_reconcile(cluster_id=cluster_id)
+
+
+def enqueue_reconcile_now(*, team_id: int, cluster_id: int) -> None:
+    """Enqueue a reconcile now, outside any change (the periodic sweep)."""
+    _send_reconcile(team_id=team_id, cluster_id=cluster_id)
+
+
+def _send_reconcile(*, team_id: int, cluster_id: int) -> None:
+    """Send the task; if the broker is unreachable, log it rather than fail a committed change.
+
+    The decision is already saved and ``reconcile_requested_at`` shows the cluster is behind;
+    the periodic sweep picks it up once the broker is back.
+    """
+    from tenants.tasks import reconcile_team  # tasks import services, which import this
+
+    try:
+        reconcile_team.delay(team_id=team_id, cluster_id=cluster_id)
+    except OperationalError:
+        logger.exception("Could not enqueue reconcile of team %s on %s", team_id, cluster_id)
+
+
+def _send_cluster_reconcile(*, cluster_id: int) -> None:
+    from tenants.tasks import reconcile_cluster
+
+    try:
+        reconcile_cluster.delay(cluster_id=cluster_id)
+    except OperationalError:
+        logger.exception("Could not enqueue reconcile of cluster %s", cluster_id)

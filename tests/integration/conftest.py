@@ -6,6 +6,8 @@ and exports DATABASE_URL and CELERY_BROKER_URL; tests/conftest.py refuses any ot
 the full run, and marks every test using these fixtures so that ``make test-fast`` leaves it out.
 """
 
+import asyncio
+import concurrent.futures
 import os
 import shutil
 import signal
@@ -154,6 +156,13 @@ def promtool() -> str:
             pytrace=False,
         )
     return path
+
+
+def run_in_new_loop(coroutine):
+    """Run ``coroutine`` to its end on an event loop of its own, in a thread of its own: the
+    browser tests leave Playwright's loop running in the main thread for the whole session."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
 
 
 def free_port() -> int:

@@ -8,6 +8,7 @@ import pytest
 
 from clusters.kube import ClusterUnreachable
 from gpujobs import log_follows
+from tests.integration.conftest import run_in_new_loop
 
 
 @pytest.fixture(autouse=True)
@@ -66,7 +67,7 @@ def _read(stream) -> list[str]:
     async def read():
         return [chunk async for chunk in stream]
 
-    return asyncio.run(read())
+    return run_in_new_loop(read())
 
 
 def test_the_stream_ends_with_the_log_and_gives_its_slot_back():
@@ -108,5 +109,5 @@ def test_a_client_that_goes_away_gives_the_slot_back():
         await stream.aclose()  # what the server does when the client disconnects
         return first
 
-    assert asyncio.run(read_one_then_leave()) == "one\n"
+    assert run_in_new_loop(read_one_then_leave()) == "one\n"
     log_follows.take_slot(user_id=1)

@@ -6,9 +6,9 @@ import threading
 import time
 
 import pytest
-from asgiref.sync import async_to_sync
 from django.test import Client
 
+from tests.integration.conftest import run_in_new_loop
 from tests.integration.gpujobs.fixtures import (
     LOG_LINES,
     api_client_for,
@@ -27,7 +27,7 @@ def streamed(response) -> bytes:
     async def read() -> bytes:
         return b"".join([chunk async for chunk in response.streaming_content])
 
-    return async_to_sync(read)()
+    return run_in_new_loop(read())
 
 
 @pytest.fixture(autouse=True)

@@ -51,6 +51,7 @@ SERVICE_FIXTURES = {
     "watcher_process": ["worker"],
     "beat": ["worker", "redis"],
     "own_queue": ["redis"],
+    "own_redis": ["redis"],
     "devcluster": ["devcluster"],
     "promtool": ["prometheus"],
     "own_prometheus": ["prometheus"],

@@ -55,6 +55,7 @@ SERVICE_FIXTURES = {
     "devcluster": ["devcluster"],
     "promtool": ["prometheus"],
     "own_prometheus": ["prometheus"],
+    "start_prometheus": ["prometheus"],
     "relabelling_prometheus": ["prometheus"],
     "browser": ["browser"],
 }

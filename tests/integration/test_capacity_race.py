@@ -6,23 +6,17 @@ that row rather than fail on the unique constraint."""
 import threading
 
 import pytest
-from django.db import connection, connections, transaction
+from django.db import connections, transaction
 
 from clusters.capacity import capacity_sync
 from clusters.kube import KubeClient
 from clusters.models import GpuCapacity
 from tests import factories
-from tests.integration.conftest import wait_for
+from tests.integration.conftest import backend_pid, wait_for, waiting_for_a_lock
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.devcluster]
 
 GPU = "nvidia.com/gpu"
-
-
-def _waiting_for_a_lock(pid: int) -> bool:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM pg_locks WHERE pid = %s AND NOT granted", [pid])
-        return cursor.fetchone()[0] > 0
 
 
 def test_a_sync_that_meets_a_row_added_meanwhile_updates_it(devcluster):
@@ -42,9 +36,7 @@ def test_a_sync_that_meets_a_row_added_meanwhile_updates_it(devcluster):
 
     def sync():
         try:
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_backend_pid()")
-                outcome["pid"] = cursor.fetchone()[0]
+            outcome["pid"] = backend_pid()
             outcome["changes"] = capacity_sync(cluster=cluster, kube=kube)
         except Exception as error:
             outcome["error"] = error
@@ -58,7 +50,7 @@ def test_a_sync_that_meets_a_row_added_meanwhile_updates_it(devcluster):
     syncing.start()
     # The sync read no row for the kind and now waits on the admin's uncommitted insert.
     wait_for(
-        lambda: "error" in outcome or ("pid" in outcome and _waiting_for_a_lock(outcome["pid"])),
+        lambda: "error" in outcome or ("pid" in outcome and waiting_for_a_lock(outcome["pid"])),
         interval=0.05,
         what="the sync to wait for the admin's row",
     )

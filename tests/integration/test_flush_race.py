@@ -14,7 +14,7 @@ from django.test import TransactionTestCase
 
 from clusters.models import Cluster, GpuCapacity
 from tests import factories
-from tests.integration.conftest import wait_for
+from tests.integration.conftest import backend_pid, wait_for, waiting_for_a_lock
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -23,12 +23,6 @@ class _Case(TransactionTestCase):
     """What pytest-django runs after a committing test: ``_fixture_teardown`` flushes."""
 
     databases = {"default"}
-
-
-def _waiting_for_a_lock(pid: int) -> bool:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM pg_locks WHERE pid = %s AND NOT granted", [pid])
-        return cursor.fetchone()[0] > 0
 
 
 def test_a_flush_that_deadlocks_with_a_writer_still_empties_the_tables():
@@ -55,9 +49,7 @@ def test_a_flush_that_deadlocks_with_a_writer_still_empties_the_tables():
 
     def flush():
         try:
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_backend_pid()")
-                outcome["flush_pid"] = cursor.fetchone()[0]
+            outcome["flush_pid"] = backend_pid()
             _Case()._fixture_teardown()
             outcome["flush"] = "flushed"
         except Exception as error:
@@ -71,7 +63,7 @@ def test_a_flush_that_deadlocks_with_a_writer_still_empties_the_tables():
     flusher = threading.Thread(target=flush)
     flusher.start()
     wait_for(
-        lambda: "flush_pid" in outcome and _waiting_for_a_lock(outcome["flush_pid"]),
+        lambda: "flush_pid" in outcome and waiting_for_a_lock(outcome["flush_pid"]),
         interval=0.02,
         what="the flush to wait for the worker's table",
     )

@@ -23,7 +23,7 @@ from clusters.kube import (
 )
 from clusters.workloads import JOBS, WorkloadClient
 from tests.integration.conftest import free_port, wait_for
-from tests.integration.kube import create_namespace, delete_namespace, read_or_none
+from tests.integration.kube import cpu_job, create_namespace, delete_namespace, read_or_none
 
 pytestmark = pytest.mark.devcluster
 
@@ -36,19 +36,6 @@ def quota(namespace: str, gpus: str = "2") -> dict:
         "kind": "ResourceQuota",
         "metadata": {"name": QUOTA, "namespace": namespace},
         "spec": {"hard": {"requests.nvidia.com/gpu": gpus}},
-    }
-
-
-def suspended_job(name: str, namespace: str) -> dict:
-    container = {"name": "main", "image": "registry.example.com/ml/trainer:1"}
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "suspend": True,
-            "template": {"spec": {"restartPolicy": "Never", "containers": [container]}},
-        },
     }
 
 
@@ -144,7 +131,7 @@ def test_a_delete_of_an_object_that_was_replaced_is_a_conflict_worth_retrying(
 
 
 def test_creating_a_taken_name_is_already_exists_with_the_details(admin_kube, namespace):
-    manifest = suspended_job("taken", namespace)
+    manifest = cpu_job("taken", namespace)
     path = JOBS.path(namespace=namespace)
     admin_kube._call("POST", path, what="Job taken", body=manifest)
 

@@ -15,27 +15,9 @@ from clusters import workloads
 from clusters.kube import ClusterUnreachable
 from clusters.workloads import WorkloadClient
 from tests.integration.conftest import free_port, wait_for
-from tests.integration.kube import create_namespace, delete_namespace
+from tests.integration.kube import cpu_job, create_namespace, delete_namespace
 
 pytestmark = pytest.mark.devcluster
-
-
-def job(name: str, namespace: str, labels: dict, *, suspend: bool = True) -> dict:
-    """A Job of one CPU container: suspended (no pod) unless asked to run."""
-    container = {"name": "main", "image": "registry.example.com/ml/trainer:1"}
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name, "namespace": namespace, "labels": labels},
-        "spec": {
-            "suspend": suspend,
-            "backoffLimit": 0,
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {"restartPolicy": "Never", "containers": [container]},
-            },
-        },
-    }
 
 
 @pytest.fixture
@@ -65,7 +47,7 @@ def test_a_list_follows_continue_tokens_and_a_watch_from_its_version_sees_only_w
 ):
     monkeypatch.setattr(workloads, "LIST_PAGE_SIZE", 2)
     for i in range(5):
-        kube.create_job(job(f"listed-{i}", namespace, mark))
+        kube.create_job(cpu_job(f"listed-{i}", namespace, labels=mark))
     reads = kube.reads
 
     listing = kube.list_objects("Job", namespace=namespace, label_selector=selector(mark))
@@ -77,7 +59,7 @@ def test_a_list_follows_continue_tokens_and_a_watch_from_its_version_sees_only_w
     assert all(i["kind"] == "Job" and i["apiVersion"] == "batch/v1" for i in listing.items)
     assert listing.resource_version
 
-    kube.create_job(job("after-the-list", namespace, mark))
+    kube.create_job(cpu_job("after-the-list", namespace, labels=mark))
     events = list(
         kube.watch(
             "Job",
@@ -121,7 +103,7 @@ def test_the_log_of_a_container_is_read_by_its_tail(devcluster, kube, core, name
 
 def running_job(kube, core, namespace, mark, name) -> dict:
     """A Job whose pod runs (on a kwok CPU node)."""
-    created, _ = kube.create_job(job(name, namespace, mark, suspend=False))
+    created, _ = kube.create_job(cpu_job(name, namespace, labels=mark, suspend=False))
     wait_for(
         lambda: any(p.status.phase == "Running" for p in pods_of(core, namespace, name)),
         what=f"the pod of job {name} to run",
@@ -174,4 +156,4 @@ def test_an_api_server_nobody_answers_on_is_unreachable_for_lists_watches_and_cr
     with pytest.raises(ClusterUnreachable, match=unreachable):
         closed.list_objects("Job")
     with pytest.raises(ClusterUnreachable, match=unreachable):
-        closed.create_job(job("never", namespace, {}))
+        closed.create_job(cpu_job("never", namespace))

@@ -9,8 +9,6 @@ import pytest
 from django.apps import apps
 from django.utils import timezone
 
-from tests import factories
-
 pytestmark = pytest.mark.django_db
 
 PORTAL_APPS = ("clusters", "tenants", "gpujobs", "monitoring")
@@ -91,20 +89,6 @@ REFUSED = [
     ("job-by-an-admin", "admin", JOBS, job(), 403),
     ("job-other-team", "other_lead", JOBS, job(), 400),
 ]
-
-
-@pytest.fixture
-def grant(team, cluster, lead, admin):
-    today = timezone.localdate()
-    return factories.QuotaGrantFactory(
-        request__team=team,
-        request__cluster=cluster,
-        request__requested_by=lead,
-        request__gpus=4,
-        request__starts_on=today,
-        request__ends_on=today + datetime.timedelta(days=30),
-        granted_by=admin,
-    )
 
 
 @pytest.mark.parametrize(

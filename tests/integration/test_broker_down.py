@@ -96,14 +96,16 @@ def own_redis(tmp_path, monkeypatch):
     Celery reads ``CELERY_BROKER_URL`` from the environment before its configuration."""
     server = OwnRedis(tmp_path)
     server.start()
-    monkeypatch.setenv("CELERY_BROKER_URL", server.url)
-    _drop_broker_connections()
-    assert celery_app.connection_for_write().port == server.port
-    yield server
-    monkeypatch.undo()
-    _drop_broker_connections()
-    if server.process.poll() is None:
-        server.stop()
+    try:
+        monkeypatch.setenv("CELERY_BROKER_URL", server.url)
+        _drop_broker_connections()
+        assert celery_app.connection_for_write().port == server.port
+        yield server
+    finally:
+        monkeypatch.undo()
+        _drop_broker_connections()
+        if server.process.poll() is None:
+            server.stop()
 
 
 def could_not_enqueue(caplog) -> list[str]:

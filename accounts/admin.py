@@ -5,7 +5,8 @@ from accounts.models import ApiToken
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
-    """Admins see and delete (revoke) tokens; they cannot make one or read a token back."""
+    """Admins see and delete (revoke) tokens; they cannot make or change one, nor read a
+    token back (only its hash is stored)."""
 
     list_display = ["token_key", "user", "name", "created", "expiry", "last_used_at"]
     search_fields = ["token_key", "user__username", "name"]
@@ -13,4 +14,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
     readonly_fields = fields
 
     def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
         return False

@@ -48,8 +48,11 @@ def capacity_sync(*, cluster: Cluster, kube: KubeClient | None = None) -> list[C
     nodes = list_gpu_nodes(kube, cluster)
     with transaction.atomic():
         # Lock the cluster row, as approvals do: an approval must check against either the old
-        # or the new capacity, never a mix.
-        locked = Cluster.objects.select_for_update().get(pk=cluster.pk)
+        # or the new capacity, never a mix. FOR NO KEY UPDATE still waits for an approval's FOR
+        # UPDATE, but not for the foreign key check of a row another writer adds for this
+        # cluster meanwhile (an admin adding a GPU kind): under FOR UPDATE that writer's commit
+        # waited for this lock while the insert below waited for its row, a deadlock.
+        locked = Cluster.objects.select_for_update(no_key=True).get(pk=cluster.pk)
         rows = {row.resource_name: row for row in GpuCapacity.objects.filter(cluster=locked)}
         kinds = gpu_inventory(nodes, model_label=locked.gpu_model_label, known_resources=rows)
         changes = []
@@ -58,8 +61,19 @@ def capacity_sync(*, cluster: Cluster, kube: KubeClient | None = None) -> list[C
             allocatable = kind.allocatable if kind else 0
             model = kind.gpu_model if kind and kind.models else (row.gpu_model if row else "")
             if row is None:
-                GpuCapacity.objects.create(
-                    cluster=locked, resource_name=name, allocatable=allocatable, gpu_model=model
+                # Another writer may have added the kind since the read: update its row then.
+                GpuCapacity.objects.bulk_create(
+                    [
+                        GpuCapacity(
+                            cluster=locked,
+                            resource_name=name,
+                            allocatable=allocatable,
+                            gpu_model=model,
+                        )
+                    ],
+                    update_conflicts=True,
+                    unique_fields=["cluster", "resource_name"],
+                    update_fields=["allocatable", "gpu_model", "updated_at"],
                 )
                 changes.append(CapacityChange(name, None, allocatable))
             elif row.allocatable != allocatable or row.gpu_model != model:

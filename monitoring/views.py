@@ -230,6 +230,8 @@ def notification_list(request: HttpRequest) -> HttpResponse:
 @require_POST
 @login_required
 def notifications_read(request: HttpRequest) -> HttpResponse:
-    ids = [int(i) for i in request.POST.getlist("id") if i.isdigit() and len(i) < 19] or None
+    given = request.POST.getlist("id")
+    # No id: all of them. Ids that are not notification ids name none (never all).
+    ids = [int(i) for i in given if i.isascii() and i.isdigit() and len(i) < 19] if given else None
     notifications_mark_read(user=request.user, ids=ids)
     return redirect(reverse("notification-list"))

@@ -20,11 +20,13 @@ also belong; ``other_lead`` leads team B (``other_team``), which nobody in team 
 """
 
 import os
+import time
 
 import pytest
 from django.conf import settings as django_settings
+from django.core.management.base import CommandError
 from django.db import connections
-from django.test import Client
+from django.test import Client, TransactionTestCase
 from django.test.utils import override_settings
 from rest_framework.test import APIClient
 
@@ -50,9 +52,12 @@ SERVICE_FIXTURES = {
     "beat": ["worker", "redis"],
     "own_queue": ["redis"],
     "redis_url": ["redis"],
+    "own_redis": ["redis"],
     "devcluster": ["devcluster"],
     "promtool": ["prometheus"],
     "own_prometheus": ["prometheus"],
+    "start_prometheus": ["prometheus"],
+    "guarded_prometheus": ["prometheus"],
     "relabelling_prometheus": ["prometheus"],
     "browser": ["browser"],
 }
@@ -140,6 +145,45 @@ def django_db_modify_db_settings(request, django_db_modify_db_settings):
             "fast loop on SQLite in memory with `make test-fast` (pytest --fast).",
             pytrace=False,
         )
+
+
+# A committing test's flush meets a deadlock this many times before it gives up.
+FLUSH_ATTEMPTS = 5
+DEADLOCK_DETECTED = "40P01"  # PostgreSQL's SQLSTATE
+
+
+def _deadlocked(error: BaseException | None) -> bool:
+    while error is not None:
+        if getattr(error, "sqlstate", None) == DEADLOCK_DETECTED:
+            return True
+        error = error.__cause__
+    return False
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _flush_that_outlasts_other_writers():
+    """A committing test ends with a flush: one ``TRUNCATE`` of every table, which takes its
+    locks table by table in the order of a Python set (so in a different order each session).
+    The processes a test started (the Celery worker, the job watcher) may still be writing
+    then: a fixture's teardown stops a job, the watcher records its pods going. A writer that
+    holds a table the flush has not reached and then touches one it holds deadlocks with it,
+    and PostgreSQL gives up the flush, which waited first. Its rows then stay for the next test,
+    which meets them as duplicates (a GPU job test's ``GpuCapacity`` row once did). The flush is
+    tried again once the writer is through: the writer's own transaction ends either way."""
+    flush = TransactionTestCase._fixture_teardown
+
+    def flush_again_after_a_deadlock(self):
+        for attempt in range(1, FLUSH_ATTEMPTS + 1):
+            try:
+                return flush(self)
+            except CommandError as error:
+                if attempt == FLUSH_ATTEMPTS or not _deadlocked(error):
+                    raise
+                time.sleep(0.2 * attempt)
+
+    TransactionTestCase._fixture_teardown = flush_again_after_a_deadlock
+    yield
+    TransactionTestCase._fixture_teardown = flush
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -13,6 +13,7 @@ from gpujobs.models import GpuJob
 from monitoring.models import IdlePod, IdlePolicy, Notification
 from tenants.models import (
     AuditEvent,
+    ClusterState,
     Membership,
     QuotaGrant,
     QuotaRequest,
@@ -129,6 +130,15 @@ class TeamClusterFactory(factory.django.DjangoModelFactory):
         model = TeamCluster
 
     team = factory.SubFactory(TeamFactory)
+    cluster = factory.SubFactory(ClusterFactory)
+
+
+class ClusterStateFactory(factory.django.DjangoModelFactory):
+    """A cluster's cluster-wide reconcile state (the worker writes these in the product)."""
+
+    class Meta:
+        model = ClusterState
+
     cluster = factory.SubFactory(ClusterFactory)
 
 

@@ -78,3 +78,17 @@ class NotificationSerializer(serializers.ModelSerializer):
         model = Notification
         fields = ["id", "kind", "team", "subject", "body", "link", "created_at", "read_at"]
         read_only_fields = fields
+
+
+class NotificationsReadSerializer(serializers.Serializer):
+    ids = serializers.ListField(
+        child=serializers.IntegerField(min_value=1, max_value=2**63 - 1),
+        required=False,
+        allow_empty=False,
+        max_length=1000,
+        help_text="Your notifications to mark read; leave out to mark all of them read.",
+    )
+
+
+class NotificationsMarkedSerializer(serializers.Serializer):
+    marked = serializers.IntegerField(help_text="How many were unread and are read now.")

@@ -13,4 +13,9 @@ urlpatterns = [
     path("monitoring/teams/<slug:slug>/pods/", views.TeamPodsView.as_view(), name="api-team-pods"),
     path("usage-report/", views.UsageReportView.as_view(), name="api-usage-report"),
     path("notifications/", views.NotificationListView.as_view(), name="api-notifications"),
+    path(
+        "notifications/read/",
+        views.NotificationsReadView.as_view(),
+        name="api-notifications-read",
+    ),
 ]

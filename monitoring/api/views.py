@@ -17,6 +17,7 @@ from rest_framework.views import APIView
 from monitoring import dashboards, metrics, selectors, usage
 from monitoring.api import serializers as s
 from monitoring.forms import UsageReportForm, WindowForm
+from monitoring.notifications import notifications_mark_read
 from monitoring.prometheus import PrometheusNotConfigured
 from tenants.selectors import teams_visible_to
 
@@ -140,3 +141,22 @@ class NotificationListView(generics.ListAPIView):
 
     def get_queryset(self):
         return selectors.notifications_for(self.request.user).order_by("-created_at", "-id")
+
+
+class NotificationsReadView(APIView):
+    """Mark your notifications read, as the notifications page does."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        summary="Mark your notifications read (all, or those named by id)",
+        request=s.NotificationsReadSerializer,
+        responses=s.NotificationsMarkedSerializer,
+    )
+    def post(self, request):
+        serializer = s.NotificationsReadSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        marked = notifications_mark_read(
+            user=request.user, ids=serializer.validated_data.get("ids")
+        )
+        return Response({"marked": marked})

@@ -184,6 +184,20 @@ def wait_for(predicate, *, timeout: float = 30.0, interval: float = 0.2, what: s
         time.sleep(interval)
 
 
+def backend_pid() -> int:
+    """This thread's PostgreSQL backend: its locks are what a race test waits on."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        return cursor.fetchone()[0]
+
+
+def waiting_for_a_lock(pid: int) -> bool:
+    """Whether PostgreSQL backend ``pid`` waits for a lock another transaction holds."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_locks WHERE pid = %s AND NOT granted", [pid])
+        return cursor.fetchone()[0] > 0
+
+
 # --- the devcluster, as its admin: for setting up and for checking what the cluster holds ---------
 
 

@@ -103,3 +103,23 @@ def gpu_pod(
             ],
         },
     }
+
+
+def cpu_job(name: str, namespace: str, *, labels: dict | None = None, suspend: bool = True) -> dict:
+    """A Job of one CPU container (kwok runs its pod on a CPU node), suspended (no pod yet)
+    unless ``suspend`` is False."""
+    labels = dict(labels or {})
+    container = {"name": "main", "image": "registry.example.com/ml/trainer:1"}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {
+            "suspend": suspend,
+            "backoffLimit": 0,
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"restartPolicy": "Never", "containers": [container]},
+            },
+        },
+    }

@@ -114,7 +114,11 @@ def test_a_model_no_node_carries_is_absent():
     assert list(models) == [("nvidia.com/gpu", "NVIDIA-A100-SXM4-80GB")]
 
 
-# --- errors ------------------------------------------------------------------------------------
+# --- errors the API server cannot be made to give on cue ----------------------------------------
+# A healthy API server shared with other test sessions does not throttle (429) or go unavailable
+# (503) when asked, and a version too old to resume from (410) needs its etcd compacted. These
+# stand-in answers have the shape of the real ones. Every other refusal is the devcluster's own:
+# tests/integration/test_kube_refusals.py and test_kube_errors.py.
 
 
 class FakeResponse:
@@ -135,70 +139,24 @@ def translate(status, message="nope", details=None, reason="Reason"):
 
 
 @pytest.mark.parametrize(
-    ("status", "kind", "transient"),
-    [
-        (409, kube.Conflict, True),
-        (429, kube.Throttled, True),
-        (500, kube.ServerError, True),
-        (503, kube.ServerError, True),
-        (403, kube.Forbidden, True),
-        (401, kube.Unauthorized, True),
-        (422, kube.Invalid, False),
-    ],
+    ("status", "kind"), [(429, kube.Throttled), (503, kube.ServerError)], ids=["429", "503"]
 )
-def test_api_errors_become_portal_errors_that_say_whether_to_retry(status, kind, transient):
-    error = translate(status)
+def test_throttling_and_an_unavailable_api_server_are_worth_retrying(status, kind):
+    error = translate(status, reason="TooManyRequests" if status == 429 else "ServiceUnavailable")
 
     assert isinstance(error, kind)
-    assert error.transient is transient
+    assert error.transient is True
+    assert error.status == status
 
 
-@pytest.mark.parametrize(
-    ("status", "reason", "kind"),
-    [
-        (404, "NotFound", kube.NotFound),
-        (409, "AlreadyExists", kube.AlreadyExists),
-        (409, "Conflict", kube.Conflict),
-        (410, "Expired", kube.ResourceVersionExpired),
-    ],
-)
-def test_api_errors_carry_the_status_reason_and_details(status, reason, kind):
-    details = {"name": "vision", "kind": "namespaces"}
+def test_a_version_too_old_asks_for_a_new_list_with_the_status_reason_and_details():
+    details = {"name": "q", "kind": "resourcequotas"}
 
-    error = translate(status, "message", details=details, reason=reason)
+    error = translate(410, "too old resource version: 1 (50)", details=details, reason="Expired")
 
-    assert type(error) is kind
-    assert (error.status, error.reason, error.details) == (status, reason, details)
-
-
-def test_a_quota_refusal_is_told_from_other_refusals_by_the_admission_error():
-    quota = translate(
-        403, 'pods "p" is forbidden: exceeded quota: q, requested: x', reason="Forbidden"
-    )
-    rbac = translate(403, 'pods "p" is forbidden: User "x" cannot create pods', reason="Forbidden")
-
-    assert isinstance(quota, kube.QuotaExceeded)
-    assert isinstance(rbac, kube.Forbidden)
-
-
-def test_a_forbidden_apply_says_what_was_refused_and_who_can_fix_it():
-    message = str(translate(403, 'resourcequotas "q" is forbidden: User "x" cannot patch'))
-
-    assert "gpu-east" in message
-    assert "apply ResourceQuota q in namespace vision" in message
-    assert "cannot patch" in message
-    assert "deploy/rbac.yaml" in message
-
-
-def test_a_namespace_being_deleted_is_worth_retrying():
-    # As the namespace lifecycle admission answers (kube-apiserver v1.36.3): the cause says so.
-    error = translate(
-        403,
-        "unable to create new content in namespace vision because it is being terminated",
-        details={"causes": [{"reason": "NamespaceTerminating", "field": "metadata.namespace"}]},
-    )
-
-    assert isinstance(error, kube.Conflict)
+    assert type(error) is kube.ResourceVersionExpired
+    assert (error.status, error.reason, error.details) == (410, "Expired", details)
+    assert "Listing again" in str(error)
 
 
 def test_a_webhook_that_does_not_answer_is_worth_retrying_and_named():

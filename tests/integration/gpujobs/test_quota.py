@@ -6,6 +6,7 @@ import pytest
 
 from gpujobs.models import GpuJob
 from gpujobs.observe import QUOTA_USED_UP
+from gpujobs.selectors import quota_left
 from tests.integration.gpujobs.fixtures import (
     api_client_for,
     finishing,
@@ -56,6 +57,8 @@ def test_finished_jobs_give_their_gpus_back(make_gpu_team, gpu_cluster):
     gpu = make_gpu_team(gpus=1)
     first = submit(gpu.member, gpu.team, gpu_cluster, annotations=finishing(1)).data["id"]
     wait_for_state(first, "succeeded")
+    quota = quota_left(team=gpu.team, cluster=gpu_cluster, gpu_resource="nvidia.com/gpu")
+    assert (quota.held, quota.left) == (0, 1)
 
     response = submit(gpu.member, gpu.team, gpu_cluster, annotations=finishing(1))
 

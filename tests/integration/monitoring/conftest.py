@@ -2,20 +2,20 @@
 
 Each test gets its own namespace (a team's slug) and deletes it afterwards, with its pods. The
 portal's cache is off so that a poll sees what Prometheus has now. Nothing here stops or
-restarts the shared Prometheus: a Prometheus that is down is a Cluster pointed at a closed port.
+restarts the shared Prometheus: one that is down, slow or wrong is a Prometheus of the test's own
+(``start_prometheus``) or a closed port.
 """
 
 from __future__ import annotations
 
-import json
-import threading
-import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
 import pytest
 
 from tests import factories
-from tests.integration.monitoring.workloads import create_team_namespace, delete_namespace
+from tests.integration.monitoring.workloads import (
+    OwnPrometheus,
+    create_team_namespace,
+    delete_namespace,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.devcluster]
 
@@ -65,57 +65,26 @@ def other_namespace(core):
     delete_namespace(core, name)
 
 
-# --- Prometheus that is down, slow or wrong ----------------------------------------------------
-
-
-class _FakePrometheus(BaseHTTPRequestHandler):
-    mode = "error"
-
-    def do_GET(self):
-        self.server.authorizations.append(self.headers.get("Authorization"))
-        if self.server.mode == "slow":
-            time.sleep(self.server.delay)
-            return
-        if self.server.mode == "empty":
-            kind = "matrix" if self.path.startswith("/api/v1/query_range") else "vector"
-            answer = {"status": "success", "data": {"resultType": kind, "result": []}}
-            status = 200
-        else:
-            answer = {
-                "status": "error",
-                "errorType": "execution",
-                "error": "out of memory (simulated)",
-            }
-            status = 422
-        body = json.dumps(answer).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
+# --- a Prometheus of the test's own ------------------------------------------------------------
 
 
 @pytest.fixture
-def fake_prometheus():
-    """``fake_prometheus(mode)``: the URL of a local server that answers every query with an
-    error (``error``), with no series (``empty``) or not at all for a while (``slow``). The
-    ``Authorization`` header of each query is kept in ``fake_prometheus.authorizations``."""
-    servers = []
+def start_prometheus(tmp_path):
+    """``start_prometheus(*flags, running=True)``: Debian's Prometheus of this test's own, with
+    those command-line flags, scraping itself; stopped (resumed first) when the test ends."""
+    started = []
 
-    def start(mode: str, delay: float = 5.0) -> str:
-        server = ThreadingHTTPServer(("127.0.0.1", 0), _FakePrometheus)
-        server.mode, server.delay = mode, delay
-        server.authorizations = start.authorizations
-        server.daemon_threads = True
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        servers.append(server)
-        return f"http://127.0.0.1:{server.server_address[1]}"
+    def start(*flags: str, running: bool = True) -> OwnPrometheus:
+        directory = tmp_path / f"prometheus-{len(started)}"
+        directory.mkdir()
+        prometheus = OwnPrometheus(directory, flags=flags)
+        started.append(prometheus)
+        if running:
+            prometheus.start()
+        return prometheus
 
-    start.authorizations = []
     yield start
-    for server in servers:
-        server.shutdown()
-        server.server_close()
+    for prometheus in started:
+        if prometheus.process is not None and prometheus.process.poll() is None:
+            prometheus.resume()
+            prometheus.stop()

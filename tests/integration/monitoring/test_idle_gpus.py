@@ -6,12 +6,14 @@ The pods run for the whole module: a pod is judged only once it held its GPUs fo
 window (one minute here), so the wait is paid once."""
 
 import datetime
+import io
 import subprocess
 from types import SimpleNamespace
 
 import pytest
 import yaml
 from django.core import mail
+from django.core.management import call_command
 from django.utils import timezone
 from kubernetes.client.rest import ApiException
 
@@ -124,6 +126,21 @@ def test_a_pod_still_idle_at_the_next_check_is_not_notified_again(workloads, clu
     assert second["notified"] == []
     assert Notification.objects.filter(user=lead).count() == 1
     assert IdlePod.objects.filter(team=team).count() == 1
+
+
+def test_the_check_idle_gpus_command_reports_the_idle_pod_and_notifies_once(workloads, cluster):
+    team, lead, _ = team_with_lead(workloads.pods_ns, "Pods")
+    runs = []
+    for _ in range(2):
+        out = io.StringIO()
+        call_command("check_idle_gpus", stdout=out)
+        runs.append(out.getvalue())
+
+    assert runs == [
+        f"devcluster: 1 idle pod(s) ({team.slug}/sleepy), 1 newly notified, 0 stopped\n",
+        f"devcluster: 1 idle pod(s) ({team.slug}/sleepy), 0 newly notified, 0 stopped\n",
+    ]
+    assert Notification.objects.filter(user=lead).count() == 1
 
 
 def test_an_episode_ends_when_the_pod_is_no_longer_idle(workloads, cluster):

@@ -1,7 +1,7 @@
 """Prometheus down, slow or answering with an error: pages say so in place of the charts, the
 API answers 503 with the reason. Never a 500. The devcluster's shared Prometheus is left alone
 (other tests read it): these clusters point at a Prometheus of the test's own that it stops and
-starts, a closed port, or a local stand-in."""
+starts or pauses, a path of it that is not its API, or a closed port."""
 
 import pytest
 
@@ -99,9 +99,11 @@ def test_an_unreachable_prometheus_is_a_503_with_its_reason(team, lead, api):
         assert response["Retry-After"] == "30"
 
 
-def test_a_slow_prometheus_is_a_timeout(team, lead, api, client_as, settings, fake_prometheus):
+def test_a_slow_prometheus_is_a_timeout(team, lead, api, client_as, settings, start_prometheus):
     settings.MONITORING_PROMETHEUS_TIMEOUT = 1
-    point_cluster_at(fake_prometheus("slow", delay=3), team)
+    prometheus = start_prometheus()
+    point_cluster_at(prometheus.url, team)
+    prometheus.pause()  # it takes connections and never answers
 
     response = api.as_user(lead).get(f"/api/v1/monitoring/teams/{team.slug}/utilisation/")
     assert response.status_code == 503
@@ -112,17 +114,19 @@ def test_a_slow_prometheus_is_a_timeout(team, lead, api, client_as, settings, fa
     assert "did not answer within 1 s" in page.content.decode()
 
 
-def test_a_prometheus_error_is_shown_with_its_reason(team, lead, api, client_as, fake_prometheus):
-    point_cluster_at(fake_prometheus("error"), team)
+def test_a_prometheus_error_is_shown_with_its_reason(team, lead, api, client_as, start_prometheus):
+    # A real Prometheus at a URL without its API (a path that is not its route prefix): every
+    # query is answered 404 in plain text.
+    point_cluster_at(f"{start_prometheus().url}/not-prometheus", team)
 
     response = api.as_user(lead).get(f"/api/v1/monitoring/teams/{team.slug}/utilisation/")
     assert response.status_code == 503
     assert response.json()["reason"] == "query_error"
-    assert "out of memory (simulated)" in response.json()["detail"]
+    assert "answered HTTP 404 without a JSON body" in response.json()["detail"]
 
     page = client_as(lead).get(f"/monitoring/teams/{team.slug}/")
     assert page.status_code == 200
-    assert "out of memory (simulated)" in page.content.decode()
+    assert "answered HTTP 404 without a JSON body" in page.content.decode()
 
 
 def test_the_cluster_page_and_usage_report_render_with_the_message(team, admin, client_as):

@@ -2,9 +2,10 @@
 Prometheus as HTTP basic auth and nowhere else, not into a page, an API answer, the admin or a
 log line (portal/redaction.py)."""
 
-import base64
 import logging
+import warnings
 
+import httpx
 import pytest
 
 from clusters.models import Cluster
@@ -12,6 +13,7 @@ from tests import factories
 from tests.integration.conftest import free_port
 
 from .pages import portal_namespace
+from .workloads import OwnPrometheus
 
 pytestmark = [pytest.mark.integration]
 
@@ -32,22 +34,62 @@ def cluster_at(host: str, team=None) -> Cluster:
     return cluster
 
 
+class GuardedPrometheus(OwnPrometheus):
+    """Debian's Prometheus answering only with HTTP basic auth as ``prom`` / ``PASSWORD``."""
+
+    def __init__(self, directory):
+        with warnings.catch_warnings():  # the stdlib's bcrypt, deprecated but here until 3.13
+            warnings.simplefilter("ignore", DeprecationWarning)
+            import crypt
+
+            hashed = crypt.crypt(PASSWORD, crypt.mksalt(crypt.METHOD_BLOWFISH))
+        web_config = directory / "web.yml"
+        web_config.write_text(f"basic_auth_users:\n  prom: '{hashed}'\n")
+        super().__init__(directory, flags=(f"--web.config.file={web_config}",))
+
+    def _ready(self) -> bool:
+        try:
+            answer = httpx.get(f"{self.url}/-/ready", auth=("prom", PASSWORD), timeout=2)
+        except httpx.HTTPError:
+            return False
+        return answer.status_code == 200
+
+
+@pytest.fixture
+def guarded_prometheus(tmp_path):
+    prometheus = GuardedPrometheus(tmp_path)
+    prometheus.start()
+    yield prometheus
+    prometheus.stop()
+
+
 def test_the_credentials_reach_prometheus_as_basic_auth_and_no_log_line(
-    team, lead, client_as, fake_prometheus, caplog
+    team, lead, client_as, guarded_prometheus, caplog
 ):
-    url = fake_prometheus("empty")
-    cluster_at(url.removeprefix("http://"), team)
+    host = guarded_prometheus.url.removeprefix("http://")
+    cluster_at(host, team)
 
     with caplog.at_level(logging.INFO):
         page = client_as(lead).get(f"/monitoring/teams/{team.slug}/")
 
+    html = page.content.decode()
     assert page.status_code == 200
-    expected = "Basic " + base64.b64encode(f"prom:{PASSWORD}".encode()).decode()
-    assert fake_prometheus.authorizations
-    assert set(fake_prometheus.authorizations) == {expected}
+    assert 'data-testid="metrics-error"' not in html  # Prometheus took the credentials
     requests_logged = [r.getMessage() for r in caplog.records if r.name == "httpx"]
     assert requests_logged  # httpx logs each request's URL...
     assert not any(PASSWORD in line for line in requests_logged)  # ...without the password
+    assert any(host in line for line in requests_logged)
+
+
+def test_without_the_credentials_that_prometheus_refuses(team, lead, client_as, guarded_prometheus):
+    """The control: the guarded Prometheus does refuse a client without the password."""
+    factories.ClusterFactory(name="unguarded", prometheus_url=guarded_prometheus.url)
+    portal_namespace(team, Cluster.objects.get(name="unguarded"))
+
+    html = client_as(lead).get(f"/monitoring/teams/{team.slug}/").content.decode()
+
+    assert 'data-testid="metrics-error"' in html
+    assert "HTTP 401" in html
 
 
 def test_an_unreachable_prometheus_is_named_without_its_password(team, lead, api, client_as):

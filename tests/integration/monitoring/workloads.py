@@ -4,6 +4,7 @@ the way the portal builds them, throwaway namespaces, and bounded polls of Prome
 from __future__ import annotations
 
 import shutil
+import signal
 import subprocess
 import time
 
@@ -134,8 +135,9 @@ class OwnPrometheus:
     that scrapes the DCGM simulator the way another setup would. ``scrape_configs`` is YAML
     for that section (default: Prometheus scraping itself)."""
 
-    def __init__(self, directory, scrape_configs: str | None = None):
+    def __init__(self, directory, scrape_configs: str | None = None, flags: tuple[str, ...] = ()):
         self.port = free_port()
+        self.flags = flags
         self.url = f"http://127.0.0.1:{self.port}"
         self.directory = directory
         self.config = directory / "prometheus.yml"
@@ -150,7 +152,7 @@ class OwnPrometheus:
             self.process = subprocess.Popen(
                 [shutil.which("prometheus"), f"--config.file={self.config}",
                  f"--storage.tsdb.path={self.directory / 'data'}",
-                 f"--web.listen-address=127.0.0.1:{self.port}"],
+                 f"--web.listen-address=127.0.0.1:{self.port}", *self.flags],
                 stdout=log, stderr=subprocess.STDOUT,
             )  # fmt: skip
         wait_for(self._ready, timeout=60, what=f"Prometheus on port {self.port}")
@@ -158,6 +160,23 @@ class OwnPrometheus:
     def stop(self):
         self.process.terminate()
         self.process.wait(timeout=30)
+
+    def pause(self) -> None:
+        """Stop the process without ending it: connections are still accepted (by the kernel),
+        and never answered, as by a Prometheus too busy to answer."""
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self.process.send_signal(signal.SIGCONT)
+
+    def requests_served(self, handler: str, code: int) -> float:
+        """How many requests for ``handler`` it answered with ``code``, from its own metrics."""
+        text = httpx.get(f"{self.url}/metrics", timeout=10).text
+        wanted = f'prometheus_http_requests_total{{code="{code}",handler="{handler}"}} '
+        for line in text.splitlines():
+            if line.startswith(wanted):
+                return float(line.removeprefix(wanted))
+        return 0.0
 
     def _ready(self) -> bool:
         try:

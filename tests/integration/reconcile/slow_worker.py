@@ -3,6 +3,10 @@
 Each server-side apply first writes the kind it is about to apply to $SLOW_APPLY_MARKER and then
 waits $SLOW_APPLY_SECONDS, so the test knows the task is mid-way and has time to kill it.
 Run as ``celery -A tests.integration.reconcile.slow_worker worker``.
+
+The applies still go to the devcluster's real API server; only the moment between two of them is
+drawn out. The shared API server cannot be made to hold one apply that long (stopping it, as
+``devcluster.apiserver_stopped`` does, stops it for every session and every request).
 """
 
 import os

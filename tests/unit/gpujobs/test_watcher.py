@@ -9,7 +9,13 @@ from gpujobs import watcher
 
 
 class ScriptedKube:
-    """Answers lists and watches from a script; stops the watcher when the script runs out."""
+    """Answers lists and watches from a script; stops the watcher when the script runs out.
+
+    A stand-in, because what is tested is the order of the loop's calls and the versions they
+    resume from, after endings the real API server cannot be made to give on cue: a watch cut
+    short right after a bookmark, a 410 Gone, a connection lost mid-watch. The watcher process
+    follows the devcluster for real in tests/integration/gpujobs (its watches restart every 30 s
+    there, resuming from their last version)."""
 
     def __init__(self, stop, lists, watches):
         self.stop = stop

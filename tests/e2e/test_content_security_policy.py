@@ -100,7 +100,7 @@ def test_the_pages_of_an_admin_work_under_the_policy(sign_in, cluster, team, lea
         ("/monitoring/clusters/", "Clusters"),
         ("/django-admin/", "Site administration"),
         (f"/django-admin/clusters/cluster/{cluster.pk}/change/", "Change cluster"),
-        ("/django-admin/accounts/apitoken/", "Select API token to change"),
+        ("/django-admin/accounts/apitoken/", "Select API token to view"),
     ]:
         page.goto(url)
         expect(page.get_by_role("heading", level=1)).to_contain_text(heading)

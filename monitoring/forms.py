@@ -13,6 +13,7 @@ from django.utils.dateparse import parse_date, parse_datetime
 from monitoring import promql, reports
 
 MAX_WINDOW = datetime.timedelta(days=400)  # Prometheus keeps 400 days in the devcluster
+MAX_REPORT_SPAN = datetime.timedelta(days=3660)  # ten years
 WINDOW_CHOICES = [
     ("1h", "Last hour"),
     ("6h", "Last 6 hours"),
@@ -39,6 +40,19 @@ class WindowForm(forms.Form):
     def __init__(self, data=None, *, now: datetime.datetime | None = None, **kwargs):
         super().__init__(data, **kwargs)
         self.now = now or timezone.now()
+
+    def _in_range(self, moment: datetime.datetime | None) -> datetime.datetime | None:
+        """A start or end no further from now than the metrics kept (``MAX_WINDOW``); an end
+        ahead of now is read as now."""
+        if moment is not None and abs(moment - self.now) > MAX_WINDOW:
+            raise ValidationError(f"Must be within {MAX_WINDOW.days} days of now.")
+        return moment
+
+    def clean_start(self):
+        return self._in_range(self.cleaned_data.get("start"))
+
+    def clean_end(self):
+        return self._in_range(self.cleaned_data.get("end"))
 
     def clean(self):
         data = super().clean()
@@ -73,15 +87,21 @@ def _moment(value: str, *, end: bool) -> datetime.datetime:
     """A date (the start of that day, or for an end the start of the next) or a date-time."""
     value = value.strip()
     tz = timezone.get_current_timezone()
-    day = parse_date(value) if len(value) == 10 else None
-    if day is not None:
-        if end:
-            day += datetime.timedelta(days=1)
-        return datetime.datetime.combine(day, datetime.time(), tzinfo=tz)
-    moment = parse_datetime(value)
+    try:
+        day = parse_date(value) if len(value) == 10 else None
+        if day is not None:
+            if end:
+                day += datetime.timedelta(days=1)
+            return datetime.datetime.combine(day, datetime.time(), tzinfo=tz)
+        moment = parse_datetime(value)
+        if moment is not None and not timezone.is_aware(moment):
+            moment = timezone.make_aware(moment, tz)
+    except (ValueError, OverflowError):
+        # Shaped like a date, but none (2026-02-30), or at the end of the calendar.
+        moment = None
     if moment is None:
         raise ValidationError("Enter a date (YYYY-MM-DD) or a date and time (ISO 8601).")
-    return moment if timezone.is_aware(moment) else timezone.make_aware(moment, tz)
+    return moment
 
 
 class UsageReportForm(forms.Form):
@@ -124,6 +144,13 @@ class UsageReportForm(forms.Form):
             raise ValidationError("The report must end after it starts.")
         if start >= self.now:
             raise ValidationError("The report must start in the past.")
+        tomorrow = timezone.localdate(self.now) + datetime.timedelta(days=1)
+        tz = timezone.get_current_timezone()
+        if end > datetime.datetime.combine(tomorrow, datetime.time(), tzinfo=tz):
+            self.add_error("end", "The report may end today at the latest.")
+            return data
+        if end - start > MAX_REPORT_SPAN:
+            raise ValidationError(f"A report may span at most {MAX_REPORT_SPAN.days} days.")
         try:
             reports.periods(start, end, data["bucket"])
         except ValueError as error:

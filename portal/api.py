@@ -27,6 +27,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from clusters.kube import KubeError
 from monitoring.metrics import NamespaceNotConfirmed, unavailable_message
 from monitoring.prometheus import PrometheusError
+from portal.params import page_number, whole_number
 from tenants.errors import InvalidTransition
 
 # How long a client should wait before asking again after a 503.
@@ -64,8 +65,31 @@ def _unavailable(body: dict) -> Response:
 
 
 class PortalPagination(PageNumberPagination):
-    """Pages of 50 by default; clients may ask for up to 1,000 rows with ``?page_size=``."""
+    """Pages of 50 by default; clients may ask for up to 1,000 rows with ``?page_size=``.
+    A page size or page number out of range is a 400 naming it (DRF would quietly use the
+    default size); a page past the end stays a 404."""
 
     page_size = 50
     page_size_query_param = "page_size"
     max_page_size = 1000
+
+    def get_page_size(self, request):
+        raw = request.query_params.get(self.page_size_query_param)
+        if raw in (None, ""):
+            return self.page_size
+        return _checked(
+            self.page_size_query_param, whole_number, raw, low=1, high=self.max_page_size
+        )
+
+    def get_page_number(self, request, paginator):
+        raw = request.query_params.get(self.page_query_param)
+        if raw in self.last_page_strings:
+            return raw
+        return _checked(self.page_query_param, page_number, raw)
+
+
+def _checked(name: str, parse, raw, **bounds) -> int:
+    try:
+        return parse(raw, **bounds)
+    except ValueError as error:
+        raise ValidationError({name: [str(error)]}) from None

@@ -4,7 +4,8 @@ once and added to every operation that can give them.
 Views declare their successful answers (and may override an error's description); the schema
 class adds the errors from what the operation is:
 
-* 400 when it takes input: a request body, a FilterSet on a list, or query parameters;
+* 400 when it takes input: a request body, a FilterSet or pagination on a list, or query
+  parameters;
 * 401 for views that need a signed-in user, and 403 where such a user may still be refused (a
   write, or an action in the view's ``admin_actions``);
 * 404 when the path names an object (another team's is a 404 too, never a 403);
@@ -106,10 +107,14 @@ class PortalAutoSchema(AutoSchema):
             issubclass(backend, DjangoFilterBackend) for backend in backends
         )
 
+    def _paginated(self) -> bool:
+        """A page or page size out of range is a 400 (``portal.api.PortalPagination``)."""
+        return getattr(self.view, "pagination_class", None) is not None
+
     def _takes_input(self) -> bool:
         if self.method in INPUT_METHODS and self.get_request_serializer() is not None:
             return True
-        if self._is_list_view() and self._filters():
+        if self._is_list_view() and (self._filters() or self._paginated()):
             return True
         return any(
             isinstance(p, OpenApiParameter) and p.location == OpenApiParameter.QUERY

@@ -51,11 +51,13 @@ SERVICE_FIXTURES = {
     "watcher_process": ["worker"],
     "beat": ["worker", "redis"],
     "own_queue": ["redis"],
+    "redis_url": ["redis"],
     "own_redis": ["redis"],
     "devcluster": ["devcluster"],
     "promtool": ["prometheus"],
     "own_prometheus": ["prometheus"],
     "start_prometheus": ["prometheus"],
+    "guarded_prometheus": ["prometheus"],
     "relabelling_prometheus": ["prometheus"],
     "browser": ["browser"],
 }

@@ -3,7 +3,7 @@
 A followed log is a response that lasts as long as the container writes (up to
 ``GPUJOBS_LOG_FOLLOW_MAX_SECONDS``). Served from a sync worker, each one would hold that worker
 the whole time, and a few clients following logs would leave none for pages. So a follow is
-read and sent on the event loop of an ASGI worker (the Dockerfile runs gunicorn with uvicorn's
+read and sent on the event loop of an ASGI worker (the Dockerfile runs gunicorn with its asgi
 worker): ``stream`` is an async generator, and the cluster's log is read by an async HTTP
 client (``clusters.workloads``), holding neither a worker nor a thread while it waits.
 

@@ -1,5 +1,5 @@
 """The portal served as the Dockerfile serves it, for tests that need a real server process:
-``collectstatic`` with DEBUG off, then gunicorn running the ASGI application in uvicorn's
+``collectstatic`` with DEBUG off, then gunicorn running the ASGI application in its asgi
 worker, on the test database. Plain http on loopback: the test plays the TLS-terminating proxy
 that production has in front, sending ``X-Forwarded-Proto: https`` (``BEHIND_TLS_PROXY``)."""
 
@@ -17,8 +17,8 @@ import pytest
 
 from tests.integration.conftest import REPO_ROOT, _database_url, free_port, wait_for
 
-# The Dockerfile's server: gunicorn running the ASGI application in uvicorn's worker.
-DOCKERFILE_SERVER = ["portal.asgi:application", "--worker-class", "uvicorn.workers.UvicornWorker"]
+# The Dockerfile's server: gunicorn running the ASGI application in its own asgi worker.
+DOCKERFILE_SERVER = ["portal.asgi:application", "--worker-class", "asgi"]
 
 # What the TLS-terminating proxy in front of the portal adds to every request it passes on.
 BEHIND_TLS_PROXY = {"X-Forwarded-Proto": "https"}
@@ -32,21 +32,27 @@ def dockerfile_command() -> list[str]:
     return json.loads(match[1])
 
 
+def production_environment(database: dict, directory: Path, **variables: str) -> dict:
+    """The environment the portal runs under in production (DEBUG off), on the test database;
+    ``variables`` add to or override it."""
+    return {
+        **os.environ,
+        "DJANGO_DEBUG": "0",
+        "DJANGO_SECRET_KEY": "production-server-test-only-" + "x" * 40,
+        "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
+        "DJANGO_STATIC_ROOT": str(directory / "static"),
+        "DATABASE_URL": _database_url(database),
+        **variables,
+    }
+
+
 @contextlib.contextmanager
 def portal_server(
     database: dict, directory: Path, *, workers: int = 1, **variables: str
 ) -> Iterator[str]:
     """Serve the portal on a free port and yield its base URL; ``variables`` add to (or
     override) the production environment."""
-    env = {
-        **os.environ,
-        "DJANGO_DEBUG": "0",
-        "DJANGO_SECRET_KEY": "production-server-test-only",
-        "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
-        "DJANGO_STATIC_ROOT": str(directory / "static"),
-        "DATABASE_URL": _database_url(database),
-        **variables,
-    }
+    env = production_environment(database, directory, **variables)
     subprocess.run(
         [sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"],
         cwd=REPO_ROOT, env=env, check=True, capture_output=True,

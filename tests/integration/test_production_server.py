@@ -1,6 +1,6 @@
 """The image's own commands, run here as the Dockerfile runs them (no Docker engine on these
 machines): collectstatic with DEBUG off, then gunicorn serving the portal's ASGI application in
-uvicorn's worker (tests/integration/servers.py). Pages render, static files come from WhiteNoise
+its asgi worker (tests/integration/servers.py). Pages render, static files come from WhiteNoise
 under hashed names, and errors show no debug page.
 
 In production a TLS-terminating proxy sits in front of gunicorn and says so with
@@ -10,15 +10,19 @@ leaves it out and sees the redirect to https.
 """
 
 import re
+import subprocess
+import sys
 
 import httpx
 import pytest
 
+from tests.integration.conftest import REPO_ROOT
 from tests.integration.servers import (
     BEHIND_TLS_PROXY,
     DOCKERFILE_SERVER,
     dockerfile_command,
     portal_server,
+    production_environment,
 )
 
 pytestmark = [pytest.mark.integration]
@@ -32,6 +36,20 @@ def get(url: str, **kwargs) -> httpx.Response:
 def production_server(postgres_database, tmp_path_factory):
     with portal_server(postgres_database, tmp_path_factory.mktemp("production")) as base:
         yield base
+
+
+def test_the_deployment_checks_pass_with_the_production_environment(postgres_database, tmp_path):
+    checked = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        cwd=REPO_ROOT,
+        env=production_environment(postgres_database, tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    assert checked.returncode == 0, checked.stderr + checked.stdout
+    assert "System check identified no issues" in checked.stdout
 
 
 def test_the_server_here_is_the_dockerfiles():

@@ -1,5 +1,5 @@
 """Following logs cannot exhaust the web tier: against a real server process (the Dockerfile's
-gunicorn with uvicorn's worker, ONE worker), twenty followed logs stream while pages still
+gunicorn with its asgi worker, ONE worker), twenty followed logs stream while pages still
 answer at once, and the limits on follows answer 429 with ``Retry-After`` across the server,
 counted in the real Redis. (A sync worker would be held by the first follow, and the pages
 would wait for it.)"""

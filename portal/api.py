@@ -18,6 +18,8 @@ what they raise into the answer, for every API view alike:
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.http import JsonResponse
+from django.views import defaults
 from rest_framework import status
 from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.pagination import PageNumberPagination
@@ -69,3 +71,10 @@ class PortalPagination(PageNumberPagination):
     page_size = 50
     page_size_query_param = "page_size"
     max_page_size = 1000
+
+
+def not_found(request, exception):
+    """Django's 404 handler: an API path that matches no route answers JSON, like the API."""
+    if request.path.startswith("/api/"):
+        return JsonResponse({"detail": "Not found."}, status=status.HTTP_404_NOT_FOUND)
+    return defaults.page_not_found(request, exception)

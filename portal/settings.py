@@ -170,6 +170,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_SCHEMA_CLASS": "portal.openapi.PortalAutoSchema",
     "EXCEPTION_HANDLER": "portal.api.exception_handler",
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "portal.negotiation.PortalContentNegotiation",
 }
 
 SPECTACULAR_SETTINGS = {

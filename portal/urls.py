@@ -16,3 +16,5 @@ urlpatterns = [
     path("jobs/", include("gpujobs.urls")),
     path("", include("tenants.urls")),
 ]
+
+handler404 = "portal.api.not_found"

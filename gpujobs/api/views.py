@@ -106,6 +106,16 @@ class GpuJobViewSet(
     def get_queryset(self):
         return selectors.jobs_visible_to(self.request.user).select_related("cancelled_by")
 
+    def finalize_response(self, request, response, *args, **kwargs):
+        # An error answers JSON even to a client that asked for the log as text: its body names
+        # the field that was wrong, which the text renderer would drop.
+        if response.status_code >= 400 and isinstance(
+            getattr(request, "accepted_renderer", None), PlainTextRenderer
+        ):
+            request.accepted_renderer = JSONRenderer()
+            request.accepted_media_type = JSONRenderer.media_type
+        return super().finalize_response(request, response, *args, **kwargs)
+
     def get_serializer_class(self):
         if self.action == "create":
             return s.GpuJobCreateSerializer

@@ -7,7 +7,8 @@ class adds the errors from what the operation is:
 * 400 when it takes input: a request body, a FilterSet on a list, or query parameters;
 * 401 for views that need a signed-in user, and 403 where such a user may still be refused (a
   write, or an action in the view's ``admin_actions``);
-* 404 when the path names an object (another team's is a 404 too, never a 403);
+* 404 when the path names an object (another team's is a 404 too, never a 403), and on a
+  paginated list (a page that does not exist);
 * 409 for an action on one object (a state change the object's state may not allow), and for
   views that read a team's namespace (``reads_team_namespace``: not confirmed as the portal's);
 * 502 and 503 for views that read the cluster (``reads_cluster``), 503 for those that read
@@ -87,7 +88,7 @@ class PortalAutoSchema(AutoSchema):
             statuses.append(401)
             if self.method in WRITE_METHODS or action in getattr(view, "admin_actions", {}):
                 statuses.append(403)
-        if "{" in self.path:
+        if "{" in self.path or self._paginated():
             statuses.append(404)
         if (self.method == "POST" and getattr(view, "detail", False)) or getattr(
             view, "reads_team_namespace", False
@@ -98,6 +99,9 @@ class PortalAutoSchema(AutoSchema):
         elif getattr(view, "reads_prometheus", False):
             statuses.append(503)
         return statuses
+
+    def _paginated(self) -> bool:
+        return self._is_list_view() and self._get_paginator() is not None
 
     def _filters(self) -> bool:
         """A FilterSet that answers 400 to a bad filter value runs on this operation."""

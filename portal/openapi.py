@@ -4,7 +4,9 @@ once and added to every operation that can give them.
 Views declare their successful answers (and may override an error's description); the schema
 class adds the errors from what the operation is:
 
-* 400 when it takes input: a request body, a FilterSet on a list, or query parameters;
+* 400 for every operation: any query string may hold what is not text
+  (``portal.middleware``), besides the body, filters, ordering and parameters an operation
+  takes;
 * 401 for views that need a signed-in user, and 403 where such a user may still be refused (a
   write, or an action in the view's ``admin_actions``);
 * 404 when the path names an object (another team's is a 404 too, never a 403), and on a
@@ -15,15 +17,13 @@ class adds the errors from what the operation is:
   Prometheus (``reads_prometheus``).
 """
 
-from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
+from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers
 from rest_framework.permissions import IsAuthenticated
 
 WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
-INPUT_METHODS = ("POST", "PUT", "PATCH")
 
 
 class ErrorSerializer(serializers.Serializer):
@@ -81,9 +81,7 @@ class PortalAutoSchema(AutoSchema):
         view = self.view
         signed_in = any(issubclass(p, IsAuthenticated) for p in view.permission_classes)
         action = getattr(view, "action", None)
-        statuses = []
-        if self._takes_input():
-            statuses.append(400)
+        statuses = [400]
         if signed_in:
             statuses.append(401)
             if self.method in WRITE_METHODS or action in getattr(view, "admin_actions", {}):
@@ -102,20 +100,3 @@ class PortalAutoSchema(AutoSchema):
 
     def _paginated(self) -> bool:
         return self._is_list_view() and self._get_paginator() is not None
-
-    def _filters(self) -> bool:
-        """A FilterSet that answers 400 to a bad filter value runs on this operation."""
-        backends = getattr(self.view, "filter_backends", None) or []
-        return getattr(self.view, "filterset_class", None) is not None and any(
-            issubclass(backend, DjangoFilterBackend) for backend in backends
-        )
-
-    def _takes_input(self) -> bool:
-        if self.method in INPUT_METHODS and self.get_request_serializer() is not None:
-            return True
-        if self._is_list_view() and self._filters():
-            return True
-        return any(
-            isinstance(p, OpenApiParameter) and p.location == OpenApiParameter.QUERY
-            for p in self.get_override_parameters()
-        )

@@ -1,8 +1,9 @@
 """The REST API under /api/v1/ (included by portal/urls.py)."""
 
 from django.urls import path
-from rest_framework.authtoken.views import obtain_auth_token
+from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.routers import DefaultRouter
+from rest_framework.settings import api_settings
 
 from tenants.api import views
 
@@ -26,7 +27,12 @@ router.register("quota-grants", views.QuotaGrantViewSet, basename="quota-grant")
 router.register("audit-events", views.AuditEventViewSet, basename="audit-event")
 
 urlpatterns = [
-    path("auth/token/", obtain_auth_token, name="api-token"),
+    path(
+        "auth/token/",
+        # DRF's view names its own parsers; the API's refuse what is not text.
+        ObtainAuthToken.as_view(parser_classes=api_settings.DEFAULT_PARSER_CLASSES),
+        name="api-token",
+    ),
     path("me/", views.MeView.as_view(), name="api-me"),
     *router.urls,
 ]

@@ -134,3 +134,16 @@ def _requires_a_value(matcher: LabelMatcher) -> bool:
 
 def validate_label_matchers(text: str) -> None:
     parse_label_matchers(text)
+
+
+# How long free text may be, in the API and on the pages alike. The columns are unbounded text;
+# these bound what a person would write, so that no one stores megabytes in a note.
+MAX_NAME_LENGTH = 200  # a team's name (its column's length)
+MAX_NOTE_LENGTH = 2_000  # a note on a decision, a revocation or an archive
+MAX_TEXT_LENGTH = 10_000  # a justification, a team's description
+
+
+def one_line_validator(value: str) -> None:
+    """Names are shown on one line: no line breaks or tabs."""
+    if any(char in value for char in "\r\n\t"):
+        raise ValidationError("Give it on one line: no line breaks or tabs.", code="one_line")

@@ -3,6 +3,7 @@
 import re
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 
@@ -16,6 +17,17 @@ dns1123_label_validator = RegexValidator(
     ),
     code="dns1123_label",
 )
+
+
+def unreserved_namespace_validator(value: str) -> None:
+    """A team's namespace may not be one the cluster or the portal itself lives in: ``default``,
+    ``kube-*`` (kube-system, kube-public, kube-node-lease) or the portal's own."""
+    if value == "default" or value.startswith("kube-") or value == settings.PORTAL_NAME:
+        raise ValidationError(
+            f"{value!r} is a namespace of the cluster or the portal itself; choose another slug.",
+            code="reserved_namespace",
+        )
+
 
 # A Kubernetes extended resource name such as nvidia.com/gpu or nvidia.com/mig-1g.10gb.
 extended_resource_name_validator = RegexValidator(

@@ -31,6 +31,7 @@ from gpujobs import cluster_reads, selectors, services
 from gpujobs.api import serializers as s
 from gpujobs.filtersets import GpuJobFilter
 from gpujobs.manifests import GPU_CONTAINER
+from gpujobs.specs import DNS_SUBDOMAIN_RE
 from portal.openapi import ErrorSerializer
 from tenants.api.filters import StableOrderingFilter
 
@@ -170,6 +171,8 @@ class GpuJobViewSet(
                 {"container": [f"Must be one of: {', '.join(cluster_reads.CONTAINERS)}."]}
             )
         pod = request.query_params.get("pod") or None
+        if pod is not None and (len(pod) > 253 or not DNS_SUBDOMAIN_RE.match(pod)):
+            raise ValidationError({"pod": ["Not a pod name (a DNS subdomain)."]})
         follow = request.query_params.get("follow", "").lower() in ("1", "true", "yes")
         if follow:
             return self._follow(job, tail=tail, container=container, pod=pod)

@@ -52,10 +52,11 @@ class WindowForm(forms.Form):
             return data
         end = min(end, self.now)
         if end <= start:
-            raise ValidationError("The window must end after it starts, and start in the past.")
-        if end - start > MAX_WINDOW:
-            raise ValidationError(f"A window may span at most {MAX_WINDOW.days} days.")
-        data["end"] = end
+            self.add_error("end", "The window must end after it starts, and start in the past.")
+        elif end - start > MAX_WINDOW:
+            self.add_error("start", f"A window may span at most {MAX_WINDOW.days} days.")
+        else:
+            data["end"] = end
         return data
 
     @property
@@ -73,12 +74,17 @@ def _moment(value: str, *, end: bool) -> datetime.datetime:
     """A date (the start of that day, or for an end the start of the next) or a date-time."""
     value = value.strip()
     tz = timezone.get_current_timezone()
-    day = parse_date(value) if len(value) == 10 else None
-    if day is not None:
-        if end:
-            day += datetime.timedelta(days=1)
-        return datetime.datetime.combine(day, datetime.time(), tzinfo=tz)
-    moment = parse_datetime(value)
+    # parse_* answer None for what is not shaped like a date, and raise for a date that does
+    # not exist (2030-02-30); the day after 9999-12-31 does not exist either.
+    try:
+        day = parse_date(value) if len(value) == 10 else None
+        if day is not None:
+            if end:
+                day += datetime.timedelta(days=1)
+            return datetime.datetime.combine(day, datetime.time(), tzinfo=tz)
+        moment = parse_datetime(value)
+    except (ValueError, OverflowError):
+        moment = None
     if moment is None:
         raise ValidationError("Enter a date (YYYY-MM-DD) or a date and time (ISO 8601).")
     return moment if timezone.is_aware(moment) else timezone.make_aware(moment, tz)
@@ -120,14 +126,16 @@ class UsageReportForm(forms.Form):
         data["bucket"] = data.get("bucket") or "month"
         if start is None or end is None:
             return data
-        if end <= start:
-            raise ValidationError("The report must end after it starts.")
+        # Each error names the field to change, for the page and the API's 400 alike.
         if start >= self.now:
-            raise ValidationError("The report must start in the past.")
-        try:
-            reports.periods(start, end, data["bucket"])
-        except ValueError as error:
-            raise ValidationError(str(error)) from error
+            self.add_error("start", "The report must start in the past.")
+        elif end <= start:
+            self.add_error("end", "The report must end after it starts.")
+        else:
+            try:
+                reports.periods(start, end, data["bucket"])
+            except ValueError as error:
+                self.add_error("bucket", str(error))
         return data
 
 

@@ -20,11 +20,19 @@ from tests import factories
 UNREACHABLE = "http://127.0.0.1:9"
 
 
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "tests/abuse" in str(item.path):
+            item.add_marker(pytest.mark.abuse)
+
+
 @pytest.fixture
-def world(db, cluster, team, other_team, lead, member, other_lead, admin):
+def world(db, cluster, team, other_team, lead, member, other_lead, admin, outsider):
     """The objects every suite here points at, by name."""
     cluster.prometheus_url = UNREACHABLE
-    cluster.save(update_fields=["prometheus_url"])
+    # A careful deployment's cluster: images from its own registry only.
+    cluster.allowed_registries = ["registry.example.com/"]
+    cluster.save(update_fields=["prometheus_url", "allowed_registries"])
     today = timezone.localdate()
     granted = services.quota_request_create(
         requested_by=lead, team=team, cluster=cluster, gpus=4, justification="Training."
@@ -40,6 +48,9 @@ def world(db, cluster, team, other_team, lead, member, other_lead, admin):
         justification="Evaluation.",
     )
     job = factories.GpuJobFactory(team=team, cluster=cluster, submitted_by=member)
+    archived = factories.TeamFactory(slug="archived", name="Archived")
+    factories.TeamClusterFactory(team=archived, cluster=cluster)
+    services.team_archive(actor=admin, team=archived, note="Done.")
     notification = factories.NotificationFactory(user=lead, team=team)
     audit_event = grant.request.team.audit_events.order_by("pk").first()
     return {
@@ -54,6 +65,11 @@ def world(db, cluster, team, other_team, lead, member, other_lead, admin):
         "job": job,
         "notification": notification,
         "audit_event": audit_event,
+        "outsider": outsider,
+        "archived": archived,
+        "today": today,
+        "in_a_week": today + datetime.timedelta(days=7),
+        "in_a_month": today + datetime.timedelta(days=30),
     }
 
 

@@ -16,7 +16,9 @@ what they raise into the answer, for every API view alike:
 ``portal.openapi`` declares the same answers in the API's description.
 """
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import JsonResponse
 from django.views import defaults
@@ -71,6 +73,20 @@ class PortalPagination(PageNumberPagination):
     page_size = 50
     page_size_query_param = "page_size"
     max_page_size = 1000
+
+
+def bad_request(request, exception):
+    """Django's 400 handler (a body over ``DATA_UPLOAD_MAX_MEMORY_SIZE``, a malformed request):
+    JSON on an API path, like the API; a body too large is a 413."""
+    if not request.path.startswith("/api/"):
+        return defaults.bad_request(request, exception)
+    if isinstance(exception, RequestDataTooBig):
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        return JsonResponse(
+            {"detail": f"The request body is larger than the {limit:,} bytes the API takes."},
+            status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+        )
+    return JsonResponse({"detail": "Bad request."}, status=status.HTTP_400_BAD_REQUEST)
 
 
 def not_found(request, exception):

@@ -17,4 +17,5 @@ urlpatterns = [
     path("", include("tenants.urls")),
 ]
 
+handler400 = "portal.api.bad_request"
 handler404 = "portal.api.not_found"

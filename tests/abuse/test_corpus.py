@@ -193,6 +193,20 @@ ENDPOINTS = [
         {"overcommit_ratio": F("number", FRACTIONS)},
     ),
     Endpoint(
+        "queue-policy",
+        "put",
+        lambda w: f"/api/v1/teams/{w['team'].slug}/queue-policies/{w['cluster'].name}/",
+        "admin",
+        lambda w: {"borrowing_limit": 2, "lending_limit": 1, "fair_sharing_weight": "1.5"},
+        {
+            # No limit is null (or blank, as a form sends it); 0 GPUs is a limit.
+            "borrowing_limit": F("number", BLANK_NUMBER, "type-zero"),
+            "lending_limit": F("number", BLANK_NUMBER, "type-zero"),
+            "fair_sharing_weight": F("number", FRACTIONS),
+        },
+        optional_body=True,
+    ),
+    Endpoint(
         "quota-request",
         "post",
         lambda w: "/api/v1/quota-requests/",

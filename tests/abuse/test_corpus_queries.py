@@ -87,6 +87,12 @@ READS = [
         "lead",
         {"ordering": "choice", **PAGED},
     ),
+    Read(
+        "queue-policies",
+        lambda w: f"/api/v1/teams/{w['team'].slug}/queue-policies/",
+        "lead",
+        {"ordering": "choice", **PAGED},
+    ),
     Read("clusters", lambda w: "/api/v1/clusters/", "lead", {"ordering": "choice", **PAGED}),
     Read("quota-requests", lambda w: "/api/v1/quota-requests/", "lead", QUOTA_FILTERS | PAGED),
     Read(
@@ -189,6 +195,8 @@ OBJECT_PATHS = [
     ("delete", "/api/v1/teams/vision/members/{}/"),
     ("get", "/api/v1/teams/{}/clusters/"),
     ("post", "/api/v1/teams/archived/clusters/{}/delete-namespace/"),
+    ("get", "/api/v1/teams/{}/queue-policies/"),
+    ("put", "/api/v1/teams/vision/queue-policies/{}/"),
     ("get", "/api/v1/clusters/{}/"),
     ("patch", "/api/v1/clusters/{}/"),
     ("get", "/api/v1/quota-requests/{}/"),

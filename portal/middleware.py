@@ -2,9 +2,9 @@
 
 from urllib.parse import unquote, unquote_to_bytes
 
-from django.http import HttpResponseBadRequest, JsonResponse
+from django.http import HttpResponseBadRequest, HttpResponseNotFound, JsonResponse
 
-from portal.text import first_problem
+from portal.text import first_problem, text_problem
 
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 # A query parameter is a filter, a date, a number or a name: none is longer than this.
@@ -33,14 +33,21 @@ def _overlong(query) -> tuple[str, str] | None:
 class RefuseUntextualInput:
     """Query strings, and the forms pages post, hold only text (``portal.text``): otherwise a
     400 naming the parameter, before any view, filter or form sees it (a NUL in a filter would
-    reach PostgreSQL, which cannot take it). JSON under /api/; plain text elsewhere. The API's
-    bodies are checked by its parsers (``portal.parsers``)."""
+    reach PostgreSQL, which cannot take it). A path that is not text is a 404. JSON under
+    /api/; plain text elsewhere. The API's bodies are checked by its parsers
+    (``portal.parsers``)."""
 
     def __init__(self, get_response):
         self.get_response = get_response
 
     def __call__(self, request):
         api = request.path.startswith("/api/")
+        if text_problem(request.path_info):
+            # No slug, name or id holds a control character: nothing is there to find (and a
+            # NUL would reach PostgreSQL, which cannot compare it).
+            if api:
+                return JsonResponse({"detail": "Not found."}, status=404)
+            return HttpResponseNotFound("Not found.", content_type="text/plain")
         problem = first_problem((k, request.GET.getlist(k)) for k in request.GET)
         if problem is None:
             problem = _overlong(request.GET) or _not_utf8(request.META.get("QUERY_STRING", ""))

@@ -102,7 +102,11 @@ WSGI_APPLICATION = "portal.wsgi.application"
 # SQLite is the embedded default for the demo; tests and docker compose use PostgreSQL.
 DATABASES = {
     "default": dj_database_url.parse(
-        env("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}"), conn_max_age=60
+        env("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}"),
+        conn_max_age=60,
+        # A kept connection is checked before a request or task reuses it: after the database
+        # restarted, the first request of each web worker would otherwise be a 500.
+        conn_health_checks=True,
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":

@@ -11,15 +11,20 @@ what they raise into the answer, for every API view alike:
 * ``PrometheusError``: 503 ``{"detail", "reason"}`` with ``Retry-After``;
 * ``KubeError``: 503 ``{"detail"}`` with ``Retry-After`` when it is worth retrying (the cluster
   is unreachable, busy or changing), else 502 ``{"detail"}`` (the cluster refused or failed);
+* the database unreachable (an ``OperationalError`` or ``InterfaceError``: restarting, down,
+  out of connections): 503 ``{"detail"}`` with ``Retry-After``;
 * anything else DRF knows (its own 400, 401, 403, 404, 405, ...) as DRF answers it.
 
 ``portal.openapi`` declares the same answers in the API's description.
 """
 
+import logging
+
 from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import InterfaceError, OperationalError
 from django.http import JsonResponse
 from django.views import defaults
 from rest_framework import status
@@ -32,6 +37,8 @@ from clusters.kube import KubeError
 from monitoring.metrics import NamespaceNotConfirmed, unavailable_message
 from monitoring.prometheus import PrometheusError
 from tenants.errors import InvalidTransition
+
+logger = logging.getLogger(__name__)
 
 # How long a client should wait before asking again after a 503.
 RETRY_AFTER_SECONDS = 30
@@ -51,6 +58,9 @@ def exception_handler(exc, context):
         if exc.transient:
             return _unavailable({"detail": str(exc)})
         return Response({"detail": str(exc)}, status=status.HTTP_502_BAD_GATEWAY)
+    if isinstance(exc, OperationalError | InterfaceError):
+        logger.error("The database is unreachable: %s", exc)
+        return _unavailable({"detail": "The portal's database cannot be reached; try again."})
     if isinstance(exc, DjangoValidationError):
         if hasattr(exc, "error_dict"):
             exc = ValidationError(detail=exc.message_dict)

@@ -13,8 +13,8 @@ class adds the errors from what the operation is:
   paginated list (a page that does not exist);
 * 409 for an action on one object (a state change the object's state may not allow), and for
   views that read a team's namespace (``reads_team_namespace``: not confirmed as the portal's);
-* 502 and 503 for views that read the cluster (``reads_cluster``), 503 for those that read
-  Prometheus (``reads_prometheus``).
+* 502 for views that read the cluster (``reads_cluster``); 503 for every operation, as any may
+  find the database away (besides the cluster or Prometheus, for those that read them).
 """
 
 from drf_spectacular.openapi import AutoSchema
@@ -58,8 +58,8 @@ ERROR_RESPONSES = {
     502: OpenApiResponse(ErrorSerializer, description="The cluster refused or failed."),
     503: OpenApiResponse(
         ErrorSerializer,
-        description="The cluster or Prometheus is unreachable, slow or busy: try again after "
-        "Retry-After seconds.",
+        description="The portal's database, the cluster or Prometheus is unreachable, slow or "
+        "busy: try again after Retry-After seconds.",
     ),
 }
 
@@ -93,9 +93,9 @@ class PortalAutoSchema(AutoSchema):
         ):
             statuses.append(409)
         if getattr(view, "reads_cluster", False):
-            statuses += [502, 503]
-        elif getattr(view, "reads_prometheus", False):
-            statuses.append(503)
+            statuses.append(502)
+        # Any operation may find the database away (restarting, out of connections).
+        statuses.append(503)
         return statuses
 
     def _paginated(self) -> bool:

@@ -57,6 +57,8 @@ SERVICE_FIXTURES = {
     "own_queue": ["redis"],
     "own_redis": ["redis"],
     "devcluster": ["devcluster"],
+    # The fault tests' own PostgreSQL, Redis and portal processes (tests/integration/faults).
+    "private_portal": ["postgres", "redis", "worker"],
     "promtool": ["prometheus"],
     "own_prometheus": ["prometheus"],
     "start_prometheus": ["prometheus"],

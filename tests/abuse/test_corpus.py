@@ -54,6 +54,10 @@ KINDS = {
     "text": [n for n in corpus.STRINGS if n.kind in (CONTROL, OVERLONG)] + corpus.WRONG_TYPES,
     "number": NUMBERS,
     "date": corpus.DATES + NOT_NUMBERS + corpus.WRONG_TYPES,
+    # a list of ids
+    "ids": [Nasty(f"list-of-{n.label}", [n.value], n.kind) for n in corpus.NUMBERS + NOT_NUMBERS]
+    + [Nasty("list-empty", []), Nasty("list-too-long", list(range(1, 10_002)))]
+    + [n for n in corpus.WRONG_TYPES if not isinstance(n.value, list)],
     # a list of strings, one per argument: never one shell string
     "strings": [Nasty(f"list-of-{n.label}", [n.value], n.kind) for n in corpus.CONTROL_TEXT]
     + [Nasty("list-too-long", ["a"] * 10_000)]
@@ -296,6 +300,16 @@ ENDPOINTS = [
             "preprocess.cpu_cores": F("number", FRACTIONS, "string-empty", "empty"),
             "annotations.example.com/purpose": F("text"),
         },
+    ),
+    Endpoint(
+        "notifications-read",
+        "post",
+        lambda w: "/api/v1/notifications/read/",
+        "lead",
+        lambda w: {"ids": [w["notification"].pk]},
+        # Ids a bigint holds are ids (of no notification: nothing is marked).
+        {"ids": F("ids", "list-of-int32-max-plus-one", "list-of-int64-max")},
+        optional_body=True,
     ),
     Endpoint(
         "token",

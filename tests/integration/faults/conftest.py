@@ -99,15 +99,16 @@ def fault_row(request):
 
     yield record
     outcome = getattr(request.node, "fault_outcome", None)
+    seconds = getattr(request.node, "fault_seconds", 0.0)
     for row in rows:
-        row.result = "passed" if outcome == "passed" else "failed"
+        row.result = f"{'passed' if outcome == 'passed' else 'failed'} ({seconds:.0f} s)"
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     report = (yield).get_result()
     if report.when == "call":
-        item.fault_outcome = report.outcome
+        item.fault_outcome, item.fault_seconds = report.outcome, report.duration
 
 
 def pytest_terminal_summary(terminalreporter, config):
@@ -117,7 +118,7 @@ def pytest_terminal_summary(terminalreporter, config):
     for kind in ("passed", "failed", "error"):
         for report in terminalreporter.stats.get(kind, []):
             if getattr(report, "when", "call") == "call":
-                outcomes[report.nodeid] = kind
+                outcomes[report.nodeid] = f"{kind} ({report.duration:.0f} s)"
     rows = list(FAULT_TABLE)
     for row in ELSEWHERE:
         first = row.test.split(" ")[0]

@@ -369,6 +369,13 @@ class Portal:
         assert answer.status_code == 200, answer.text
         return sum(grant["gpus"] for grant in answer.json()["results"])
 
+    def wait_running(self, slug: str) -> None:
+        wait_for(
+            lambda: all(job["state"] == "running" for job in self.jobs(slug)),
+            timeout=120,
+            what=f"the jobs of {slug} to run",
+        )
+
     # --- the cluster, as its admin ---------------------------------------------------------
 
     def quota_on_cluster(self, slug: str) -> str | None:

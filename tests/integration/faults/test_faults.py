@@ -63,11 +63,7 @@ def test_postgres_restarted_while_jobs_finish_loses_nothing(private_portal, faul
     slug = portal.make_team("postgres")
     portal.grant(slug, 2)
     job_ids = [accepted(portal.submit(slug, f"running-{n}", run_seconds=12)) for n in range(2)]
-    wait_for(
-        lambda: all(job["state"] == "running" for job in portal.jobs(slug)),
-        timeout=120,
-        what="both jobs to run",
-    )
+    portal.wait_running(slug)
 
     portal.postgres.stop()
     refused = portal.submit(slug, "while-postgres-is-down")
@@ -130,11 +126,7 @@ def test_watcher_killed_while_jobs_finish_loses_nothing(private_portal, fault_ro
     slug = portal.make_team("watcher")
     portal.grant(slug, 2)
     job_ids = [accepted(portal.submit(slug, f"running-{n}", run_seconds=8)) for n in range(2)]
-    wait_for(
-        lambda: all(job["state"] == "running" for job in portal.jobs(slug)),
-        timeout=120,
-        what="both jobs to run",
-    )
+    portal.wait_running(slug)
     watcher = portal.processes["watcher"]
 
     watcher.kill()

@@ -295,8 +295,10 @@ class PreprocessRequest:
             return None
         local: Errors = {}
         container = ContainerRequest.read(value, errors=local)
-        mode = value.get("mode") or PreprocessMode.BEFORE
-        if mode not in PREPROCESS_MODES:
+        mode = value.get("mode")
+        if mode is None or mode == "":
+            mode = PreprocessMode.BEFORE
+        elif mode not in PREPROCESS_MODES:
             local["mode"] = "Mode must be 'before' (an init container) or 'beside' (alongside)."
         if local:
             errors["preprocess"] = " ".join(f"{k}: {v}" for k, v in local.items())

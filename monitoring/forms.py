@@ -66,10 +66,11 @@ class WindowForm(forms.Form):
             return data
         end = min(end, self.now)
         if end <= start:
-            raise ValidationError("The window must end after it starts, and start in the past.")
-        if end - start > MAX_WINDOW:
-            raise ValidationError(f"A window may span at most {MAX_WINDOW.days} days.")
-        data["end"] = end
+            self.add_error("end", "The window must end after it starts, and start in the past.")
+        elif end - start > MAX_WINDOW:
+            self.add_error("start", f"A window may span at most {MAX_WINDOW.days} days.")
+        else:
+            data["end"] = end
         return data
 
     @property
@@ -87,6 +88,8 @@ def _moment(value: str, *, end: bool) -> datetime.datetime:
     """A date (the start of that day, or for an end the start of the next) or a date-time."""
     value = value.strip()
     tz = timezone.get_current_timezone()
+    # parse_* answer None for what is not shaped like a date, and raise for a date that does
+    # not exist (2030-02-30); the day after 9999-12-31 does not exist either.
     try:
         day = parse_date(value) if len(value) == 10 else None
         if day is not None:
@@ -97,7 +100,6 @@ def _moment(value: str, *, end: bool) -> datetime.datetime:
         if moment is not None and not timezone.is_aware(moment):
             moment = timezone.make_aware(moment, tz)
     except (ValueError, OverflowError):
-        # Shaped like a date, but none (2026-02-30), or at the end of the calendar.
         moment = None
     if moment is None:
         raise ValidationError("Enter a date (YYYY-MM-DD) or a date and time (ISO 8601).")
@@ -140,21 +142,25 @@ class UsageReportForm(forms.Form):
         data["bucket"] = data.get("bucket") or "month"
         if start is None or end is None:
             return data
-        if end <= start:
-            raise ValidationError("The report must end after it starts.")
+        # Each error names the field to change, for the page and the API's 400 alike.
         if start >= self.now:
-            raise ValidationError("The report must start in the past.")
+            self.add_error("start", "The report must start in the past.")
+            return data
+        if end <= start:
+            self.add_error("end", "The report must end after it starts.")
+            return data
         tomorrow = timezone.localdate(self.now) + datetime.timedelta(days=1)
         tz = timezone.get_current_timezone()
         if end > datetime.datetime.combine(tomorrow, datetime.time(), tzinfo=tz):
             self.add_error("end", "The report may end today at the latest.")
             return data
         if end - start > MAX_REPORT_SPAN:
-            raise ValidationError(f"A report may span at most {MAX_REPORT_SPAN.days} days.")
+            self.add_error("start", f"A report may span at most {MAX_REPORT_SPAN.days} days.")
+            return data
         try:
             reports.periods(start, end, data["bucket"])
         except ValueError as error:
-            raise ValidationError(str(error)) from error
+            self.add_error("bucket", str(error))
         return data
 
 

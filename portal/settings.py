@@ -96,6 +96,7 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    "portal.middleware.RefuseUntextualInput",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -134,6 +135,9 @@ DATABASES = {
     "default": dj_database_url.parse(
         env("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}"),
         conn_max_age=env_int("DJANGO_CONN_MAX_AGE", 0),
+        # A kept connection is checked before a request or task reuses it: after the database
+        # restarted, the first request of each web worker would otherwise be a 500.
+        conn_health_checks=True,
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -258,6 +262,12 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # JSON, forms and multipart as DRF parses them, refusing strings that are not text.
+    "DEFAULT_PARSER_CLASSES": [
+        "portal.parsers.TextJSONParser",
+        "portal.parsers.TextFormParser",
+        "portal.parsers.TextMultiPartParser",
+    ],
     "DEFAULT_PAGINATION_CLASS": "portal.api.PortalPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": [
@@ -266,6 +276,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_SCHEMA_CLASS": "portal.openapi.PortalAutoSchema",
     "EXCEPTION_HANDLER": "portal.api.exception_handler",
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "portal.negotiation.PortalContentNegotiation",
 }
 
 SPECTACULAR_SETTINGS = {

@@ -29,3 +29,6 @@ urlpatterns = [
     path("account/", include("accounts.urls")),
     path("", include("tenants.urls")),
 ]
+
+handler400 = "portal.api.bad_request"
+handler404 = "portal.api.not_found"

@@ -71,6 +71,7 @@ class QuotaGrantFilter(QuotaFilterSet):
 class AuditEventFilter(TeamFilterSet):
     action = django_filters.CharFilter(help_text="e.g. quota_request.approved")
     target_type = django_filters.CharFilter(help_text="e.g. QuotaRequest, QuotaGrant, Team")
+    # Its column's range: a larger id is no audit event's.
     target_id = IntegerFilter(min_value=0, max_value=BIGINT_MAX)
 
     class Meta:

@@ -27,6 +27,7 @@ from gpujobs import cluster_reads, log_follows, selectors, services
 from gpujobs.api import serializers as s
 from gpujobs.filtersets import GpuJobFilter
 from gpujobs.manifests import GPU_CONTAINER
+from gpujobs.specs import DNS_SUBDOMAIN_RE
 from portal.openapi import ErrorSerializer
 from portal.params import whole_number
 from tenants.api.filters import StableOrderingFilter
@@ -103,6 +104,16 @@ class GpuJobViewSet(
     def get_queryset(self):
         return selectors.jobs_visible_to(self.request.user).select_related("cancelled_by")
 
+    def finalize_response(self, request, response, *args, **kwargs):
+        # An error answers JSON even to a client that asked for the log as text: its body names
+        # the field that was wrong, which the text renderer would drop.
+        if response.status_code >= 400 and isinstance(
+            getattr(request, "accepted_renderer", None), PlainTextRenderer
+        ):
+            request.accepted_renderer = JSONRenderer()
+            request.accepted_media_type = JSONRenderer.media_type
+        return super().finalize_response(request, response, *args, **kwargs)
+
     def get_serializer_class(self):
         if self.action == "create":
             return s.GpuJobCreateSerializer
@@ -162,6 +173,8 @@ class GpuJobViewSet(
                 {"container": [f"Must be one of: {', '.join(cluster_reads.CONTAINERS)}."]}
             )
         pod = request.query_params.get("pod") or None
+        if pod is not None and (len(pod) > 253 or not DNS_SUBDOMAIN_RE.match(pod)):
+            raise ValidationError({"pod": ["Not a pod name (a DNS subdomain)."]})
         follow = request.query_params.get("follow", "").lower() in ("1", "true", "yes")
         if follow:
             return self._follow(request, job, tail=tail, container=container, pod=pod)

@@ -31,7 +31,6 @@ END = OpenApiParameter("end", str, description="ISO 8601 (window=custom; default
 
 class MetricsAPIView(APIView):
     permission_classes = [IsAuthenticated]
-    reads_prometheus = True
     reads_team_namespace = True
 
     def team_and_cluster(self, slug: str, *, form=None):

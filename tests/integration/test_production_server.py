@@ -108,3 +108,30 @@ def test_over_https_browsers_are_told_to_stay_on_https_and_cookies_are_secure(pr
     csrf_cookie = login.headers["Set-Cookie"]
     assert "csrftoken=" in csrf_cookie
     assert "Secure" in csrf_cookie
+
+
+def test_ten_megabyte_bodies_are_refused_through_gunicorn_and_write_nothing(
+    production_server, transactional_db
+):
+    """The corpus's 10 MB bodies (``tests/abuse``), as a real server receives them: refused
+    with a 413 in JSON before any view reads them, and nothing written."""
+    from tenants.models import AuditEvent, Team
+    from tests import factories
+    from tests.abuse.corpus import BODIES
+    from tests.tokens import api_token, auth_headers
+
+    admin = factories.AdminFactory(username="big-body-admin")
+    headers = auth_headers(api_token(admin))
+    before = (Team.objects.count(), AuditEvent.objects.count())
+
+    for raw in (b for b in BODIES if b.label.startswith("ten-mb")):
+        response = httpx.post(
+            f"{production_server}/api/v1/teams/",
+            content=raw.content,
+            headers={**BEHIND_TLS_PROXY, **headers, "Content-Type": raw.content_type},
+            timeout=120,
+        )
+        assert response.status_code == 413, (raw.label, response.text[:300])
+        assert "detail" in response.json()
+
+    assert (Team.objects.count(), AuditEvent.objects.count()) == before

@@ -14,6 +14,8 @@ Data that fits the schema may still be refused (a lead may not approve, a grant 
 the checks ask that every answer be one the schema declares, not that valid data be accepted.
 """
 
+import datetime
+
 import hypothesis
 import pytest
 import schemathesis
@@ -21,6 +23,7 @@ from django.core.wsgi import get_wsgi_application
 from drf_spectacular.generators import SchemaGenerator
 from hypothesis import strategies as st
 
+from accounts.models import ApiToken
 from tests.tokens import api_token, auth_headers
 
 EXAMPLES_PER_OPERATION = 15
@@ -95,10 +98,13 @@ def _real_path_parameters(world) -> dict[str, dict[str, str]]:
 
 @pytest.fixture(params=["lead", "admin"])
 def caller(request, world, in_process_requests):
-    """Who calls: the headers of a lead's or an admin's token, and the world's path values."""
+    """Who calls: the headers of a lead's or an admin's token, and the world's path values (with
+    a second token of the caller's, for the token operations to find and revoke)."""
+    user = world[request.param]
+    spare, _ = ApiToken.objects.create(user=user, expiry=datetime.timedelta(days=1))
     return {
-        "headers": auth_headers(api_token(world[request.param])),
-        "real": _real_path_parameters(world),
+        "headers": auth_headers(api_token(user)),
+        "real": {**_real_path_parameters(world), "/api/v1/tokens/": {"id": str(spare.pk)}},
         "app": get_wsgi_application(),
     }
 

@@ -32,9 +32,10 @@ def metrics_config(cluster: Cluster) -> promql.MetricsConfig:
     )
 
 
-def prometheus_for(cluster: Cluster) -> PrometheusClient:
-    """A client for the cluster's Prometheus (``PrometheusNotConfigured`` when it has none)."""
-    return PrometheusClient(cluster.prometheus_url)
+def prometheus_for(cluster: Cluster, *, cache_seconds: float | None = None) -> PrometheusClient:
+    """A client for the cluster's Prometheus (``PrometheusNotConfigured`` when it has none);
+    its answers cached for ``cache_seconds`` (default ``MONITORING_CACHE_SECONDS``)."""
+    return PrometheusClient(cluster.prometheus_url, cache_seconds=cache_seconds)
 
 
 def unavailable_message(error: PrometheusError) -> str:

@@ -5,11 +5,11 @@ Two runs, chosen here and nowhere else:
 
 - ``pytest`` (``make test``, CI): the suite runs on PostgreSQL. ``scripts/services.sh up`` starts a
   private one and exports its ``DATABASE_URL``; a database test on anything else fails at once.
-- ``pytest --fast`` (``make test-fast``): SQLite in memory, whatever ``DATABASE_URL`` says, and no
-  service started. Tests marked as needing a service are deselected; one selected anyway (``-m``)
-  fails and says why, so the fast loop never passes a test it cannot prove. The schema is built
-  from the models rather than by replaying the migrations: the full run replays them, and checks
-  that they match the models.
+- ``pytest --fast`` (``make test-fast``): SQLite in memory, whatever ``DATABASE_URL`` says, the
+  cache in memory, whatever ``DJANGO_CACHE_URL`` says, and no service started. Tests marked as
+  needing a service are deselected; one selected anyway (``-m``) fails and says why, so the fast
+  loop never passes a test it cannot prove. The schema is built from the models rather than by
+  replaying the migrations: the full run replays them, and checks that they match the models.
 
 A test gets its service markers from the fixtures it uses (``SERVICE_FIXTURES``), so a new test that
 asks for the ``devcluster`` or a worker is marked without saying so; mark by hand only what needs
@@ -53,6 +53,7 @@ SERVICE_FIXTURES = {
     "own_queue": ["redis"],
     "redis_url": ["redis"],
     "own_redis": ["redis"],
+    "shared_cache": ["redis"],
     "devcluster": ["devcluster"],
     "promtool": ["prometheus"],
     "own_prometheus": ["prometheus"],
@@ -63,6 +64,7 @@ SERVICE_FIXTURES = {
 }
 SERVICE_MARKERS = sorted({marker for markers in SERVICE_FIXTURES.values() for marker in markers})
 FAST_DATABASE = {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}
+FAST_CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
 
 def pytest_addoption(parser):
@@ -86,6 +88,7 @@ def pytest_configure(config):
         config.option.markexpr = "not (" + " or ".join(SERVICE_MARKERS) + ")"
     config.option.nomigrations = True
     _use_database(FAST_DATABASE)
+    django_settings.CACHES = FAST_CACHES  # whatever DJANGO_CACHE_URL says: no Redis here
 
 
 def _use_database(database: dict) -> None:

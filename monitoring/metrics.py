@@ -25,9 +25,11 @@ from tenants.selectors import namespace_ownership
 
 
 def metrics_config(cluster: Cluster) -> promql.MetricsConfig:
+    # Plain strings, as the database returns them (a saved instance holds the choices' enum
+    # members): the config is part of cache keys every process must spell the same.
     return promql.MetricsConfig(
-        layout=cluster.metrics_label_layout,
-        utilisation_metric=cluster.gpu_utilization_metric,
+        layout=str(cluster.metrics_label_layout),
+        utilisation_metric=str(cluster.gpu_utilization_metric),
         exporter=parse_label_matchers(cluster.dcgm_exporter_selector),
     )
 

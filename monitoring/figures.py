@@ -59,7 +59,12 @@ def _rounded_all(values: Iterable[float], decimals: int, scale: float = 1.0) -> 
         if value != value or value in _INFINITIES:  # NaN is the value unequal to itself
             append(None)
             continue
-        number = round(value * scale, decimals) if scale != 1 else round(value, decimals)
+        if scale != 1:
+            value *= scale
+        if not decimals:
+            append(round(value))  # an int already
+            continue
+        number = round(value, decimals)
         whole = int(number)
         append(whole if whole == number else number)
     return rounded

@@ -187,24 +187,33 @@ def _span(window: promql.Window, step: int | None = None) -> tuple[float, float]
 
 @dataclass(frozen=True)
 class GaugeChart:
-    """A DCGM gauge drawn per pod or per GPU: which metric, on what axis, scaled how."""
+    """A DCGM gauge drawn per pod or per GPU: which metric, on what axis, scaled how, and to
+    how many decimals (what a 320-pixel chart and its hover label can show)."""
 
     key: str
     title: str
     metric: str
     axis: Axis
     scale: float = 1.0
+    decimals: int = 0
 
 
 GAUGE_CHARTS = (
     GaugeChart(
-        "memory", "Framebuffer memory used", promql.FB_USED, Axis("Memory", "GiB"), 1 / MIB_PER_GIB
+        "memory",
+        "Framebuffer memory used",
+        promql.FB_USED,
+        Axis("Memory", "GiB"),
+        scale=1 / MIB_PER_GIB,
+        decimals=1,
     ),
     GaugeChart("power", "Power draw", promql.POWER, Axis("Power", "W")),
     GaugeChart(
         "temperature", "Temperature (hottest GPU)", promql.TEMPERATURE, Axis("Temperature", "°C")
     ),
 )
+# Utilisation in whole percent: a pixel of a chart's height is a third of a percent.
+UTILISATION_DECIMALS = 0
 
 
 @dataclass
@@ -240,6 +249,7 @@ def _line_part(
     name: Callable[[dict], str],
     empty: str,
     scale: float = 1.0,
+    decimals: int,
 ) -> Part:
     """A line per series of a range query over the window."""
     start, end = _span(window)
@@ -252,13 +262,19 @@ def _line_part(
         figure = None
         if series:
             figure = figures.time_series(
-                series, title=title, axis=axis, name=name, scale=scale, x_range=(start, end)
+                series,
+                title=title,
+                axis=axis,
+                name=name,
+                scale=scale,
+                decimals=decimals,
+                x_range=(start, end),
             )
         return Chart.drawn(key, title, figure, empty=empty)
 
     return Part(
         key,
-        ("line", prometheus.base_url, key, title, query, start, end, step, scale, empty),
+        ("line", prometheus.base_url, key, title, query, start, end, step, scale, decimals, empty),
         fetch,
         build,
         lambda error: Chart.unavailable(key, title, error),
@@ -300,6 +316,7 @@ def _gpu_parts(
             axis=UTILISATION_AXIS,
             name=name,
             empty=empty,
+            decimals=UTILISATION_DECIMALS,
         )
     ]
     for gauge in GAUGE_CHARTS:
@@ -315,6 +332,7 @@ def _gpu_parts(
                 name=name,
                 empty=empty,
                 scale=gauge.scale,
+                decimals=gauge.decimals,
             )
         )
     return parts

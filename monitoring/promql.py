@@ -197,7 +197,7 @@ def selector(
     any namespace filter.
     """
     labels = config.labels
-    matchers = [f"{m.label}{m.operator}{quote(m.value)}" for m in config.exporter]
+    matchers = _exporter_matchers(config)
     if namespace is not None:
         matchers.append(f"{labels.namespace}={quote(namespace)}")
     elif namespaces is not None:
@@ -214,6 +214,10 @@ def selector(
         else:
             matchers.append(f"{labels.pod}=~{quote(regex_alternatives(pods))}")
     return f"{metric}{{{','.join(matchers)}}}"
+
+
+def _exporter_matchers(config: MetricsConfig) -> list[str]:
+    return [f"{m.label}{m.operator}{quote(m.value)}" for m in config.exporter]
 
 
 def percent(expression: str, config: MetricsConfig) -> str:
@@ -336,9 +340,12 @@ def recorded_gpus_held(config: MetricsConfig) -> str:
 
 
 def recording_rules_labels(config: MetricsConfig) -> dict[str, str]:
+    """What the recorded series were made from: the layout, the metric, the exporter pin (sums
+    over unpinned series could count a tenant's forged ones) and the rules' version."""
     return {
         "layout": config.layout,
         "utilisation_metric": config.utilisation_metric,
+        "exporter": ",".join(_exporter_matchers(config)),
         "version": RECORDING_RULES_VERSION,
     }
 

@@ -7,6 +7,7 @@ import yaml
 
 from monitoring import promql, rules
 from monitoring.promql import MetricsConfig
+from portal.validators import LabelMatcher
 
 PERCENT = MetricsConfig()
 RATIO = MetricsConfig(utilisation_metric=promql.GR_ENGINE_ACTIVE)
@@ -32,6 +33,7 @@ def test_the_rules_sum_and_count_each_namespaces_gpus_and_say_they_are_loaded():
     assert loaded["labels"] == {
         "layout": "namespace",
         "utilisation_metric": "DCGM_FI_DEV_GPU_UTIL",
+        "exporter": "",
         "version": promql.RECORDING_RULES_VERSION,
     }
 
@@ -68,10 +70,24 @@ def test_a_ratio_metrics_average_is_scaled_to_percent_either_way():
 def test_the_rules_cover_a_window_when_they_were_recording_at_both_ends():
     query = promql.recording_rules_cover(PERCENT, start=100, end=700)
     series = (
-        'gpu_portal_recording_rules{layout="namespace",'
-        f'utilisation_metric="DCGM_FI_DEV_GPU_UTIL",version="{promql.RECORDING_RULES_VERSION}"}}'
+        'gpu_portal_recording_rules{layout="namespace",utilisation_metric="DCGM_FI_DEV_GPU_UTIL",'
+        f'exporter="",version="{promql.RECORDING_RULES_VERSION}"}}'
     )
     assert query == f"{series} @ 100.000 and {series} @ 700.000"
+
+
+def test_rules_recorded_from_the_exporters_series_only_serve_a_cluster_with_that_pin():
+    pinned = MetricsConfig(exporter=(LabelMatcher("job", "=", "dcgm-exporter"),))
+    recorded = by_name(pinned)
+    assert (
+        '{job="dcgm-exporter",namespace!=""}'
+        in recorded["namespace:dcgm_fi_dev_gpu_util:sum"]["expr"]
+    )
+    assert recorded[promql.RECORDING_RULES_SERIES]["labels"]["exporter"] == 'job="dcgm-exporter"'
+    assert 'exporter="job=\\"dcgm-exporter\\""' in promql.recording_rules_cover(
+        pinned, start=1, end=2
+    )
+    assert 'exporter=""' in promql.recording_rules_cover(PERCENT, start=1, end=2)
 
 
 def test_the_cluster_wide_rules_file_carries_the_recording_rules_and_a_teams_file_does_not():

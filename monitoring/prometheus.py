@@ -275,8 +275,9 @@ class PrometheusClient:
     def _send(self, path: str, params: dict[str, str]) -> httpx.Response:
         try:
             return self._client().get(path, params=params)
-        except httpx.RemoteProtocolError:
-            # A pooled connection the server closed while idle: ask once more on a new one.
+        except (httpx.RemoteProtocolError, httpx.ReadError):
+            # A pooled connection the server closed or reset while idle (it restarted): ask once
+            # more, on a new one.
             return self._client().get(path, params=params)
 
     def _parse(self, response: httpx.Response, promql: str) -> dict:

@@ -67,7 +67,7 @@ from devcluster.backfill import BackfillSpec  # noqa: E402
 from devcluster.settings import Settings  # noqa: E402
 from monitoring import promql  # noqa: E402
 from monitoring.prometheus import record_queries  # noqa: E402
-from tenants.models import Membership, Team  # noqa: E402
+from tenants.models import Membership, Team, TeamCluster  # noqa: E402
 from tests.bench.summary import Goal, Summary  # noqa: E402
 
 logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per query otherwise
@@ -238,6 +238,12 @@ def seed(handle) -> tuple[User, User, Cluster, Team]:
         )
         teams.append(team)
     Membership.objects.get_or_create(team=teams[0], user=lead, defaults={"role": "lead"})
+    for team in teams:  # as a reconcile that made their namespaces records it
+        TeamCluster.objects.update_or_create(
+            team=team,
+            cluster=cluster,
+            defaults={"status": TeamCluster.Status.IN_SYNC, "namespace_owned": True},
+        )
     # No quota rows: the database is shared with bench_quota_requests_api.py, which counts them.
     return admin, lead, cluster, teams[0]
 

@@ -66,6 +66,7 @@ from devcluster import api as devcluster_api  # noqa: E402
 from devcluster.backfill import BackfillSpec  # noqa: E402
 from devcluster.settings import Settings  # noqa: E402
 from monitoring import promql  # noqa: E402
+from monitoring.metrics import metrics_config  # noqa: E402
 from monitoring.prometheus import record_queries  # noqa: E402
 from tenants.models import Membership, Team, TeamCluster  # noqa: E402
 from tests.bench.summary import Goal, Summary  # noqa: E402
@@ -163,14 +164,16 @@ def first_live_evaluation(url: str, since: float) -> float:
     sys.exit("Prometheus did not evaluate the recording rules within 2 minutes")
 
 
-def ensure_history(handle) -> dict:
+def ensure_history(handle, cluster: Cluster) -> dict:
     """7 days of history ending within the last hour, with the recording rules evaluated over
-    it: the last run's, or written now."""
+    it (the rules the devcluster loads, for the cluster's layout, metric and exporter pin): the
+    last run's, or written now."""
     url = handle.prometheus_url
+    rules = promql.recording_rules_labels(metrics_config(cluster))
     if STATE.exists() and not os.environ.get("BENCH_MONITORING_FRESH"):
         previous = json.loads(STATE.read_text())
         age = time.time() - previous["end"]
-        if age < 3600 and previous.get("rules") and loaded(url, previous):
+        if age < 3600 and previous.get("rules") == rules and loaded(url, previous):
             log(f"reusing the backfill that ends {age:.0f} s ago")
             return {"backfill": "reused", "ends_seconds_ago": round(age)}
     log("deleting earlier benchmark series, and the record of when the rules ran")
@@ -202,7 +205,7 @@ def ensure_history(handle) -> dict:
     # From an hour before the history (the rules were "recording" then, with nothing to record,
     # so a 7-day window that starts a little earlier is covered) to where Prometheus took over.
     handle.backfill_rules(start=spec.start_timestamp - 3600, end=int(live_from) - 1)
-    state["rules"] = True
+    state["rules"] = rules
     wait_until_loaded(url, state, "recording rules' blocks")
     RESULTS.mkdir(exist_ok=True)
     STATE.write_text(json.dumps(state) + "\n")
@@ -377,7 +380,7 @@ def run(summary: Summary) -> dict:
             "cache": cache.__class__.__name__,
             "load_average_at_start": summary.load_at_start,
             "cpus": os.cpu_count(),
-            **ensure_history(handle),
+            **ensure_history(handle, cluster),
             "pages": [],
         }
         clients = {"lead": Client(), "admin": Client()}

@@ -201,11 +201,13 @@ class PrometheusClient:
             raise PrometheusQueryError(f"Expected a matrix, Prometheus sent {data['resultType']}.")
         series = []
         for item in data["result"]:
+            # Timestamps come as JSON numbers (whole seconds as ints, which compare and hash
+            # as the same floats), values as strings.
             timestamps, values = zip(*item["values"], strict=True) if item["values"] else ((), ())
             series.append(
                 Series(
                     labels=item["metric"],
-                    timestamps=list(map(float, timestamps)),
+                    timestamps=list(timestamps),
                     values=list(map(_value, values)),
                 )
             )

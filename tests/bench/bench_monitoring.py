@@ -16,7 +16,8 @@ benchmark then measures, through Django's test client:
   the same PromQL queries, recorded while the page was built, sent straight to Prometheus's HTTP
   API by a plain httpx client, all at once from threads as the page sends them (request, Prometheus
   evaluating, response body read; no JSON decoding, no figure): the least any page showing these
-  charts must wait for. The page's side adds Django (session, user, the team's rows), decoding,
+  charts must wait for; and the same with the answers decoded as JSON, the least a client that
+  draws them must do. The page's side adds Django (session, user, the team's rows), decoding,
   figures, the template, and on the cluster page the Kubernetes API read (run beside the queries);
 * warm: the same page again, everything the portal caches still there;
 * bytes: the page's HTML, and what goes over the wire with gzip, beside the number of values the
@@ -251,14 +252,17 @@ def seed(handle) -> tuple[User, User, Cluster, Team]:
     return admin, lead, cluster, teams[0]
 
 
-def raw_seconds(http: httpx.Client, records, *, concurrently: bool) -> float:
+def raw_seconds(http: httpx.Client, records, *, concurrently: bool, decode: bool = False) -> float:
     """The recorded queries, sent again straight to Prometheus: all at once from threads (as
-    the page sends them), or one after another."""
+    the page sends them), or one after another; the answers read, and with ``decode`` parsed
+    as JSON too (the least a client drawing them must do)."""
 
     def send(record) -> None:
         response = http.get(record.path, params=record.params)
         response.raise_for_status()
-        response.read()
+        body = response.read()
+        if decode:
+            json.loads(body)
 
     started = time.perf_counter()
     if concurrently:
@@ -319,7 +323,7 @@ def measure_page(client: Client, url: str, http: httpx.Client, name: str) -> dic
     one after another); median warm page time; bytes."""
     cache.clear()
     client.get(url)  # warm connections, imports and the template cache
-    page_times, raw_times, sequential_times, records = [], [], [], []
+    page_times, raw_times, decoded_times, sequential_times, records = [], [], [], [], []
     for _ in range(REPEATS):
         cache.clear()
         with record_queries() as recorded:
@@ -328,6 +332,7 @@ def measure_page(client: Client, url: str, http: httpx.Client, name: str) -> dic
             page_times.append(time.perf_counter() - started)
         records = [r for r in recorded if not r.cached]
         raw_times.append(raw_seconds(http, records, concurrently=True))
+        decoded_times.append(raw_seconds(http, records, concurrently=True, decode=True))
         sequential_times.append(raw_seconds(http, records, concurrently=False))
     warm_times = []
     for _ in range(REPEATS):
@@ -348,6 +353,7 @@ def measure_page(client: Client, url: str, http: httpx.Client, name: str) -> dic
         "page_ms": round(page * 1000, 1),
         "raw_promql_concurrent_ms": round(raw * 1000, 1),
         "cold_ratio": round(page / raw, 2),
+        "raw_promql_concurrent_decoded_ms": round(statistics.median(decoded_times) * 1000, 1),
         "raw_promql_sequential_ms": round(statistics.median(sequential_times) * 1000, 1),
         "page_warm_ms": round(statistics.median(warm_times) * 1000, 1),
         "html_kib": round(html_bytes / 1024, 1),
@@ -446,19 +452,22 @@ def write(results: dict) -> None:
         f"{results['repeats']} page builds (Django test client, DEBUG off, cache: "
         f"{results['cache']}). Cold: the portal's cache emptied before each, beside the same "
         "PromQL sent straight to Prometheus by httpx, concurrently from threads as the page sends "
-        "it (body read, not decoded); the queries one after another for reference. Warm: the "
+        "it (body read, not decoded; and once more also decoded as JSON); the queries one after "
+        "another for reference. Warm: the "
         "page again with its cache in place. Sent: the response with gzip. Load average "
         f"{results['load_average_at_start']} at the start, {results['load_average_at_end']} at "
         f"the end, {results['cpus']} CPUs.",
         "",
-        "| page | window | queries | cold ms | raw concurrent ms | cold / raw | raw one by one ms "
-        "| warm ms | HTML KiB | sent KiB | values drawn | figure bytes / value |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| page | window | queries | cold ms | raw concurrent ms | cold / raw | raw + JSON "
+        "decoding ms | raw one by one ms | warm ms | HTML KiB | sent KiB | values drawn | figure "
+        "bytes / value |",
+        "| --- | --- " + "| ---: " * 11 + "|",
     ]
     for p in results["pages"]:
         lines.append(
             f"| {p['page']} | {p['window']} | {p['queries']} | {p['page_ms']} | "
             f"{p['raw_promql_concurrent_ms']} | {p['cold_ratio']} | "
+            f"{p['raw_promql_concurrent_decoded_ms']} | "
             f"{p['raw_promql_sequential_ms']} | {p['page_warm_ms']} | {p['html_kib']} | "
             f"{p['sent_kib']} | {p['values_drawn']:,} | {p['figure_bytes_per_value']} |"
         )

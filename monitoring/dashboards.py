@@ -274,7 +274,7 @@ def _line_part(
 
     return Part(
         key,
-        ("line", prometheus.base_url, key, title, query, start, end, step, scale, decimals, empty),
+        ("line", prometheus.identity, key, title, query, start, end, step, scale, decimals, empty),
         fetch,
         build,
         lambda error: Chart.unavailable(key, title, error),
@@ -358,7 +358,7 @@ def _held_part(
 
     return Part(
         key,
-        ("held", prometheus.base_url, query, start, end, step, granted, empty),
+        ("held", prometheus.identity, query, start, end, step, granted, empty),
         lambda: prometheus.query_range(query, start=start, end=end, step=step),
         build,
         lambda error: Chart.unavailable(key, title, error),
@@ -374,7 +374,7 @@ def _pods_part(prometheus: PrometheusClient, cluster: Cluster, *, namespace: str
         PODS,
         (
             PODS,
-            prometheus.base_url,
+            prometheus.identity,
             namespace,
             metrics_config(cluster),
             int(cluster.idle_window_minutes),
@@ -602,7 +602,7 @@ def _heatmap_part(
 
     return Part(
         key,
-        (key, prometheus.base_url, query, start, end, step),
+        (key, prometheus.identity, query, start, end, step),
         lambda: prometheus.query_range(query, start=start, end=end, step=step),
         build,
         lambda error: Chart.unavailable(key, title, error),
@@ -684,7 +684,7 @@ def _utilisation_ranking_part(
         "rank-utilisation",
         "Teams by average utilisation",
         fetch,
-        depends_on=(prometheus.base_url, config, window.seconds, end),
+        depends_on=(prometheus.identity, config, window.seconds, end),
         figure_title="Average GPU utilisation over the window",
         axis=UTILISATION_AXIS,
         decimals=1,
@@ -702,7 +702,7 @@ def _held_ranking_part(
         "rank-held",
         "Teams by GPUs held",
         lambda: _by_namespace(prometheus.query(query), config),
-        depends_on=(prometheus.base_url, query),
+        depends_on=(prometheus.identity, query),
         figure_title="GPUs held now",
         axis=Axis("GPUs"),
         decimals=0,

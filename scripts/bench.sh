@@ -15,6 +15,8 @@ psql "${DATABASE_URL%/*}/postgres" -qtAc "SELECT 1 FROM pg_database WHERE datnam
 # Measure as production runs: DEBUG off (it logs every query), Django's cache in Redis (a Redis
 # database of the benchmarks' own: they empty it to measure cold pages).
 export DJANGO_DEBUG=0 DJANGO_SECRET_KEY=bench-only-secret
+# ... behind its TLS proxy: the benchmarks' clients speak plain HTTP to Django, as the proxy does.
+export DJANGO_SECURE_SSL_REDIRECT=0
 export DJANGO_CACHE_URL="${CELERY_BROKER_URL%/*}/2"
 
 mkdir -p bench-results

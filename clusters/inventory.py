@@ -211,14 +211,22 @@ def list_gpu_nodes(kube: KubeClient, cluster: Cluster) -> list[dict]:
     return kube.list("Node", label_selector=selector(cluster.gpu_node_selector or {}) or None)
 
 
-def gpu_nodes(cluster: Cluster, *, kube: WorkloadClient | None = None) -> list[NodeGpus]:
+def gpu_nodes(
+    cluster: Cluster,
+    *,
+    kube: WorkloadClient | None = None,
+    resource_names: Sequence[str] | None = None,
+) -> list[NodeGpus]:
     """The cluster's GPU nodes (by its GPU node selector) with allocatable and allocated GPUs.
-    Raises ``KubeError``."""
+    Raises ``KubeError``. Given its ``resource_names`` (``gpu_resource_names``), it reads only
+    the cluster, not the database, so it may run in another thread."""
+    if resource_names is None:
+        resource_names = gpu_resource_names(cluster)
     kube = kube or WorkloadClient.for_cluster(cluster)
     nodes = list_gpu_nodes(kube, cluster)
     pods = kube.list_objects(
         "Pod", field_selector="status.phase!=Succeeded,status.phase!=Failed"
     ).items
     return summarise_nodes(
-        nodes, pods, resource_names=gpu_resource_names(cluster), model_label=cluster.gpu_model_label
+        nodes, pods, resource_names=resource_names, model_label=cluster.gpu_model_label
     )

@@ -204,6 +204,16 @@ class DevCluster:
         """Load deterministic DCGM history into Prometheus (see devcluster.backfill)."""
         return backfill_module.backfill(spec, restart_prometheus=restart_prometheus)
 
+    def load_prometheus_rules(self, text: str | None = None) -> None:
+        """Have Prometheus load a rules file (``text``), or again the portal's recording rules
+        it starts with; by a reload, so a cluster started before the rules existed gets them."""
+        cluster.load_prometheus_rules(self.settings, text)
+
+    def backfill_rules(self, *, start: int, end: int) -> list[Path]:
+        """Evaluate the loaded rules over past history (see devcluster.backfill.backfill_rules);
+        Prometheus finds the blocks at its next reload, within a minute."""
+        return backfill_module.backfill_rules(start=start, end=end)
+
 
 def up(node_options: cluster.NodeOptions | None = None, fresh: bool = False) -> DevCluster:
     """Start the devcluster (or reuse a healthy one) and return a handle on it; ``fresh`` as in

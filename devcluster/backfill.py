@@ -177,17 +177,48 @@ def backfill(spec: BackfillSpec, restart_prometheus: bool = True) -> BackfillRes
              f"--max-block-duration={window_hours}h", str(source), str(staging)],
             check=True, capture_output=True, text=True,
         )  # fmt: skip
-        # Under the state lock: another process may be restarting Prometheus or stopping the
-        # cluster at this moment.
-        with cluster.state_lock(settings):
-            if not _prometheus_running(settings):
-                raise RuntimeError("Prometheus stopped while the backfill was being prepared")
-            blocks = []
-            for block in sorted(staging.iterdir()):
-                destination = settings.prometheus_data_dir / block.name
-                shutil.move(str(block), destination)
-                blocks.append(destination)
-            progress(f"moved {len(blocks)} block(s) into {settings.prometheus_data_dir}")
-            if restart_prometheus:
-                cluster.restart_locked(settings, "prometheus")
+        blocks = _move_blocks(settings, staging, restart_prometheus)
     return BackfillResult(spec=spec, blocks=blocks, samples=samples)
+
+
+def _move_blocks(settings: Settings, staging: Path, restart_prometheus: bool) -> list[Path]:
+    # Under the state lock: another process may be restarting Prometheus or stopping the
+    # cluster at this moment.
+    with cluster.state_lock(settings):
+        if not _prometheus_running(settings):
+            raise RuntimeError("Prometheus stopped while the backfill was being prepared")
+        blocks = []
+        for block in sorted(staging.iterdir()):
+            destination = settings.prometheus_data_dir / block.name
+            shutil.move(str(block), destination)
+            blocks.append(destination)
+        progress(f"moved {len(blocks)} block(s) into {settings.prometheus_data_dir}")
+        if restart_prometheus:
+            cluster.restart_locked(settings, "prometheus")
+    return blocks
+
+
+def backfill_rules(*, start: int, end: int, restart_prometheus: bool = False) -> list[Path]:
+    """Evaluate the rules file Prometheus loads (``cluster.load_prometheus_rules``) over the
+    history from ``start`` to ``end`` (unix seconds) with ``promtool tsdb create-blocks-from
+    rules``, and load the blocks: recorded series for the time before the rules were loaded.
+    ``end`` should be where Prometheus began evaluating them itself, or both would count."""
+    settings = current()
+    if not _prometheus_running(settings):
+        raise RuntimeError("Prometheus is not running; start the devcluster first (up)")
+    promtool = shutil.which("promtool")
+    if not promtool:
+        raise RuntimeError("promtool not found: apt-get install prometheus")
+    rules = settings.state_dir / "prometheus" / "rules" / cluster.PROMETHEUS_RULES_FILE
+    work_root = settings.state_dir / "backfill"
+    work_root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=work_root) as work:
+        staging = Path(work) / "blocks"
+        progress(f"evaluating {rules.name} from {start} to {end} with promtool")
+        subprocess.run(
+            [promtool, "tsdb", "create-blocks-from", "rules", "--quiet",
+             f"--url={settings.prometheus_url}", f"--start={start}", f"--end={end}",
+             f"--output-dir={staging}", str(rules)],
+            check=True, capture_output=True, text=True,
+        )  # fmt: skip
+        return _move_blocks(settings, staging, restart_prometheus)

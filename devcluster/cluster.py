@@ -24,6 +24,8 @@ from kubernetes import client, config
 from devcluster import builder, kubeconfig, kueue, nodes, pki, podlogs, processes, tenant_metrics
 from devcluster.log import progress
 from devcluster.settings import Settings, current
+from monitoring import promql
+from portal.validators import LabelMatcher
 
 ASSETS_DIR = Path(__file__).resolve().parent / "assets"
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -32,6 +34,8 @@ SERVICE_CLUSTER_IP_RANGE = "10.96.0.0/16"
 KUBERNETES_SERVICE_IP = "10.96.0.1"
 # Retention long enough that backfilled history (days to months old) is not deleted on load.
 PROMETHEUS_RETENTION = "400d"
+# The portal's recording rules, loaded from <state>/prometheus/rules/ (see prometheus_rules).
+PROMETHEUS_RULES_FILE = "gpu-portal.yml"
 DCGM_SIMULATOR_ROLE = "devcluster:dcgm-simulator"
 # Present while the running cluster was started by the pytest fixture (which may then stop it).
 STARTED_BY_PYTEST_FLAG = "started-by-pytest"
@@ -467,7 +471,48 @@ def _write_prometheus_config(settings: Settings) -> None:
         "    static_configs:\n"
         f"      - targets: ['127.0.0.1:{settings.prometheus_port}']\n"
         + tenant_metrics.scrape_config(settings)
+        + "rule_files:\n"
+        + f"  - {directory / 'rules' / '*.yml'}\n"
     )
+    rules = directory / "rules" / PROMETHEUS_RULES_FILE
+    rules.parent.mkdir(exist_ok=True)
+    rules.write_text(yaml.safe_dump(prometheus_rules(), sort_keys=False))
+
+
+# What only the simulator's series carry: the job it is scraped as (tenant pods' series are
+# job="tenant-pods"), as a portal Cluster pins its DCGM queries by default.
+DCGM_EXPORTER_PIN = (LabelMatcher("job", "=", "dcgm-exporter"),)
+
+
+def prometheus_rules() -> dict:
+    """The portal's recording rules (``monitoring.promql``, as its cluster-wide export carries
+    them) for the simulator's label layout, its exporter pin and both utilisation metrics it
+    publishes."""
+    configs = [
+        promql.MetricsConfig(utilisation_metric=metric, exporter=DCGM_EXPORTER_PIN)
+        for metric in (promql.GPU_UTIL, promql.GR_ENGINE_ACTIVE)
+    ]
+    return {
+        "groups": [
+            {
+                "name": f"gpu-portal-recording-{config.utilisation_metric.lower()}",
+                "rules": promql.recording_rules(config),
+            }
+            for config in configs
+        ]
+    }
+
+
+def load_prometheus_rules(settings: Settings, text: str | None = None) -> None:
+    """Write the rules file (``text``, or the portal's recording rules) and have the running
+    Prometheus load it: a reload, not a restart, so other sessions' queries carry on."""
+    with state_lock(settings):
+        _write_prometheus_config(settings)
+        if text is not None:
+            (settings.state_dir / "prometheus" / "rules" / PROMETHEUS_RULES_FILE).write_text(text)
+        request = urllib.request.Request(f"{settings.prometheus_url}/-/reload", method="POST")
+        with urllib.request.urlopen(request, timeout=30) as response:
+            response.read()
 
 
 def _install_logs_crd(api: client.ApiClient, timeout: float = 60.0) -> None:

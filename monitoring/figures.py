@@ -5,11 +5,18 @@ checked by ``plotly.graph_objects.Figure`` so that a misspelt attribute fails he
 silently in the browser. Pages hand the dict to the locally served plotly.js.
 
 Times go out as milliseconds since the epoch on a date axis (UTC); values Prometheus could not
-compute (NaN, infinities) become gaps.
+compute (NaN, infinities) become gaps. Values are rounded to what a chart shows, and whole
+numbers go out without a decimal point.
+
+``to_json`` writes a figure the way pages send it: compact JSON, evenly spaced x values as a
+start and a step (plotly's ``x0``/``dx``) rather than one timestamp per point, and safe to embed
+in a ``<script type="application/json">`` block.
 """
 
 from __future__ import annotations
 
+import itertools
+import json
 import math
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -37,6 +44,30 @@ class Axis:
 
 def _clean(value: float) -> float | None:
     return None if value is None or math.isnan(value) or math.isinf(value) else value
+
+
+_INFINITIES = (math.inf, -math.inf)
+
+
+def _rounded_all(values: Iterable[float], decimals: int, scale: float = 1.0) -> list:
+    """Each value times ``scale``, to ``decimals`` places, a whole number as an int (``40``
+    rather than ``40.0``), None where Prometheus could not compute one. One loop that calls
+    nothing per value: a page rounds tens of thousands."""
+    rounded: list[float | int | None] = []
+    append = rounded.append
+    for value in values:
+        if value != value or value in _INFINITIES:  # NaN is the value unequal to itself
+            append(None)
+            continue
+        if scale != 1:
+            value *= scale
+        if not decimals:
+            append(round(value))  # an int already
+            continue
+        number = round(value, decimals)
+        whole = int(number)
+        append(whole if whole == number else number)
+    return rounded
 
 
 def _millis(timestamps: Iterable[float]) -> list[int]:
@@ -84,24 +115,49 @@ def _time_axis(x_range: tuple[float, float] | None = None) -> dict:
 
 # Per-point arrays: plotly checks their first element; the rest are numbers this module made.
 ARRAYS = ("x", "y", "z", "text")
+# Attributes whose strings are free text (names, titles, labels): any string is valid, so their
+# values do not make a figure's shape differ.
+FREE_TEXT = frozenset({"name", "text", "hovertemplate"})
+# The shapes of figure plotly has checked in this process (see _figure).
+_checked_shapes: set[tuple] = set()
+
+
+def _shape(value, key: str = "") -> tuple | str:
+    """What plotly's check of a figure depends on: every attribute's name, every value that is
+    not free text or a number, and the type of each array's first element; not the data."""
+    if isinstance(value, dict):
+        return tuple(sorted((k, _shape(v, k)) for k, v in value.items()))
+    if isinstance(value, list):
+        if key in ARRAYS:
+            return ("array", type(value[0]).__name__ if value else "")
+        return tuple(_shape(item) for item in value)
+    if isinstance(value, bool) or value is None:
+        return repr(value)
+    if isinstance(value, int | float):
+        return type(value).__name__
+    if isinstance(value, str) and key in FREE_TEXT:
+        return "text"
+    return repr(value)
 
 
 def _figure(data: list[dict], layout: dict) -> dict:
-    """The figure as plotly's JSON, every attribute checked by plotly.graph_objects.
+    """The figure as a plain dict, every attribute checked by plotly.graph_objects: a misspelt
+    attribute or a value of the wrong kind fails here rather than silently in the browser.
 
-    Checking thousands of points one by one (and deep-copying them twice) cost more than the
-    queries behind a page, so plotly sees each array's first element and the arrays are put
-    back into the checked figure as they are.
+    Plotly's check costs more than the queries behind a page, and a page draws the same few
+    shapes of figure with other data every time: each shape (``_shape``) is checked once per
+    process, with each array's first element, and the figure goes out as this module made it
+    (plotly.js reads it as it is).
     """
-    skeleton = [
-        {k: v[:1] if k in ARRAYS and isinstance(v, list) else v for k, v in trace.items()}
-        for trace in data
-    ]
-    figure = go.Figure(data=skeleton, layout=layout).to_plotly_json()
-    for checked, trace in zip(figure["data"], data, strict=True):
-        for key in ARRAYS:
-            if key in trace:
-                checked[key] = trace[key]
+    figure = {"data": data, "layout": layout}
+    shape = _shape(figure)
+    if shape not in _checked_shapes:
+        skeleton = [
+            {k: v[:1] if k in ARRAYS and isinstance(v, list) else v for k, v in trace.items()}
+            for trace in data
+        ]
+        go.Figure(data=skeleton, layout=layout)
+        _checked_shapes.add(shape)
     return figure
 
 
@@ -129,10 +185,7 @@ def time_series(
     named = sorted(((name(s.labels), s) for s in series), key=lambda pair: _sort_key(pair[0]))
     data = []
     for label, s in named:
-        ys = [
-            None if (v := _clean(value)) is None else round(v * scale, decimals)
-            for value in s.values
-        ]
+        ys = _rounded_all(s.values, decimals, scale)
         data.append(
             {
                 "type": "scatter",
@@ -212,19 +265,25 @@ def heatmap(
     end: float,
     step: int,
     axis: Axis,
+    decimals: int = 0,
 ) -> dict:
     """A row per series (``row(labels)``), a column per step from ``start`` to ``end``; cells
-    without a sample stay empty."""
+    without a sample stay empty. A cell's colour cannot show tenths, so values are whole by
+    default."""
     columns = [start + i * step for i in range(int((end - start) // step) + 1)]
     index = {t: i for i, t in enumerate(columns)}
     rows = sorted(((row(s.labels), s) for s in series), key=lambda pair: _sort_key(pair[0]))
     z = []
     for _, s in rows:
-        cells: list[float | None] = [None] * len(columns)
-        for t, value in zip(s.timestamps, s.values, strict=True):
+        values = _rounded_all(s.values, decimals)
+        if s.timestamps == columns:  # a sample at every step: the common case
+            z.append(values)
+            continue
+        cells: list[float | int | None] = [None] * len(columns)
+        for t, value in zip(s.timestamps, values, strict=True):
             i = index.get(t)
-            if i is not None and math.isfinite(value):
-                cells[i] = round(value, 1)
+            if i is not None:
+                cells[i] = value
         z.append(cells)
     data = [
         {
@@ -297,3 +356,66 @@ def last_values(figure: dict) -> dict[str, float | None]:
         ys = [y for y in trace.get("y", []) if y is not None]
         values[trace.get("name", "")] = ys[-1] if ys else None
     return values
+
+
+# --- what pages send ---------------------------------------------------------------------------
+
+# Traces whose x values may go out as a start and a step: lines over time and heatmap columns
+# (never bars, whose x may be their values).
+EVENLY_SPACED_TYPES = ("scatter", "heatmap")
+# Per-point arrays that follow x in a line (a heatmap's z is per row, its x per column).
+_POINT_ARRAYS = ("y", "text")
+# What json_script escapes, so that nothing in a figure can close its <script> block.
+_SCRIPT_ESCAPES = ((">", "\\u003E"), ("<", "\\u003C"), ("&", "\\u0026"))
+
+
+def _spacing(xs: list) -> int | None:
+    """The step of ascending whole-number x values that sit on one grid (some steps may be
+    missing), or None."""
+    if len(xs) < 2 or type(xs[0]) is not int:
+        return None
+    step = xs[1] - xs[0]
+    if step > 0 and xs == list(range(xs[0], xs[-1] + 1, step)):
+        return step  # every step there: the common case, checked at C speed
+    if not all(type(x) is int for x in xs):
+        return None
+    steps = {b - a for a, b in itertools.pairwise(xs)}
+    step = min(steps)
+    if step <= 0 or any(s % step for s in steps):
+        return None
+    return step
+
+
+def _evenly_spaced(trace: dict) -> dict:
+    """The trace with ``x`` replaced by ``x0`` and ``dx``; a line's missing steps become gaps
+    (a null), which plotly draws as a break rather than a straight line across them."""
+    xs = trace.get("x")
+    if trace.get("type") not in EVENLY_SPACED_TYPES or not isinstance(xs, list):
+        return trace
+    step = _spacing(xs)
+    if step is None:
+        return trace
+    compact = {k: v for k, v in trace.items() if k != "x"}
+    compact["x0"], compact["dx"] = xs[0], step
+    if (xs[-1] - xs[0]) // step + 1 != len(xs):
+        if trace["type"] != "scatter":
+            return trace
+        slots = [(x - xs[0]) // step for x in xs]
+        size = slots[-1] + 1
+        for key in _POINT_ARRAYS:
+            if isinstance(trace.get(key), list):
+                filled = [None] * size
+                for slot, value in zip(slots, trace[key], strict=True):
+                    filled[slot] = value
+                compact[key] = filled
+    return compact
+
+
+def to_json(figure: dict) -> str:
+    """The figure as pages send it: compact JSON, evenly spaced x values as ``x0``/``dx``, and
+    ``<``, ``>``, ``&`` escaped as in Django's ``json_script``."""
+    wire = {**figure, "data": [_evenly_spaced(trace) for trace in figure["data"]]}
+    text = json.dumps(wire, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    for character, escaped in _SCRIPT_ESCAPES:
+        text = text.replace(character, escaped)
+    return text

@@ -25,16 +25,19 @@ from tenants.selectors import namespace_ownership
 
 
 def metrics_config(cluster: Cluster) -> promql.MetricsConfig:
+    # Plain strings, as the database returns them (a saved instance holds the choices' enum
+    # members): the config is part of cache keys every process must spell the same.
     return promql.MetricsConfig(
-        layout=cluster.metrics_label_layout,
-        utilisation_metric=cluster.gpu_utilization_metric,
+        layout=str(cluster.metrics_label_layout),
+        utilisation_metric=str(cluster.gpu_utilization_metric),
         exporter=parse_label_matchers(cluster.dcgm_exporter_selector),
     )
 
 
-def prometheus_for(cluster: Cluster) -> PrometheusClient:
-    """A client for the cluster's Prometheus (``PrometheusNotConfigured`` when it has none)."""
-    return PrometheusClient(cluster.prometheus_url)
+def prometheus_for(cluster: Cluster, *, cache_seconds: float | None = None) -> PrometheusClient:
+    """A client for the cluster's Prometheus (``PrometheusNotConfigured`` when it has none);
+    its answers cached for ``cache_seconds`` (default ``MONITORING_CACHE_SECONDS``)."""
+    return PrometheusClient(cluster.prometheus_url, cache_seconds=cache_seconds)
 
 
 def unavailable_message(error: PrometheusError) -> str:

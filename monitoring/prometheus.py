@@ -4,21 +4,25 @@ Instant and range queries over ``httpx`` with a bounded timeout, results cached 
 Django's cache, and three clear failures that pages and the API turn into a message or a 503:
 ``PrometheusUnreachable``, ``PrometheusTimeout`` and ``PrometheusQueryError``.
 
-One client serves one page or request. Once Prometheus was unreachable or too slow, later
-queries on the same client fail at once with the same error: a page with five charts waits for
-one timeout, not five.
+One client serves one page or request, and may be used from several threads at once (a page
+runs its queries concurrently). Once Prometheus was unreachable or too slow, later queries on the
+same client fail at once with the same error: a page with five charts waits for one timeout, not
+five. The HTTP connections underneath are pooled per process and Prometheus URL, so a page does
+not pay for a new connection (and TLS context) per query.
 """
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import json
 import logging
+import os
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import httpx
 from django.conf import settings
@@ -79,33 +83,55 @@ class QueryRecord:
     cached: bool
 
 
-@dataclass
-class _Recorder:
-    records: list[QueryRecord] = field(default_factory=list)
-
-
-_recorders = threading.local()
+# The lists collecting queries in this context: a context variable, so that work a page hands
+# to other threads (in a copy of its context, see ``monitoring.dashboards.resolve``) is
+# recorded too.
+_recorders: contextvars.ContextVar[tuple[list[QueryRecord], ...]] = contextvars.ContextVar(
+    "prometheus_query_recorders", default=()
+)
 
 
 @contextmanager
 def record_queries() -> Iterator[list[QueryRecord]]:
-    """Collect every query the clients in this thread run inside the block."""
-    recorder = _Recorder()
-    stack = getattr(_recorders, "stack", [])
-    _recorders.stack = [*stack, recorder]
+    """Collect every query the clients run inside the block, in this thread or in threads
+    started with a copy of its context."""
+    records: list[QueryRecord] = []
+    token = _recorders.set((*_recorders.get(), records))
     try:
-        yield recorder.records
+        yield records
     finally:
-        _recorders.stack = stack
+        _recorders.reset(token)
 
 
 def _record(record: QueryRecord) -> None:
-    for recorder in getattr(_recorders, "stack", []):
-        recorder.records.append(record)
+    for records in _recorders.get():
+        records.append(record)
 
 
-def _value(raw: str) -> float:
-    return float(raw)  # Prometheus sends "NaN", "+Inf" too; float() reads them
+# One pool of HTTP connections per process, Prometheus URL, credentials and timeout (httpx
+# clients are safe to share between threads). Keyed by process id too: a pool made before a
+# fork is not reused by the children, which would share its sockets.
+_pools: dict[tuple, httpx.Client] = {}
+_pools_lock = threading.Lock()
+
+
+def _pooled_client(base_url: str, auth: tuple[str, str] | None, timeout: float) -> httpx.Client:
+    key = (os.getpid(), base_url, auth, timeout)
+    with _pools_lock:
+        http = _pools.get(key)
+        if http is None:
+            http = _pools[key] = httpx.Client(
+                base_url=base_url,
+                timeout=httpx.Timeout(timeout, connect=min(timeout, 3.0)),
+                headers={"Accept": "application/json"},
+                auth=auth,
+                limits=httpx.Limits(max_connections=32, max_keepalive_connections=16),
+            )
+        return http
+
+
+# Prometheus sends "NaN", "+Inf" too; float() reads them.
+_value = float
 
 
 class PrometheusClient:
@@ -135,9 +161,10 @@ class PrometheusClient:
         self._broken: PrometheusError | None = None
 
     def close(self) -> None:
-        if self._http is not None:
+        """Close a client of the given ``transport``; pooled connections stay for the next."""
+        if self._http is not None and self._transport is not None:
             self._http.close()
-            self._http = None
+        self._http = None
 
     def __enter__(self) -> PrometheusClient:
         return self
@@ -174,12 +201,14 @@ class PrometheusClient:
             raise PrometheusQueryError(f"Expected a matrix, Prometheus sent {data['resultType']}.")
         series = []
         for item in data["result"]:
-            points = item["values"]
+            # Timestamps come as JSON numbers (whole seconds as ints, which compare and hash
+            # as the same floats), values as strings.
+            timestamps, values = zip(*item["values"], strict=True) if item["values"] else ((), ())
             series.append(
                 Series(
                     labels=item["metric"],
-                    timestamps=[float(t) for t, _ in points],
-                    values=[_value(v) for _, v in points],
+                    timestamps=list(timestamps),
+                    values=list(map(_value, values)),
                 )
             )
         return series
@@ -188,14 +217,23 @@ class PrometheusClient:
 
     def _client(self) -> httpx.Client:
         if self._http is None:
-            self._http = httpx.Client(
-                base_url=self.base_url,
-                timeout=httpx.Timeout(self.timeout, connect=min(self.timeout, 3.0)),
-                transport=self._transport,
-                headers={"Accept": "application/json"},
-                auth=self._auth,
-            )
+            if self._transport is None:
+                self._http = _pooled_client(self.base_url, self._auth, self.timeout)
+            else:
+                self._http = httpx.Client(
+                    base_url=self.base_url,
+                    timeout=httpx.Timeout(self.timeout, connect=min(self.timeout, 3.0)),
+                    transport=self._transport,
+                    headers={"Accept": "application/json"},
+                    auth=self._auth,
+                )
         return self._http
+
+    @property
+    def identity(self) -> str:
+        """Which Prometheus answers, and as whom: for cache keys (a digest, so that no
+        credential is kept in one)."""
+        return hashlib.sha256(json.dumps([self.base_url, self._auth]).encode()).hexdigest()
 
     def _cache_key(self, path: str, params: dict[str, str]) -> str:
         digest = hashlib.sha256(
@@ -218,7 +256,7 @@ class PrometheusClient:
         # (Prometheus 2.x reads whole units only: milliseconds.)
         params_sent = {**params, "timeout": f"{int(max(self.timeout - 0.5, 0.5) * 1000)}ms"}
         try:
-            response = self._client().get(path, params=params_sent)
+            response = self._send(path, params_sent)
         except httpx.TimeoutException as error:
             self._broken = PrometheusTimeout(
                 f"Prometheus at {self.base_url} did not answer within {self.timeout:g} s."
@@ -235,6 +273,14 @@ class PrometheusClient:
         if self.cache_seconds > 0:
             cache.set(key, data, self.cache_seconds)
         return data
+
+    def _send(self, path: str, params: dict[str, str]) -> httpx.Response:
+        try:
+            return self._client().get(path, params=params)
+        except (httpx.RemoteProtocolError, httpx.ReadError):
+            # A pooled connection the server closed or reset while idle (it restarted): ask once
+            # more, on a new one.
+            return self._client().get(path, params=params)
 
     def _parse(self, response: httpx.Response, promql: str) -> dict:
         try:

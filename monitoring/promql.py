@@ -138,12 +138,15 @@ class Window:
         """The window as a PromQL range duration, e.g. ``[3600s]``."""
         return f"[{duration(self.seconds)}]"
 
-    def aligned(self, step: int | None = None) -> tuple[float, float]:
-        """Start and end as unix seconds, the end rounded down to a whole step so that the same
-        window asked twice within one step is the same query (and hits the cache)."""
+    def aligned(self, step: int | None = None, *, every: float = 0) -> tuple[float, float]:
+        """Start and end as unix seconds on the grid of the step: the end rounded down to a
+        whole step (or to a whole multiple of the step that lasts at least ``every`` seconds),
+        the start up to one. The same window asked twice within that time is the same query
+        (and hits the cache), and every chart of a page has its points at the same times."""
         step = step or self.step
-        end = math.floor(self.end.timestamp() / step) * step
-        start = max(end - self.seconds, 0)
+        granule = step * max(1, math.ceil(every / step))
+        end = math.floor(self.end.timestamp() / granule) * granule
+        start = max(math.ceil((end - self.seconds) / step) * step, 0)
         return float(start), float(end)
 
 
@@ -194,7 +197,7 @@ def selector(
     any namespace filter.
     """
     labels = config.labels
-    matchers = [f"{m.label}{m.operator}{quote(m.value)}" for m in config.exporter]
+    matchers = _exporter_matchers(config)
     if namespace is not None:
         matchers.append(f"{labels.namespace}={quote(namespace)}")
     elif namespaces is not None:
@@ -211,6 +214,10 @@ def selector(
         else:
             matchers.append(f"{labels.pod}=~{quote(regex_alternatives(pods))}")
     return f"{metric}{{{','.join(matchers)}}}"
+
+
+def _exporter_matchers(config: MetricsConfig) -> list[str]:
+    return [f"{m.label}{m.operator}{quote(m.value)}" for m in config.exporter]
 
 
 def percent(expression: str, config: MetricsConfig) -> str:
@@ -283,11 +290,91 @@ def gpus_held_by_namespace(config: MetricsConfig) -> str:
     return f"count {_by(config.labels.namespace)} ({inner})"
 
 
-def average_utilisation_by_namespace(config: MetricsConfig, window: Window) -> str:
-    """Each namespace's average utilisation over the window (an instant query at its end)."""
+def average_utilisation_by_namespace(
+    config: MetricsConfig, window: Window, *, recorded: bool = False
+) -> str:
+    """Each namespace's average utilisation over the window (an instant query at its end),
+    weighted by GPU time: every sample of every GPU it held counts once, so a pod that ran for
+    ten minutes weighs a tenth of one that ran for a hundred.
+
+    With ``recorded`` (see ``recording_rules``), from the per-namespace sums and counts the
+    portal's recording rules keep: a handful of series instead of every GPU's, which keeps a
+    7-day window over thousands of GPUs within Prometheus' sample limit. Both give the same
+    figure where the rules sample as often as the GPUs are scraped.
+    """
+    by = _by(config.labels.namespace)
+    over = window.range_selector()
+    if recorded:
+        total = f"sum_over_time({recorded_utilisation_sum(config)}{over})"
+        samples = f"sum_over_time({recorded_gpus_held(config)}{over})"
+        return percent(f"{total} / {samples}", config)
     inner = selector(config.utilisation_metric, config, held=True)
-    over_time = f"avg_over_time({inner}{window.range_selector()})"
-    return percent(f"avg {_by(config.labels.namespace)} ({over_time})", config)
+    total = f"sum {by} (sum_over_time({inner}{over}))"
+    samples = f"sum {by} (count_over_time({inner}{over}))"
+    return percent(f"{total} / {samples}", config)
+
+
+# --- recording rules -------------------------------------------------------------------------
+
+# The series the rules below record carry this name and these labels once they are loaded, so
+# that the portal can tell whether they were recording over a window (``recording_rules_cover``).
+# Bump the version when a rule's meaning changes: series recorded under the old one are not used.
+RECORDING_RULES_SERIES = "gpu_portal_recording_rules"
+RECORDING_RULES_VERSION = "1"
+
+
+def _recorded(config: MetricsConfig, operation: str) -> str:
+    """A recorded series' name, ``level:metric:operation`` as Prometheus' naming convention
+    has it; the level is the namespace label of the cluster's layout."""
+    return f"{config.labels.namespace}:{config.utilisation_metric.lower()}:{operation}"
+
+
+def recorded_utilisation_sum(config: MetricsConfig) -> str:
+    """Per namespace, the sum of its GPUs' utilisation (in the metric's own unit)."""
+    return _recorded(config, "sum")
+
+
+def recorded_gpus_held(config: MetricsConfig) -> str:
+    """Per namespace, how many GPUs its pods hold."""
+    return _recorded(config, "count")
+
+
+def recording_rules_labels(config: MetricsConfig) -> dict[str, str]:
+    """What the recorded series were made from: the layout, the metric, the exporter pin (sums
+    over unpinned series could count a tenant's forged ones) and the rules' version."""
+    return {
+        "layout": config.layout,
+        "utilisation_metric": config.utilisation_metric,
+        "exporter": ",".join(_exporter_matchers(config)),
+        "version": RECORDING_RULES_VERSION,
+    }
+
+
+def recording_rules(config: MetricsConfig) -> list[dict]:
+    """Prometheus recording rules (``record``/``expr`` dicts) for the cluster's layout and
+    metric: per namespace, the utilisation summed over its GPUs and the GPUs counted, at each
+    evaluation; and a constant series saying the rules were loaded."""
+    held = selector(config.utilisation_metric, config, held=True)
+    by = _by(config.labels.namespace)
+    return [
+        {"record": recorded_utilisation_sum(config), "expr": f"sum {by} ({held})"},
+        {"record": recorded_gpus_held(config), "expr": f"count {by} ({held})"},
+        {
+            "record": RECORDING_RULES_SERIES,
+            "expr": "vector(1)",
+            "labels": recording_rules_labels(config),
+        },
+    ]
+
+
+def recording_rules_cover(config: MetricsConfig, *, start: float, end: float) -> str:
+    """An instant query with one sample when the portal's rules (this version, for this layout
+    and metric) were recording at both ``start`` and ``end``, none otherwise. Rules begin to
+    record when they are loaded (or from where ``promtool tsdb create-blocks-from rules``
+    backfilled them), so a window that starts earlier must use the raw series."""
+    matchers = ",".join(f"{k}={quote(v)}" for k, v in recording_rules_labels(config).items())
+    series = f"{RECORDING_RULES_SERIES}{{{matchers}}}"
+    return f"{series} @ {start:.3f} and {series} @ {end:.3f}"
 
 
 # --- idle pods -------------------------------------------------------------------------------

@@ -1,6 +1,8 @@
 """Prometheus alert rules for idle GPUs, for teams that prefer Alertmanager to the portal's own
 notifications: the seed's ``LowGPUUsage`` rule, per pod, with the cluster's threshold, window,
-metric and label layout.
+metric and label layout. The cluster-wide file also carries the portal's recording rules
+(``promql.recording_rules``): loaded into the cluster's Prometheus, they keep the cluster page's
+long windows fast, and the portal uses them as soon as they cover a window.
 
 The builders are pure functions returning plain dicts, and YAML text. The export the pages
 serve, ``alert_rules_yaml`` at the end, is the one part that reads Django: the cluster row's
@@ -56,17 +58,23 @@ def low_gpu_usage_rule(
     }
 
 
-def rule_group(name: str, rule: dict) -> dict:
-    return {"name": name, "rules": [rule]}
+def rule_group(name: str, *rules: dict) -> dict:
+    return {"name": name, "rules": list(rules)}
 
 
-def rules_file(group: dict) -> dict:
+def recording_rule_group(name: str, config: promql.MetricsConfig) -> dict:
+    """The portal's recording rules, evaluated at Prometheus' own evaluation interval (which
+    must stay under its 5-minute lookback, as the default 1 minute does)."""
+    return rule_group(name, *promql.recording_rules(config))
+
+
+def rules_file(*groups: dict) -> dict:
     """A plain Prometheus rules file (``rule_files:`` in prometheus.yml)."""
-    return {"groups": [group]}
+    return {"groups": list(groups)}
 
 
-def prometheus_rule(group: dict, *, name: str, namespace: str, managed_by: str) -> dict:
-    """The same group as a Prometheus Operator ``PrometheusRule`` object."""
+def prometheus_rule(*groups: dict, name: str, namespace: str, managed_by: str) -> dict:
+    """The same groups as a Prometheus Operator ``PrometheusRule`` object."""
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PrometheusRule",
@@ -75,7 +83,7 @@ def prometheus_rule(group: dict, *, name: str, namespace: str, managed_by: str) 
             "namespace": namespace,
             "labels": {MANAGED_BY_LABEL: managed_by},
         },
-        "spec": {"groups": [group]},
+        "spec": {"groups": list(groups)},
     }
 
 
@@ -91,23 +99,27 @@ RULE_FORMATS = ("rules", "prometheusrule")
 def alert_rules_yaml(*, cluster: Cluster, team: Team | None, format: str) -> str:
     """The LowGPUUsage rule with the cluster's threshold, window, metric and labels, for one
     team's namespace (or every pod holding GPUs when ``team`` is None), as a plain rules file
-    or a PrometheusRule object."""
+    or a PrometheusRule object. The cluster-wide file adds the recording rules, once per
+    Prometheus (a team's file loaded beside it would otherwise record every series twice)."""
     if format not in RULE_FORMATS:
         raise ValidationError({"format": f"Choose one of {', '.join(RULE_FORMATS)}."})
     namespace = team.slug if team is not None else None
+    config = metrics_config(cluster)
     rule = low_gpu_usage_rule(
-        metrics_config(cluster),
+        config,
         threshold_percent=cluster.idle_utilization_percent,
         window_minutes=cluster.idle_window_minutes,
         namespace=namespace,
     )
     name = f"{settings.PORTAL_NAME}-idle-gpus" + (f"-{team.slug}" if team else "")
-    group = rule_group(name, rule)
+    groups = [rule_group(name, rule)]
+    if team is None:
+        groups.append(recording_rule_group(f"{settings.PORTAL_NAME}-recording", config))
     if format == "rules":
-        return to_yaml(rules_file(group))
+        return to_yaml(rules_file(*groups))
     return to_yaml(
         prometheus_rule(
-            group,
+            *groups,
             name=name,
             namespace=namespace or "monitoring",
             managed_by=settings.PORTAL_NAME,

@@ -356,9 +356,27 @@ MONITORING_PROMETHEUS_TIMEOUT = env_float("MONITORING_PROMETHEUS_TIMEOUT", 10)
 MONITORING_CACHE_SECONDS = env_float("MONITORING_CACHE_SECONDS", 15)
 MONITORING_REFRESH_SECONDS = env_int("MONITORING_REFRESH_SECONDS", 30)
 MONITORING_USAGE_RESOLUTION_SECONDS = env_int("MONITORING_USAGE_RESOLUTION_SECONDS", 60)
-CACHES = {
-    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "portal"}
-}
+# The cache, where monitoring pages keep what they drew. With DJANGO_CACHE_URL (a Redis, as in
+# docker compose, `make test` and `make bench`) every web worker and process shares it: a page one
+# gunicorn worker drew is warm for the others. Without it (the demo) each process keeps its own in
+# memory. Keys start with the database's name (DJANGO_CACHE_KEY_PREFIX to choose another), so
+# portals or test sessions sharing a Redis never read each other's entries.
+DJANGO_CACHE_URL = env("DJANGO_CACHE_URL")
+if DJANGO_CACHE_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": DJANGO_CACHE_URL,
+            "KEY_PREFIX": env("DJANGO_CACHE_KEY_PREFIX", str(DATABASES["default"]["NAME"])),
+        }
+    }
+else:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+            "LOCATION": "portal",
+        }
+    }
 
 # E-mail (idle-GPU notifications) goes out only when a mail server is configured.
 EMAIL_BACKEND = env("DJANGO_EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")

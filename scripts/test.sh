@@ -20,6 +20,8 @@ fi
 
 scripts/bootstrap.sh
 eval "$(scripts/services.sh up postgres redis)"
+# Django's cache in Redis, as in production: the suite proves pages are warm across processes.
+export DJANGO_CACHE_URL="${DJANGO_CACHE_URL:-${CELERY_BROKER_URL%/*}/1}"
 # The local cluster's binaries (Kubernetes, etcd, kwok), built once into ~/.cache; the tests'
 # `devcluster` fixture starts the cluster itself.
 .venv/bin/python -m devcluster build

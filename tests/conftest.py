@@ -5,11 +5,11 @@ Two runs, chosen here and nowhere else:
 
 - ``pytest`` (``make test``, CI): the suite runs on PostgreSQL. ``scripts/services.sh up`` starts a
   private one and exports its ``DATABASE_URL``; a database test on anything else fails at once.
-- ``pytest --fast`` (``make test-fast``): SQLite in memory, whatever ``DATABASE_URL`` says, and no
-  service started. Tests marked as needing a service are deselected; one selected anyway (``-m``)
-  fails and says why, so the fast loop never passes a test it cannot prove. The schema is built
-  from the models rather than by replaying the migrations: the full run replays them, and checks
-  that they match the models.
+- ``pytest --fast`` (``make test-fast``): SQLite in memory, whatever ``DATABASE_URL`` says, the
+  cache in memory, whatever ``DJANGO_CACHE_URL`` says, and no service started. Tests marked as
+  needing a service are deselected; one selected anyway (``-m``) fails and says why, so the fast
+  loop never passes a test it cannot prove. The schema is built from the models rather than by
+  replaying the migrations: the full run replays them, and checks that they match the models.
 
 The bad-input suites (``tests/abuse``, marked ``abuse``) need no service but take minutes of CPU:
 the fast loop leaves them out unless asked (``make test-abuse``: ``pytest --fast -m abuse``), and
@@ -57,6 +57,7 @@ SERVICE_FIXTURES = {
     "own_queue": ["redis"],
     "redis_url": ["redis"],
     "own_redis": ["redis"],
+    "shared_cache": ["redis"],
     "devcluster": ["devcluster"],
     # The fault tests' own PostgreSQL, Redis and portal processes (tests/integration/faults).
     "private_portal": ["postgres", "redis", "worker"],
@@ -71,6 +72,7 @@ SERVICE_MARKERS = sorted({marker for markers in SERVICE_FIXTURES.values() for ma
 # Left out of the fast loop by default for their time alone: they can run there (``-m``).
 SLOW_MARKERS = ["abuse"]
 FAST_DATABASE = {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}
+FAST_CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
 
 def pytest_addoption(parser):
@@ -94,6 +96,7 @@ def pytest_configure(config):
         config.option.markexpr = "not (" + " or ".join(SERVICE_MARKERS + SLOW_MARKERS) + ")"
     config.option.nomigrations = True
     _use_database(FAST_DATABASE)
+    django_settings.CACHES = FAST_CACHES  # whatever DJANGO_CACHE_URL says: no Redis here
 
 
 def _use_database(database: dict) -> None:

@@ -61,6 +61,7 @@ from gpujobs import manifests  # noqa: E402
 from gpujobs.models import GpuJob  # noqa: E402
 from gpujobs.specs import ContainerRequest, JobRequest  # noqa: E402
 from tenants.models import Membership, QuotaGrant, QuotaRequest, Team  # noqa: E402
+from tests.bench.summary import Goal, Summary  # noqa: E402
 
 JOBS = int(os.environ.get("BENCH_GPUJOBS", "500"))
 RUN_SECONDS = int(os.environ.get("BENCH_GPUJOBS_RUN_SECONDS", "5"))
@@ -582,5 +583,27 @@ def write(results: dict) -> None:
     print("\n".join(lines))
 
 
+def record(board: Summary, results: dict) -> None:
+    """End to end (API call to Job on the cluster) beside kubectl creating the same Jobs: the
+    API-only figure (accepted and queued) is not compared with anything that creates objects."""
+    board.row(
+        f"submit {results['jobs']} one-GPU jobs, end to end",
+        portal=results["portal_end_to_end"]["jobs_per_s"],
+        alternative=results["kubectl_create"]["jobs_per_s"],
+        alternative_is="kubectl create -f of the same Jobs",
+        unit="jobs/s",
+        goal=Goal.ratio_at_least(1.0),
+    )
+    board.row(
+        "pod Running to portal showing it, p99",
+        portal=results["lag_from_pod_change_to_portal"]["running"]["p99_ms"],
+        unit="ms",
+        goal=Goal.portal_at_most(1000),
+    )
+
+
 if __name__ == "__main__":
-    write(run())
+    board = Summary("gpujobs")
+    outcome = run()
+    write(outcome)
+    record(board, outcome)

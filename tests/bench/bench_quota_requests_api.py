@@ -35,6 +35,7 @@ from django.utils import timezone  # noqa: E402
 
 from clusters.models import Cluster, GpuCapacity  # noqa: E402
 from tenants.models import Membership, QuotaRequest, Team  # noqa: E402
+from tests.bench.summary import Goal, Summary  # noqa: E402
 
 ROWS = 10_000
 TEAMS = 20
@@ -184,8 +185,23 @@ def write(results: dict) -> None:
     print("\n".join(lines))
 
 
+def record(board: Summary, results: dict) -> None:
+    for p in results["pages"]:
+        board.row(
+            f"list {results['rows']:,} quota requests, {p['page_size']:,} a page",
+            portal=p["api_ms"],
+            alternative=p["bare_ms"],
+            alternative_is="bare values() view, the same rows as JSON",
+            unit="ms",
+            goal=Goal.ratio_at_most(1.5),
+            note=f"{p['api_queries']} SQL queries",
+        )
+
+
 if __name__ == "__main__":
+    board = Summary("quota-requests API")
     outcome = run()
     write(outcome)
+    record(board, outcome)
     if not outcome["api_queries_constant_across_page_sizes"]:
         sys.exit("API queries per page grow with the page size")

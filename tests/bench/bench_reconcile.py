@@ -41,6 +41,7 @@ from devcluster import api as devcluster_api  # noqa: E402
 from devcluster import builder  # noqa: E402
 from tenants import manifests, reconcile  # noqa: E402
 from tenants.models import Membership, QuotaGrant, QuotaRequest, Team  # noqa: E402
+from tests.bench.summary import Goal, Summary  # noqa: E402
 
 TEAMS = int(os.environ.get("BENCH_RECONCILE_TEAMS", "200"))
 PORTAL_PREFIX = "bench-rc"
@@ -225,8 +226,37 @@ def write(results: dict) -> None:
     print("\n".join(lines))
 
 
+def record(board: Summary, results: dict) -> None:
+    cold, unchanged = results["portal_cold"], results["portal_unchanged"]
+    board.row(
+        f"reconcile {results['teams']} teams ({results['objects']:,} objects), cold",
+        portal=cold["seconds"],
+        alternative=results["kubectl_cold"]["seconds"],
+        alternative_is="kubectl apply --server-side of the same manifests",
+        unit="s",
+        goal=Goal.ratio_at_most(0.8),
+    )
+    board.row(
+        f"reconcile {results['teams']} teams, nothing changed",
+        portal=unchanged["seconds"],
+        alternative=cold["seconds"],
+        alternative_is="the portal's cold pass",
+        unit="s",
+        goal=Goal.ratio_at_most(0.1),
+        note=f"{unchanged['reads']} reads, {unchanged['writes']} writes",
+    )
+    board.row(
+        f"reconcile {results['teams']} teams, nothing changed: writes",
+        portal=unchanged["writes"],
+        unit="writes",
+        goal=Goal.portal_at_most(0),
+    )
+
+
 if __name__ == "__main__":
+    board = Summary("reconcile")
     outcome = run()
     write(outcome)
+    record(board, outcome)
     if outcome["unchanged_pass_write_calls"]:
         sys.exit("the unchanged pass wrote to the cluster")

@@ -8,7 +8,10 @@ restarts the shared Prometheus: one that is down, slow or wrong is a Prometheus 
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
+import redis
 
 from tests import factories
 from tests.integration.monitoring.workloads import (
@@ -32,6 +35,32 @@ def _on_postgresql(postgres_database):
 def _portal_settings(settings):
     settings.MONITORING_CACHE_SECONDS = 0  # every poll asks Prometheus afresh
     settings.MONITORING_PROMETHEUS_TIMEOUT = 10
+
+
+@pytest.fixture
+def shared_cache(settings):
+    """Django's cache in the suite's Redis, as production runs it (keys under a prefix of this
+    test's own, deleted afterwards), answers kept for a minute; the environment another process
+    needs to share it."""
+    url = f"{settings.CELERY_BROKER_URL.rsplit('/', 1)[0]}/1"
+    prefix = f"test-{uuid.uuid4().hex}"
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": url,
+            "KEY_PREFIX": prefix,
+        }
+    }
+    settings.MONITORING_CACHE_SECONDS = 60
+    yield {
+        "DJANGO_CACHE_URL": url,
+        "DJANGO_CACHE_KEY_PREFIX": prefix,
+        "MONITORING_CACHE_SECONDS": "60",
+    }
+    client = redis.Redis.from_url(url)
+    for key in client.scan_iter(f"{prefix}:*"):
+        client.delete(key)
+    client.close()
 
 
 @pytest.fixture

@@ -131,3 +131,74 @@ def test_every_point_reaches_the_figure_although_plotly_checks_only_the_first():
 def test_a_malformed_array_still_fails_at_build_time():
     with pytest.raises(ValueError, match="z"):
         figures._figure([{"type": "heatmap", "z": "not an array"}], {})
+
+
+# --- what pages send ---------------------------------------------------------------------------
+
+
+def sent(figure):
+    import json
+
+    return json.loads(figures.to_json(figure))
+
+
+def test_evenly_spaced_points_go_out_as_a_start_and_a_step():
+    figure = figures.time_series(
+        [series("p", [1, 2.5, 3], start=1_700_000_000, step=60)],
+        title="t",
+        axis=Axis("x"),
+        name=str,
+    )
+    (trace,) = sent(figure)["data"]
+    assert "x" not in trace
+    assert (trace["x0"], trace["dx"]) == (1_700_000_000_000, 60_000)
+    assert trace["y"] == [1, 2.5, 3]
+
+
+def test_missing_steps_become_gaps_in_the_line_rather_than_a_straight_line_across():
+    gappy = Series({"pod": "p"}, [0, 60, 240], [1, 2, 5])
+    (trace,) = sent(figures.time_series([gappy], title="t", axis=Axis("x"), name=str))["data"]
+    assert (trace["x0"], trace["dx"]) == (0, 60_000)
+    assert trace["y"] == [1, 2, None, None, 5]
+
+
+def test_a_heatmaps_columns_go_out_as_a_start_and_a_step_and_its_rows_as_they_are():
+    a = Series({"Hostname": "n1", "gpu": "0"}, [0, 60, 120], [1.4, 2.6, 3])
+    heat = figures.heatmap(
+        [a], title="h", row=lambda _: "n1/0", start=0, end=120, step=60, axis=Axis("%")
+    )
+    (trace,) = sent(heat)["data"]
+    assert (trace["x0"], trace["dx"]) == (0, 60_000)
+    assert trace["z"] == [[1, 3, 3]]  # a colour cannot show tenths
+    assert trace["y"] == ["n1/0"]
+
+
+def test_bars_keep_their_values_and_categories():
+    ranked = sent(figures.ranking([("a", 3), ("b", 2), ("c", 1)], title="t", axis=Axis("GPUs")))
+    assert ranked["data"][0]["x"] == [3, 2, 1]
+    bars = sent(
+        figures.allocation_bars(["n1", "n2"], allocatable=[8, 8], allocated=[1, 2], title="t")
+    )
+    assert bars["data"][0]["x"] == ["n1", "n2"]
+
+
+def test_sent_figures_are_compact_whole_numbers_without_a_decimal_point_and_cannot_close_a_script():
+    figure = figures.time_series(
+        [series("</script><script>alert(1)</script>&", [40.0, 41.5])],
+        title="t",
+        axis=Axis("x"),
+        name=lambda labels: labels["pod"],
+    )
+    text = figures.to_json(figure)
+    assert "</script>" not in text
+    assert "<" not in text
+    assert "&" not in text
+    assert '"type":"scatter"' in text  # no spaces between items
+    assert '"y":[40,41.5]' in text
+    assert sent(figure)["data"][0]["name"] == "</script><script>alert(1)</script>&"
+
+
+def test_a_figure_of_a_shape_already_checked_with_a_misspelt_attribute_still_fails():
+    figures._figure([{"type": "bar", "x": [1], "y": [2]}], {"title": {"text": "ok"}})
+    with pytest.raises(ValueError, match="colour"):
+        figures._figure([{"type": "bar", "x": [1], "y": [2], "colour": "red"}], {})

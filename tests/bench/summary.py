@@ -1,0 +1,187 @@
+"""One table for every benchmark: each bench script records its rows here as it measures them,
+and ``python tests/bench/summary.py`` (the last step of ``make bench``) renders them into
+``bench-results/SUMMARY.md``.
+
+A row is one comparison: what was done, the portal's figure, the alternative's figure measured in
+the same run and what that alternative is, their ratio (portal / alternative), the goal and
+whether it is met, and how busy the machine was (load average when the script started and when
+the row was measured, and the CPU count): the figures move with the load of a shared machine.
+
+Rows are appended to ``bench-results/summary.jsonl``, one JSON object a line; ``make bench``
+empties it first. A script run on its own adds its rows to the last run's: the table keeps only
+each benchmark's latest run.
+
+    summary = Summary("quota-requests API")  # at the start of the run: notes the load
+    summary.row(
+        "list 10,000 quota requests, 10 a page",
+        portal=10.5, alternative=3.8, unit="ms", alternative_is="bare values() view",
+        goal=Goal.ratio_at_most(1.5),
+    )
+
+Pure Python, no Django: it runs after the benchmarks, outside them.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parents[2] / "bench-results"
+ROWS = RESULTS / "summary.jsonl"
+TABLE = RESULTS / "SUMMARY.md"
+
+
+@dataclass(frozen=True)
+class Goal:
+    """What a row must reach: its ratio (portal / alternative) or the portal's own figure, at
+    most or at least ``value``."""
+
+    of: str  # "ratio" or "portal"
+    at_most: bool
+    value: float
+
+    @classmethod
+    def ratio_at_most(cls, value: float) -> Goal:
+        return cls("ratio", True, value)
+
+    @classmethod
+    def ratio_at_least(cls, value: float) -> Goal:
+        return cls("ratio", False, value)
+
+    @classmethod
+    def portal_at_most(cls, value: float) -> Goal:
+        return cls("portal", True, value)
+
+    @classmethod
+    def portal_at_least(cls, value: float) -> Goal:
+        return cls("portal", False, value)
+
+    def met(self, *, portal: float | None, ratio: float | None) -> bool | None:
+        figure = ratio if self.of == "ratio" else portal
+        if figure is None:
+            return None
+        return figure <= self.value if self.at_most else figure >= self.value
+
+    def text(self, unit: str) -> str:
+        sign = "≤" if self.at_most else "≥"
+        return f"{sign} {self.value:g}×" if self.of == "ratio" else f"{sign} {self.value:g} {unit}"
+
+
+def _load() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+class Summary:
+    """The rows of one benchmark's run. Made at the start of the run, it notes the load then."""
+
+    def __init__(self, bench: str, *, rows: Path = ROWS) -> None:
+        self.bench = bench
+        self.rows = rows
+        self.run = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+        self.load_at_start = _load()
+
+    def row(
+        self,
+        work: str,
+        *,
+        portal: float | None,
+        unit: str,
+        goal: Goal,
+        alternative: float | None = None,
+        alternative_is: str = "",
+        note: str = "",
+    ) -> dict:
+        """Record one comparison (``alternative`` None when the goal is the portal's own
+        figure, with nothing to compare it to) and return it."""
+        ratio = round(portal / alternative, 2) if portal is not None and alternative else None
+        record = {
+            "bench": self.bench,
+            "run": self.run,
+            "work": work,
+            "portal": portal,
+            "alternative": alternative,
+            "alternative_is": alternative_is,
+            "unit": unit,
+            "ratio": ratio,
+            "goal": asdict(goal),
+            "met": goal.met(portal=portal, ratio=ratio),
+            "note": note,
+            "load_at_start": self.load_at_start,
+            "load_at_end": _load(),
+            "cpus": os.cpu_count(),
+        }
+        self.rows.parent.mkdir(parents=True, exist_ok=True)
+        with self.rows.open("a") as file:
+            file.write(json.dumps(record) + "\n")
+        return record
+
+
+def latest_runs(records: list[dict]) -> list[dict]:
+    """Each benchmark's rows from its latest run, in the order the benchmarks first appear."""
+    latest: dict[str, str] = {}
+    for record in records:
+        latest[record["bench"]] = max(latest.get(record["bench"], ""), record["run"])
+    return [r for r in records if r["run"] == latest[r["bench"]]]
+
+
+def _number(value: float | None, unit: str = "") -> str:
+    if value is None:
+        return "—"
+    text = f"{value:,.3g}" if abs(value) < 100 else f"{value:,.0f}"
+    return f"{text} {unit}".strip()
+
+
+def render(records: list[dict]) -> str:
+    rows = latest_runs(records)
+    met = [r["met"] for r in rows if r["met"] is not None]
+    lines = [
+        "# Benchmarks: the portal beside the alternative",
+        "",
+        "Written by `make bench` (`tests/bench/summary.py`) from the rows each benchmark recorded "
+        "in `bench-results/summary.jsonl`; each benchmark's own report is beside it in "
+        "`bench-results/`. Ratio = portal / alternative, both measured in the same run. Load: "
+        "the 1-minute load average when the benchmark started and when the row was measured, "
+        "out of that many CPUs.",
+        "",
+        f"{sum(met)} of {len(met)} goals met.",
+        "",
+        "| benchmark | work | portal | alternative | ratio | goal | met | load (CPUs) |",
+        "| --- | --- | ---: | --- | ---: | --- | :---: | --- |",
+    ]
+    for r in rows:
+        goal = Goal(**r["goal"])
+        alternative = _number(r["alternative"], r["unit"])
+        if r["alternative_is"]:
+            alternative = f"{alternative} ({r['alternative_is']})"
+        work = f"{r['work']} ({r['note']})" if r["note"] else r["work"]
+        met_text = {True: "yes", False: "**no**", None: "—"}[r["met"]]
+        lines.append(
+            f"| {r['bench']} | {work} | {_number(r['portal'], r['unit'])} | {alternative} "
+            f"| {_number(r['ratio'])} | {goal.text(r['unit'])} | {met_text} "
+            f"| {r['load_at_start']:g} → {r['load_at_end']:g} ({r['cpus']}) |"
+        )
+    runs = sorted({(r["bench"], r["run"]) for r in rows}, key=lambda pair: pair[1])
+    lines += ["", "Runs: " + "; ".join(f"{bench} {run}" for bench, run in runs) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def read(path: Path = ROWS) -> list[dict]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def main() -> None:
+    records = read()
+    if not records:
+        sys.exit(f"no benchmark recorded a row in {ROWS}")
+    TABLE.write_text(render(records))
+    print(TABLE.read_text())
+
+
+if __name__ == "__main__":
+    main()

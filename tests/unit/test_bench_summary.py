@@ -1,0 +1,68 @@
+"""The benchmarks' summary table: rows recorded by each benchmark, rendered into one table with
+each row's ratio, goal and verdict; only each benchmark's latest run."""
+
+from tests.bench import summary
+from tests.bench.summary import Goal, Summary
+
+
+def test_a_row_records_both_figures_their_ratio_the_goal_its_verdict_and_the_load(tmp_path):
+    rows = tmp_path / "summary.jsonl"
+    run = Summary("quota-requests API", rows=rows)
+    row = run.row(
+        "list, 10 a page",
+        portal=10.5,
+        alternative=3.5,
+        alternative_is="bare values() view",
+        unit="ms",
+        goal=Goal.ratio_at_most(1.5),
+    )
+    assert row["ratio"] == 3.0
+    assert row["met"] is False
+    assert row["cpus"] >= 1
+    assert {"load_at_start", "load_at_end"} <= set(row)
+    assert summary.read(rows) == [row]
+
+
+def test_goals_on_the_ratio_or_on_the_portals_own_figure_either_way():
+    assert Goal.ratio_at_most(1.2).met(portal=110, ratio=1.1)
+    assert not Goal.ratio_at_least(1.0).met(portal=9.8, ratio=0.43)
+    assert Goal.portal_at_most(100).met(portal=60, ratio=None)
+    assert Goal.portal_at_least(10).met(portal=10, ratio=None)
+    assert Goal.ratio_at_most(1.2).met(portal=1, ratio=None) is None
+    assert Goal.ratio_at_most(1.2).text("ms") == "≤ 1.2×"
+    assert Goal.portal_at_most(100).text("ms") == "≤ 100 ms"
+
+
+def test_the_table_has_a_row_per_comparison_of_each_benchmarks_latest_run(tmp_path):
+    rows = tmp_path / "summary.jsonl"
+    old = Summary("monitoring", rows=rows)
+    old.run = "2026-01-01T00:00:00+00:00"
+    old.row("team page, cold", portal=300, alternative=100, unit="ms", goal=Goal.ratio_at_most(1.2))
+    new = Summary("monitoring", rows=rows)
+    new.run = "2026-01-02T00:00:00+00:00"
+    new.row("team page, cold", portal=110, alternative=100, unit="ms", goal=Goal.ratio_at_most(1.2))
+    new.row("team page, warm", portal=40, unit="ms", goal=Goal.portal_at_most(100))
+    Summary("reconcile", rows=rows).row(
+        "200 teams, cold",
+        portal=7.2,
+        alternative=5.1,
+        alternative_is="kubectl apply --server-side",
+        unit="s",
+        goal=Goal.ratio_at_most(0.8),
+    )
+
+    table = summary.render(summary.read(rows))
+
+    lines = [line for line in table.splitlines() if line.startswith("| monitoring")]
+    assert lines == [
+        "| monitoring | team page, cold | 110 ms | 100 ms | 1.1 | ≤ 1.2× | yes "
+        f"| {lines[0].rsplit('| ', 1)[1]}",
+        "| monitoring | team page, warm | 40 ms | — | — | ≤ 100 ms | yes "
+        f"| {lines[1].rsplit('| ', 1)[1]}",
+    ]
+    assert (
+        "| reconcile | 200 teams, cold | 7.2 s | 5.1 s (kubectl apply --server-side) | 1.41 "
+        in table
+    )
+    assert "**no**" in table
+    assert "2 of 3 goals met." in table

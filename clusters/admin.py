@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.db import models
 
 from clusters.models import Cluster, GpuCapacity, GpuModelCapacity
+from clusters.signals import settings_changed
 
 
 class GpuCapacityInline(admin.TabularInline):
@@ -30,3 +31,10 @@ class ClusterAdmin(admin.ModelAdmin):
     inlines = [GpuCapacityInline, GpuModelCapacityInline]
     # API servers and Prometheus are reached over https unless a URL says otherwise.
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
+
+    def save_model(self, request, obj, form, change):
+        before = Cluster.objects.get(pk=obj.pk) if change else None
+        super().save_model(request, obj, form, change)
+        # Its admission policies and team namespaces follow (``tenants`` listens): placement,
+        # registries, Pod Security level and user prefix all reach the cluster.
+        settings_changed.send(sender=Cluster, cluster=obj, before=before, actor=request.user)

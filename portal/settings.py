@@ -43,6 +43,8 @@ ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS")
 
 PORTAL_NAME = env("PORTAL_NAME", "gpu-portal")
+# The namespace the portal's own pods run in (deploy/namespace.yaml): never a team's.
+PORTAL_NAMESPACE = env("PORTAL_NAMESPACE", "gpu-portal")
 
 INSTALLED_APPS = [
     "django.contrib.admin",

@@ -17,6 +17,28 @@ dns1123_label_validator = RegexValidator(
     code="dns1123_label",
 )
 
+# Namespaces no team may have: Kubernetes' own, and the one the portal itself runs in.
+RESERVED_NAMESPACES = ("default",)
+RESERVED_NAMESPACE_PREFIXES = ("kube-",)
+
+
+def validate_namespace_not_reserved(name: str) -> None:
+    """A team's slug becomes its namespace: Kubernetes' own namespaces (``default``,
+    ``kube-*``) and the portal's (``PORTAL_NAMESPACE``) are never a team's."""
+    from django.conf import settings  # read when validating: tests change the setting
+
+    if name in RESERVED_NAMESPACES or name.startswith(RESERVED_NAMESPACE_PREFIXES):
+        raise ValidationError(
+            f"{name!r} is one of Kubernetes' own namespaces (default, kube-*); choose another.",
+            code="reserved_namespace",
+        )
+    if name == settings.PORTAL_NAMESPACE:
+        raise ValidationError(
+            f"{name!r} is the namespace the portal itself runs in; choose another.",
+            code="reserved_namespace",
+        )
+
+
 # A Kubernetes extended resource name such as nvidia.com/gpu or nvidia.com/mig-1g.10gb.
 extended_resource_name_validator = RegexValidator(
     regex=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?\Z",

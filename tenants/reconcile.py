@@ -35,6 +35,7 @@ from clusters.kube import KINDS, Conflict, KubeClient, KubeError, NotFound, NotO
 from clusters.models import Cluster, GpuCapacity, GpuModelCapacity, QuotaMode
 from tenants import manifests, queue_manifests
 from tenants.models import (
+    ClusterState,
     Membership,
     QuotaGrant,
     ReconcileState,
@@ -46,13 +47,13 @@ from tenants.namespaces import NamespaceNotOwned, check_namespace_owned
 
 logger = logging.getLogger(__name__)
 
-NAMESPACED_KINDS = ("ResourceQuota", "LimitRange", "RoleBinding")
+NAMESPACED_KINDS = ("ResourceQuota", "LimitRange", "NetworkPolicy", "RoleBinding")
 # A team's Kueue objects: its LocalQueues in the namespace, its ClusterQueues cluster-wide.
 QUEUE_NAMESPACED_KINDS = ("LocalQueue",)
 QUEUE_CLUSTER_KINDS = ("ClusterQueue",)
 QUEUE_KINDS = (*QUEUE_CLUSTER_KINDS, *QUEUE_NAMESPACED_KINDS)
 # Kinds a team has exactly one object of: read by name rather than listed.
-SINGLE_OBJECT_KINDS = ("ResourceQuota", "LimitRange")
+SINGLE_OBJECT_KINDS = ("ResourceQuota", "LimitRange", "NetworkPolicy")
 # Requests of one pass that may be in flight at once (they are independent of each other).
 MAX_CONCURRENT_REQUESTS = 4
 # First key of the advisory locks that serialise reconcile passes (the second is the row's id).
@@ -69,6 +70,9 @@ class Outcome:
     writes: int = 0
     quota: dict = field(default_factory=dict)
     namespace_deleted: bool = False
+    # The cluster's admission policies are not there yet, so no member was bound: the pass
+    # leaves the team pending, and the cluster pass that puts them there asks for another.
+    awaiting_policies: bool = False
     # Whether Kueue objects of the portal's are on the cluster after the pass (None: not read).
     queues: bool | None = None
 
@@ -151,12 +155,17 @@ class Desired:
 
     objects: list[dict]
     queues: bool  # Kueue mode: the team's queues are among the objects
+    awaiting_policies: bool = False  # members left unbound until the admission policies are on
 
 
 def team_state(*, team: Team, cluster: Cluster) -> manifests.TeamOnCluster:
-    """The team's state on the cluster as the database holds it now (three queries)."""
+    """The team's state on the cluster as the database holds it now (three queries). Only
+    active users are members on the cluster: deactivating a user drops them from every
+    binding."""
     grants = QuotaGrant.objects.filter(team=team, cluster=cluster, state=QuotaGrant.State.ACTIVE)
-    members = Membership.objects.filter(team=team).values_list("user__username", "role")
+    members = Membership.objects.filter(team=team, user__is_active=True).values_list(
+        "user__username", "role"
+    )
     offered = GpuCapacity.objects.filter(cluster=cluster).values_list("resource_name", flat=True)
     return manifests.team_on_cluster(
         slug=team.slug,
@@ -178,24 +187,34 @@ def team_state(*, team: Team, cluster: Cluster) -> manifests.TeamOnCluster:
         members=[manifests.Member(username=u, role=r) for u, r in members],
         user_prefix=cluster.user_prefix,
         archived=team.archived_at is not None,
+        pod_security_level=cluster.pod_security_level,
     )
+
+
+def admission_in_place(cluster: Cluster) -> bool:
+    """Whether the cluster's admission policies have been applied (members are bound in a
+    team namespace only then: the guard rails come before the access)."""
+    return ClusterState.objects.filter(cluster=cluster, admission_applied_at__isnull=False).exists()
 
 
 def desired_state(*, team: Team, cluster: Cluster, rules: manifests.Policy) -> Desired:
     """Everything the team should have on the cluster: in Kueue mode its queues too, with the
-    ResourceQuota at their ceiling."""
+    ResourceQuota at their ceiling. No member is bound while the cluster's admission policies
+    are not in place."""
     state = team_state(team=team, cluster=cluster)
-    if cluster.quota_mode != QuotaMode.KUEUE:
-        return Desired(manifests.desired_objects(state, rules), queues=False)
-    kueue = kueue_cluster_state(cluster)
-    policy = queue_policy(team=team, cluster=cluster)
-    state = replace(
-        state,
-        gpu_ceiling=tuple(sorted(queue_manifests.quota_ceiling(state, kueue, policy).items())),
-    )
+    kueue_mode = cluster.quota_mode == QuotaMode.KUEUE
+    if kueue_mode:
+        kueue = kueue_cluster_state(cluster)
+        policy = queue_policy(team=team, cluster=cluster)
+        ceiling = queue_manifests.quota_ceiling(state, kueue, policy)
+        state = replace(state, gpu_ceiling=tuple(sorted(ceiling.items())))
     objects = manifests.desired_objects(state, rules)
-    objects += queue_manifests.team_queue_objects(state, kueue, policy, rules)
-    return Desired(objects, queues=True)
+    if kueue_mode:
+        objects += queue_manifests.team_queue_objects(state, kueue, policy, rules)
+    awaiting = not admission_in_place(cluster)
+    if awaiting:
+        objects = [obj for obj in objects if obj["kind"] != "RoleBinding"]
+    return Desired(objects, queues=kueue_mode, awaiting_policies=awaiting)
 
 
 # --- talking to the cluster --------------------------------------------------------------------
@@ -437,6 +456,7 @@ def reconcile_team_on_cluster(
                         rules=rules,
                         queues=desired.queues or state.queues_applied,
                     )
+                    outcome.awaiting_policies = desired.awaiting_policies
             finally:
                 outcome.reads, outcome.writes = client.reads - reads, client.writes - writes
         except KubeError as failure:
@@ -495,7 +515,7 @@ def record(
     fields: dict = {"last_reconciled_at": now, "reconcile_runs": F("reconcile_runs") + 1}
     settled_or_pending = Case(
         When(reconcile_requested_at__gt=started, then=Value(Status.PENDING)),
-        default=Value(Status.IN_SYNC),
+        default=Value(Status.PENDING if outcome.awaiting_policies else Status.IN_SYNC),
     )
     if error is not None:
         fields.update(

@@ -8,10 +8,10 @@ should hold from the database as it is now (its GPU placement, allowed registrie
 and GPU models), lists the kinds, applies what differs with server-side apply and deletes what
 the portal made and no longer wants (a model whose last node went, or every Kueue object once
 the cluster is back in quota only mode). It is asked for when a cluster's settings change, when
-a team first goes onto a cluster whose policies are not there yet, when the mode is switched
-and when the capacity sync sees the nodes change; the periodic sweep runs it for every cluster,
-so hand edits are repaired. Objects without the portal's label are never touched; one with a
-name the portal wants stops the pass with ``NotOwned``.
+the mode is switched and when the capacity sync sees the nodes change; a team's pass runs it
+first on a cluster whose policies are not there yet; the periodic sweep runs it for every
+cluster, so hand edits are repaired. Objects without the portal's label are never touched; one
+with a name the portal wants stops the pass with ``NotOwned``.
 
 Passes for one cluster are serialised by an advisory lock, like a team's; the outcome is
 written to the cluster's ``ClusterState``.
@@ -40,7 +40,6 @@ from tenants.reconcile import (
     queues_applied_after,
     record,
 )
-from tenants.reconcile_triggers import request_reconcile_on_cluster_teams
 
 ADMISSION_KINDS = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
 QUEUE_CLUSTER_KINDS = ("ResourceFlavor", "WorkloadPriorityClass")
@@ -176,8 +175,5 @@ def reconcile_cluster(*, cluster_id: int, kube: KubeClient | None = None) -> Out
         changes = queues_applied_after(outcome=outcome, error=error, kueue_mode=kueue_mode)
         if error is None:
             changes["admission_applied_at"] = timezone.now()
-            if state.admission_applied_at is None:
-                # Team passes bind no member until the policies are there: now they may.
-                request_reconcile_on_cluster_teams(cluster_id=cluster.pk)
         record(state, outcome=outcome, error=error, started=started, changes=changes)
     return finish(outcome, error, what=f"cluster {cluster.name}")

@@ -70,9 +70,6 @@ class Outcome:
     writes: int = 0
     quota: dict = field(default_factory=dict)
     namespace_deleted: bool = False
-    # The cluster's admission policies are not there yet, so no member was bound: the pass
-    # leaves the team pending, and the cluster pass that puts them there asks for another.
-    awaiting_policies: bool = False
     # Whether Kueue objects of the portal's are on the cluster after the pass (None: not read).
     queues: bool | None = None
 
@@ -155,7 +152,6 @@ class Desired:
 
     objects: list[dict]
     queues: bool  # Kueue mode: the team's queues are among the objects
-    awaiting_policies: bool = False  # members left unbound until the admission policies are on
 
 
 def team_state(*, team: Team, cluster: Cluster) -> manifests.TeamOnCluster:
@@ -197,6 +193,19 @@ def admission_in_place(cluster: Cluster) -> bool:
     return ClusterState.objects.filter(cluster=cluster, admission_applied_at__isnull=False).exists()
 
 
+def put_admission_in_place(*, cluster: Cluster, kube: KubeClient) -> KubeError | None:
+    """Run the cluster's own pass now (its admission policies; in Kueue mode its flavors too),
+    so that a team pass on a cluster without them binds its members in the same pass. The
+    cluster pass's error when it failed (recorded on the cluster's state)."""
+    from tenants.cluster_reconcile import reconcile_cluster  # it builds on this module
+
+    try:
+        reconcile_cluster(cluster_id=cluster.pk, kube=kube)
+    except KubeError as error:
+        return error
+    return None
+
+
 def desired_state(*, team: Team, cluster: Cluster, rules: manifests.Policy) -> Desired:
     """Everything the team should have on the cluster: in Kueue mode its queues too, with the
     ResourceQuota at their ceiling. No member is bound while the cluster's admission policies
@@ -211,10 +220,9 @@ def desired_state(*, team: Team, cluster: Cluster, rules: manifests.Policy) -> D
     objects = manifests.desired_objects(state, rules)
     if kueue_mode:
         objects += queue_manifests.team_queue_objects(state, kueue, policy, rules)
-    awaiting = not admission_in_place(cluster)
-    if awaiting:
+    if not admission_in_place(cluster):
         objects = [obj for obj in objects if obj["kind"] != "RoleBinding"]
-    return Desired(objects, queues=kueue_mode, awaiting_policies=awaiting)
+    return Desired(objects, queues=kueue_mode)
 
 
 # --- talking to the cluster --------------------------------------------------------------------
@@ -443,9 +451,16 @@ def reconcile_team_on_cluster(
         kueue_mode = cluster.quota_mode == QuotaMode.KUEUE
         try:
             client = kube or KubeClient.for_cluster(cluster)
+            deleting = team.archived_at is not None and state.namespace_delete_requested_at
+            # No member is bound where the cluster's admission policies are not in place: put
+            # them there first. If that fails the rest is applied all the same, without
+            # bindings, and the pass ends with the cluster's error (retried like any other).
+            policies_error = None
+            if not deleting and not admission_in_place(cluster):
+                policies_error = put_admission_in_place(cluster=cluster, kube=client)
             reads, writes = client.reads, client.writes
             try:
-                if team.archived_at is not None and state.namespace_delete_requested_at:
+                if deleting:
                     outcome = delete_namespace(client, slug=team.slug, rules=rules)
                 else:
                     desired = desired_state(team=team, cluster=cluster, rules=rules)
@@ -456,9 +471,10 @@ def reconcile_team_on_cluster(
                         rules=rules,
                         queues=desired.queues or state.queues_applied,
                     )
-                    outcome.awaiting_policies = desired.awaiting_policies
             finally:
                 outcome.reads, outcome.writes = client.reads - reads, client.writes - writes
+            if policies_error is not None:
+                raise policies_error
         except KubeError as failure:
             error = failure
         changes = queues_applied_after(outcome=outcome, error=error, kueue_mode=kueue_mode)
@@ -515,7 +531,7 @@ def record(
     fields: dict = {"last_reconciled_at": now, "reconcile_runs": F("reconcile_runs") + 1}
     settled_or_pending = Case(
         When(reconcile_requested_at__gt=started, then=Value(Status.PENDING)),
-        default=Value(Status.PENDING if outcome.awaiting_policies else Status.IN_SYNC),
+        default=Value(Status.IN_SYNC),
     )
     if error is not None:
         fields.update(

@@ -39,11 +39,6 @@ def request_reconcile_after_commit(*, team_id: int, cluster_id: int) -> None:
         reconcile_requested_at=timezone.now(), status=TeamCluster.Status.PENDING
     )
     transaction.on_commit(lambda: _send_reconcile(team_id=team_id, cluster_id=cluster_id))
-    if not ClusterState.objects.filter(
-        cluster_id=cluster_id, admission_applied_at__isnull=False
-    ).exists():
-        # The team's members are bound only once the cluster's admission policies are there.
-        request_cluster_reconcile_after_commit(cluster_id=cluster_id)
 
 
 def request_reconcile_on_team_clusters(*, team: Team) -> None:

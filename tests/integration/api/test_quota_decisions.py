@@ -3,9 +3,8 @@
 import datetime
 
 import pytest
-from django.utils import timezone
 
-from tenants.models import AuditEvent, ClusterState, QuotaGrant, QuotaRequest, TeamCluster
+from tenants.models import AuditEvent, QuotaGrant, QuotaRequest, TeamCluster
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -48,7 +47,6 @@ def test_approval_records_audit_events_with_before_and_after(api, admin, pending
 def test_approval_marks_the_team_for_reconcile_and_enqueues_it_after_commit(
     api, admin, pending_request, team, cluster, django_capture_on_commit_callbacks
 ):
-    ClusterState.objects.create(cluster=cluster, admission_applied_at=timezone.now())
     # The callbacks are captured, not run: no worker or broker is needed to see the hook fired.
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         response = api.as_user(admin).post(url(pending_request, "approve"), {})
@@ -58,19 +56,6 @@ def test_approval_marks_the_team_for_reconcile_and_enqueues_it_after_commit(
     assert marker.reconcile_requested_at is not None
     (enqueue,) = callbacks
     assert "request_reconcile_after_commit" in getattr(enqueue, "__qualname__", repr(enqueue))
-
-
-def test_the_first_team_on_a_cluster_without_its_admission_policies_asks_for_them_too(
-    api, admin, pending_request, cluster, django_capture_on_commit_callbacks
-):
-    with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        api.as_user(admin).post(url(pending_request, "approve"), {})
-
-    names = [getattr(callback, "__qualname__", repr(callback)) for callback in callbacks]
-    assert len(names) == 2
-    assert "request_reconcile_after_commit" in names[0]
-    assert "request_cluster_reconcile_after_commit" in names[1]
-    assert ClusterState.objects.get(cluster=cluster).status == ClusterState.Status.PENDING
 
 
 def test_admin_approves_fewer_gpus_for_a_shorter_period(api, admin, pending_request, today):

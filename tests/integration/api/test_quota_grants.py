@@ -3,10 +3,9 @@
 import datetime
 
 import pytest
-from django.utils import timezone
 
 from tenants import services
-from tenants.models import AuditEvent, ClusterState, QuotaGrant, TeamCluster
+from tenants.models import AuditEvent, QuotaGrant, TeamCluster
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -76,7 +75,6 @@ def test_admin_filters_grants(api, admin, grant, other_grant, query, expected):
 def test_admin_revokes_a_grant_and_the_team_is_reconciled(
     api, admin, grant, team, cluster, django_capture_on_commit_callbacks
 ):
-    ClusterState.objects.create(cluster=cluster, admission_applied_at=timezone.now())
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         response = api.as_user(admin).post(url(grant, "revoke"), {"note": "Project ended."})
 
@@ -124,7 +122,6 @@ def test_revoking_a_grant_that_is_not_active_is_409(api, admin, grant, state):
 
 
 def test_admin_shrinks_a_grants_gpus(api, admin, grant, django_capture_on_commit_callbacks):
-    ClusterState.objects.create(cluster=grant.cluster, admission_applied_at=timezone.now())
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         response = api.as_user(admin).post(url(grant, "shrink"), {"gpus": 2, "note": "Idle."})
 

@@ -24,13 +24,12 @@ from django.utils import timezone
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
-from clusters.vocabulary import MANAGED_BY_LABEL
 from portal.celery import app as celery_app
 from tenants import services
 from tenants.models import ClusterState, Membership
 from tests import factories
 from tests.integration.conftest import wait_for
-from tests.integration.kube import read_or_none
+from tests.integration.kube import read_or_none, remove_admission_objects
 from tests.integration.kueue_portal import KueueObjects
 from tests.integration.portal_identity import (
     confine,
@@ -66,28 +65,6 @@ def route_job_tasks(monkeypatch, queue: str) -> None:
     for task in (submit_job._get_current_object(), delete_job._get_current_object()):
         monkeypatch.setattr(task, "queue", queue, raising=False)
         monkeypatch.setattr(task, "_exec_options", None)
-
-
-def remove_admission_objects(api: client.ApiClient, portal_name: str) -> None:
-    """The portal's admission policies and bindings (the cluster pass's), as the admin."""
-    admission = client.AdmissionregistrationV1Api(api)
-    selector = f"{MANAGED_BY_LABEL}={portal_name}"
-    for items, delete in (
-        (
-            admission.list_validating_admission_policy_binding(label_selector=selector).items,
-            admission.delete_validating_admission_policy_binding,
-        ),
-        (
-            admission.list_validating_admission_policy(label_selector=selector).items,
-            admission.delete_validating_admission_policy,
-        ),
-    ):
-        for item in items:
-            try:
-                delete(item.metadata.name)
-            except ApiException as error:
-                if error.status != 404:
-                    raise
 
 
 @pytest.fixture(scope="package")

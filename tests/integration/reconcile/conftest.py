@@ -30,7 +30,7 @@ from tenants.models import Membership, TeamCluster
 from tests import factories
 from tests.integration import kube
 from tests.integration.conftest import REPO_ROOT, _database_url, wait_for
-from tests.integration.kube import delete_namespace, read_or_none
+from tests.integration.kube import delete_namespace, read_or_none, remove_admission_objects
 from tests.integration.kueue_portal import KueueObjects
 from tests.integration.portal_identity import mint_portal_identity
 
@@ -38,9 +38,11 @@ PORTAL_TEST_USER = "gpu-portal-tests"
 
 
 @pytest.fixture(scope="session")
-def portal_kubeconfig(devcluster, k8s) -> Path:
-    """Credentials bound to deploy/rbac.yaml's ClusterRole and nothing else."""
-    return mint_portal_identity(devcluster, k8s, user=PORTAL_TEST_USER)
+def portal_kubeconfig(devcluster, k8s):
+    """Credentials bound to deploy/rbac.yaml's ClusterRole and nothing else. The admission
+    policies the session's passes installed go at its end."""
+    yield mint_portal_identity(devcluster, k8s, user=PORTAL_TEST_USER)
+    remove_admission_objects(k8s, settings.PORTAL_NAME)
 
 
 @pytest.fixture
@@ -387,6 +389,7 @@ def kueue_portal(postgres_database, devcluster, k8s, tmp_path_factory):
             with celery_app.connection_for_write() as connection:
                 connection.default_channel.queue_delete(queue)
             portal.objects.remove_everything()
+            remove_admission_objects(k8s, name)
 
 
 @pytest.fixture

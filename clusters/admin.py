@@ -3,6 +3,7 @@ from django.contrib import admin
 from django.db import models
 
 from clusters.models import Cluster, GpuCapacity, GpuModelCapacity
+from clusters.signals import settings_changed
 from portal.redaction import MASK, redact, without_credentials
 
 
@@ -64,3 +65,10 @@ class ClusterAdmin(admin.ModelAdmin):
     @admin.display(description="Prometheus URL")
     def prometheus(self, cluster: Cluster) -> str:
         return cluster.prometheus_url_shown
+
+    def save_model(self, request, obj, form, change):
+        before = Cluster.objects.get(pk=obj.pk) if change else None
+        super().save_model(request, obj, form, change)
+        # Its admission policies and team namespaces follow (``tenants`` listens): placement,
+        # registries, Pod Security level and user prefix all reach the cluster.
+        settings_changed.send(sender=Cluster, cluster=obj, before=before, actor=request.user)

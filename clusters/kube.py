@@ -169,7 +169,15 @@ KINDS: dict[str, Kind] = {
     "ResourceQuota": Kind("v1", "resourcequotas", namespaced=True),
     "LimitRange": Kind("v1", "limitranges", namespaced=True),
     "RoleBinding": Kind("rbac.authorization.k8s.io/v1", "rolebindings", namespaced=True),
+    "NetworkPolicy": Kind("networking.k8s.io/v1", "networkpolicies", namespaced=True),
     "Node": Kind("v1", "nodes", namespaced=False),
+    # The admission policies the portal installs on a cluster for the namespaces it manages.
+    "ValidatingAdmissionPolicy": Kind(
+        "admissionregistration.k8s.io/v1", "validatingadmissionpolicies", namespaced=False
+    ),
+    "ValidatingAdmissionPolicyBinding": Kind(
+        "admissionregistration.k8s.io/v1", "validatingadmissionpolicybindings", namespaced=False
+    ),
     # Kueue's, in a cluster in Kueue mode: per cluster the flavors of its GPU models and the
     # priority classes, per team its queues.
     "ResourceFlavor": Kind(KUEUE_API_VERSION, "resourceflavors", namespaced=False),

@@ -1,14 +1,19 @@
 from decimal import Decimal
 
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
+from clusters.image_references import parse_registry_entry
 from clusters.vocabulary import (
     DEFAULT_GPU_MODEL_LABEL,
     DEFAULT_GPU_NODE_SELECTOR,
     DEFAULT_GPU_RESOURCE,
     DEFAULT_GPU_TAINT_KEY,
+    POD_SECURITY_BASELINE,
+    POD_SECURITY_RESTRICTED,
+    SYSTEM_IDENTITY_PREFIX,
 )
 from portal.redaction import redact
 from portal.validators import (
@@ -25,6 +30,47 @@ DEFAULT_DCGM_EXPORTER_SELECTOR = 'job="dcgm-exporter"'
 
 def default_gpu_node_selector() -> dict:
     return dict(DEFAULT_GPU_NODE_SELECTOR)
+
+
+def validate_allowed_registries(value) -> None:
+    """A list of registry hosts, or paths under one (``registry.example.com/vision``)."""
+    if not isinstance(value, list) or not all(isinstance(entry, str) for entry in value):
+        raise ValidationError(
+            'Give a list of registries, e.g. ["registry.example.com", "docker.io/library"].',
+            code="allowed_registries",
+        )
+    bad = [entry for entry in value if parse_registry_entry(entry) is None]
+    if bad:
+        raise ValidationError(
+            f"Not a registry: {', '.join(repr(entry) for entry in bad[:5])}. Each entry starts "
+            "with a registry host (with a '.' or a port, or localhost), optionally followed by "
+            "a lower-case path: registry.example.com, localhost:5000, docker.io/library "
+            "(Docker Hub's official images), docker.io/nvidia.",
+            code="allowed_registries",
+        )
+
+
+def validate_user_prefix(value: str) -> None:
+    """Members' identities must not fall among Kubernetes' own (``system:...``)."""
+    if value.lower().startswith(SYSTEM_IDENTITY_PREFIX):
+        raise ValidationError(
+            f"Must not start with {SYSTEM_IDENTITY_PREFIX!r}: Kubernetes keeps those identities "
+            "for itself.",
+            code="user_prefix",
+        )
+    if any(char.isspace() for char in value):
+        raise ValidationError("Must not contain spaces.", code="user_prefix")
+
+
+class PodSecurityLevel(models.TextChoices):
+    """The Pod Security Standard a cluster's team namespaces enforce (they warn and audit at
+    restricted whatever it is)."""
+
+    BASELINE = POD_SECURITY_BASELINE, "Baseline (no privileged, host namespaces or hostPath)"
+    RESTRICTED = (
+        POD_SECURITY_RESTRICTED,
+        "Restricted (also non-root, no privilege escalation, all capabilities dropped)",
+    )
 
 
 class MetricsLabelLayout(models.TextChoices):
@@ -75,13 +121,28 @@ class Cluster(models.Model):
         max_length=100,
         default="portal:",
         blank=True,
+        validators=[validate_user_prefix],
         help_text="Prefix on portal usernames for the members' identities in this cluster's RBAC.",
     )
     allowed_registries = models.JSONField(
         default=list,
         blank=True,
-        help_text="Image registries GPU jobs may pull from, e.g. ['registry.example.com/']. "
-        "Empty allows any.",
+        validators=[validate_allowed_registries],
+        help_text="Registries every container in a team namespace may pull from (the portal's "
+        'jobs and anything members run there), e.g. ["registry.example.com", '
+        '"docker.io/library"]: a host, or a path under one. Empty allows none, unless '
+        "'allow all registries' is set.",
+    )
+    allow_all_registries = models.BooleanField(
+        default=False,
+        help_text="Allow images from any registry, whatever the list says.",
+    )
+    pod_security_level = models.CharField(
+        max_length=10,
+        choices=PodSecurityLevel.choices,
+        default=PodSecurityLevel.BASELINE,
+        help_text="The Pod Security Standard team namespaces enforce; they warn and audit at "
+        "restricted either way. Under restricted, job images must run as a non-root user.",
     )
     metrics_label_layout = models.CharField(
         max_length=10,
@@ -137,6 +198,10 @@ class Cluster(models.Model):
             ),
             models.CheckConstraint(
                 condition=Q(quota_mode__in=["quota", "kueue"]), name="cluster_quota_mode_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(pod_security_level__in=["baseline", "restricted"]),
+                name="cluster_pod_security_level_valid",
             ),
         ]
 

@@ -9,3 +9,9 @@ from django.dispatch import Signal
 # (``models_changed``: a GPU model appeared or disappeared). Receivers only record and enqueue
 # (after commit); they never talk to a cluster.
 capacity_changed = Signal()
+
+# An admin changed a cluster's settings in the Django admin. Sent inside the change's
+# transaction as ``settings_changed.send(sender=Cluster, cluster=..., before=..., actor=...)``
+# (``before``: the row as it was, unsaved). Receivers record it and enqueue what follows
+# (after commit): the cluster's admission policies and team namespaces follow its settings.
+settings_changed = Signal()

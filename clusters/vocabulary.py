@@ -29,6 +29,54 @@ SUBMITTED_BY_ANNOTATION = f"{PORTAL_PREFIX}/submitted-by"
 # A team's objects: the hash of what the portal last applied, to tell drift from no change.
 DESIRED_HASH_ANNOTATION = f"{PORTAL_PREFIX}/desired-hash"
 
+# --- isolation ---------------------------------------------------------------------------------
+
+# Pod Security Admission's namespace labels (``<mode>`` is enforce, warn or audit; each mode
+# has a ``-version`` label too). Team namespaces enforce the cluster's level and warn and audit
+# at ``restricted``.
+POD_SECURITY_LABEL_PREFIX = "pod-security.kubernetes.io"
+POD_SECURITY_BASELINE = "baseline"
+POD_SECURITY_RESTRICTED = "restricted"
+
+
+def pod_security_label(mode: str) -> str:
+    return f"{POD_SECURITY_LABEL_PREFIX}/{mode}"
+
+
+# What a team's members may do in its namespace: the portal's own ClusterRoles (shipped in
+# deploy/team-roles.yaml), which cannot write RBAC or mint lasting credentials. Leads are bound
+# to the member role and to the lead role (the little leads may do beyond members).
+TEAM_ROLE_LEAD = "lead"
+TEAM_ROLE_MEMBER = "member"
+TEAM_ROLE_VIEWER = "viewer"
+
+
+def team_cluster_role_name(portal_name: str, role: str) -> str:
+    """``gpu-portal-member``: the ClusterRole the portal binds a team role's members to."""
+    return f"{portal_name}-{role}"
+
+
+# The ValidatingAdmissionPolicies the portal installs on each cluster, bound to the namespaces
+# it manages: one for pods (placement, registries, NVIDIA_* variables), one for secrets (no
+# service-account tokens). Each binding has its policy's name.
+ADMISSION_POLICY_PODS = "team-pods"
+ADMISSION_POLICY_SECRETS = "team-secrets"
+
+
+def admission_policy_name(portal_name: str, policy: str) -> str:
+    return f"{portal_name}-{policy}"
+
+
+# The default NetworkPolicy of a team namespace.
+def network_policy_name(portal_name: str) -> str:
+    return f"{portal_name}-team-ingress"
+
+
+# Kubernetes' reserved prefix for its own identities (``system:serviceaccount:...``): no user
+# identity the portal binds may start with it. A ':' is refused in usernames altogether (it
+# separates the cluster's user prefix, and the team groups, from the rest).
+SYSTEM_IDENTITY_PREFIX = "system:"
+
 # --- GPUs --------------------------------------------------------------------------------------
 
 # The extended resource a GPU pod asks for, and the kind a quota request is for by default.
@@ -40,6 +88,13 @@ DEFAULT_GPU_MODEL_LABEL = "nvidia.com/gpu.product"
 # Where GPU pods may go: nodes with these labels (as in the seed), tainted with this key.
 DEFAULT_GPU_NODE_SELECTOR = MappingProxyType({"hardware-type": "gpu"})
 DEFAULT_GPU_TAINT_KEY = "nvidia.com/gpu"
+# The NVIDIA container runtime gives a container the GPUs NVIDIA_VISIBLE_DEVICES names; the
+# device plugin sets it to the GPUs the container was allotted. No workload may set any
+# NVIDIA_* variable itself, except NVIDIA_VISIBLE_DEVICES=void, which hides every GPU (the
+# portal sets it on containers that ask for none).
+NVIDIA_ENV_PREFIX = "NVIDIA_"
+NVIDIA_VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
+NO_GPUS = "void"
 
 # --- Kueue -------------------------------------------------------------------------------------
 

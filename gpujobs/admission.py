@@ -49,7 +49,10 @@ def check_image(image: str, *, cluster: Cluster, errors: Errors, key: str) -> No
     if not image:
         return
     refusal = registry_refusal(
-        image, allowed=cluster.allowed_registries or [], cluster_name=cluster.name
+        image,
+        allowed=cluster.allowed_registries or [],
+        cluster_name=cluster.name,
+        allow_all=cluster.allow_all_registries,
     )
     if refusal:
         errors[key] = refusal

@@ -1,21 +1,18 @@
-"""Container image rules, for every workload: what an image reference may look like, which
-registry an image comes from, and whether a cluster's allowed registries admit it. Pure.
+"""Container image rules for every workload's containers: what an image reference may look like,
+which registry an image comes from, and whether a cluster's allowed registries admit it. Pure.
+
+References are read as the container runtime reads them (``clusters.image_references``), so the
+portal refuses exactly what the cluster's admission policy refuses, and says so first (400).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
+from clusters.image_references import parse_image, registry_entries, repository_allowed
+
 MAX_IMAGE_LENGTH = 500
-# A container image reference: [registry[:port]/]path[:tag][@digest].
-IMAGE_RE = re.compile(
-    r"^(?:(?P<registry>[a-zA-Z0-9](?:[a-zA-Z0-9.-]*[a-zA-Z0-9])?(?::[0-9]+)?)/)?"
-    r"(?P<path>[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*)"
-    r"(?::(?P<tag>[\w][\w.-]{0,127}))?"
-    r"(?:@(?P<digest>[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}))?\Z"
-)
 
 
 def read_image(value: Any, *, errors: dict[str, str], key: str) -> str:
@@ -25,53 +22,55 @@ def read_image(value: Any, *, errors: dict[str, str], key: str) -> str:
     if not image:
         errors[key] = "Give the container image, e.g. registry.example.com/team/trainer:1.2."
         return ""
-    if len(image) > MAX_IMAGE_LENGTH or not IMAGE_RE.match(image):
+    if len(image) > MAX_IMAGE_LENGTH or parse_image(image) is None:
         errors[key] = (
             f"{image[:100]!r} is not a container image reference "
-            "([registry/]path[:tag][@digest], lower-case path)."
+            "([registry[:port]/]path[:tag][@digest], lower-case path)."
         )
         return ""
     return image
 
 
 def image_registry(image: str) -> str:
-    """The registry an image is pulled from; Docker Hub for references without one."""
-    first, _, rest = image.partition("/")
-    if rest and ("." in first or ":" in first or first == "localhost"):
-        return first
-    return "docker.io"
+    """The registry an image is pulled from (lower case); docker.io for Docker Hub."""
+    reference = parse_image(image)
+    return reference.domain if reference else ""
 
 
 def qualified_image(image: str) -> str:
-    """``busybox`` -> ``docker.io/library/busybox``: the form registry prefixes are matched to."""
-    registry = image_registry(image)
-    if image.startswith(f"{registry}/"):
+    """``busybox:1`` -> ``docker.io/library/busybox:1``: the image as the runtime pulls it."""
+    reference = parse_image(image)
+    if reference is None:
         return image
-    return f"docker.io/{image}" if "/" in image else f"docker.io/library/{image}"
+    tag = f":{reference.tag}" if reference.tag else ""
+    digest = f"@{reference.digest}" if reference.digest else ""
+    return f"{reference.repository}{tag}{digest}"
 
 
-def image_allowed(image: str, allowed: Sequence[str]) -> bool:
-    """Whether the image comes from one of the allowed registries (or registry paths).
-
-    An entry matches whole path segments: ``registry.example.com`` allows
-    ``registry.example.com/anything`` but not ``registry.example.com.evil.net/x``. An empty list
-    allows every image.
-    """
-    entries = [entry.strip() for entry in allowed if str(entry).strip()]
-    if not entries:
+def image_allowed(image: str, allowed: Sequence[str], *, allow_all: bool = False) -> bool:
+    """Whether the image comes from one of the allowed registries (or paths under one), by
+    whole path components: ``registry.example.com`` admits ``registry.example.com/anything``
+    but not ``registry.example.com.evil.net/x``. An empty list admits nothing, unless
+    ``allow_all``."""
+    if allow_all:
         return True
-    candidates = {image, qualified_image(image)}
-    for entry in entries:
-        prefix = entry if entry.endswith("/") else f"{entry}/"
-        if any(candidate.startswith(prefix) for candidate in candidates):
-            return True
-    return False
+    reference = parse_image(image)
+    return reference is not None and repository_allowed(
+        reference.repository, registry_entries(allowed)
+    )
 
 
-def registry_refusal(image: str, *, allowed: Sequence[str], cluster_name: str) -> str | None:
+def registry_refusal(
+    image: str, *, allowed: Sequence[str], cluster_name: str, allow_all: bool = False
+) -> str | None:
     """Why a cluster with these allowed registries refuses the image, or None if it admits it."""
-    if image_allowed(image, allowed):
+    if image_allowed(image, allowed, allow_all=allow_all):
         return None
+    if not registry_entries(allowed):
+        return (
+            f"Cluster {cluster_name} allows images from no registry yet: an admin must list "
+            "the registries its jobs may pull from (or allow all)."
+        )
     return (
         f"Image {image} is pulled from {image_registry(image)}, which cluster {cluster_name} "
         f"does not allow. Allowed registries: {', '.join(allowed)}."

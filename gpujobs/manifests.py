@@ -17,7 +17,11 @@ What every Job gets:
   in place;
 * the portal's ownership label, the team label and the job-id label on the Job and its pods, so
   the watcher finds both with one label selector;
-* the command and arguments as the lists the user gave: nothing is joined into a shell string.
+* the command and arguments as the lists the user gave: nothing is joined into a shell string;
+* the safe part of the restricted Pod Security Standard on every pod and container (the
+  runtime's default seccomp profile, no privilege escalation, every capability dropped), and
+  ``runAsNonRoot`` where the cluster enforces restricted (there the image must name a non-root
+  user), so the portal's pods pass whatever level the team's namespace enforces.
 
 ``container`` builds any workload's container from a ``specs.ContainerRequest``.
 """
@@ -38,6 +42,10 @@ from clusters.vocabulary import (
     JOB_ID_LABEL,
     JOB_NAME_ANNOTATION,
     MANAGED_BY_LABEL,
+    NO_GPUS,
+    NVIDIA_VISIBLE_DEVICES,
+    POD_SECURITY_BASELINE,
+    POD_SECURITY_RESTRICTED,
     SUBMITTED_BY_ANNOTATION,
     TEAM_LABEL,
 )
@@ -60,6 +68,8 @@ class Placement:
     gpu_taint_key: str = DEFAULT_GPU_TAINT_KEY
     gpu_model_label: str = DEFAULT_GPU_MODEL_LABEL
     portal_name: str = DEFAULT_PORTAL_NAME
+    # The Pod Security Standard the cluster's team namespaces enforce.
+    pod_security_level: str = POD_SECURITY_BASELINE
 
 
 @dataclass(frozen=True)
@@ -129,6 +139,20 @@ def _resources(limits: dict[str, str], requests: dict[str, str]) -> dict:
     return resources
 
 
+def container_security_context() -> dict:
+    """What restricted asks of every container, and the portal's containers never need."""
+    return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+
+
+def pod_security_context(placement: Placement) -> dict:
+    """The runtime's default seccomp profile always; a non-root user where the cluster
+    enforces restricted (the kubelet then refuses an image that would run as root)."""
+    context: dict = {"seccompProfile": {"type": "RuntimeDefault"}}
+    if placement.pod_security_level == POD_SECURITY_RESTRICTED:
+        context["runAsNonRoot"] = True
+    return context
+
+
 def _env(pairs: EnvPairs) -> list[dict]:
     return [{"name": name, "value": value} for name, value in pairs]
 
@@ -137,8 +161,8 @@ def hide_gpus(env: EnvPairs) -> EnvPairs:
     """The environment of a container that asks for no GPUs. Images built on CUDA set
     NVIDIA_VISIBLE_DEVICES=all, and on a GPU node the NVIDIA runtime would then hand every GPU
     of the node to that container: "void" stops it."""
-    kept = tuple((name, value) for name, value in env if name != "NVIDIA_VISIBLE_DEVICES")
-    return (*kept, ("NVIDIA_VISIBLE_DEVICES", "void"))
+    kept = tuple((name, value) for name, value in env if name != NVIDIA_VISIBLE_DEVICES)
+    return (*kept, (NVIDIA_VISIBLE_DEVICES, NO_GPUS))
 
 
 def container(
@@ -165,6 +189,7 @@ def container(
     resources = _resources({**(gpus or {}), **cpu_memory}, cpu_memory)
     if resources:
         manifest["resources"] = resources
+    manifest["securityContext"] = container_security_context()
     return manifest
 
 
@@ -222,6 +247,7 @@ def job_manifest(spec: JobSpec, placement: Placement) -> dict:
         # Jobs talk to their data, not to the Kubernetes API or the namespace's services.
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
+        "securityContext": pod_security_context(placement),
     }
     if job.preprocess is not None:
         if job.preprocess.mode == PreprocessMode.BEFORE:
@@ -258,6 +284,7 @@ def cluster_placement(cluster: Cluster) -> Placement:
         gpu_taint_key=cluster.gpu_taint_key,
         gpu_model_label=cluster.gpu_model_label,
         portal_name=settings.PORTAL_NAME,
+        pod_security_level=cluster.pod_security_level,
     )
 
 

@@ -26,7 +26,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
-from clusters.vocabulary import DEFAULT_GPU_RESOURCE
+from clusters.vocabulary import DEFAULT_GPU_RESOURCE, NVIDIA_ENV_PREFIX
 from gpujobs.images import read_image
 
 Errors = dict[str, str]
@@ -112,6 +112,12 @@ def read_env(value: Any, *, errors: Errors, key: str = "env") -> EnvPairs:
             errors[key] = (
                 f"{name!r} is not a valid variable name (letters, digits, '_', '-', '.', not "
                 "starting with a digit)."
+            )
+            return ()
+        if name.startswith(NVIDIA_ENV_PREFIX):
+            errors[key] = (
+                f"{name}: {NVIDIA_ENV_PREFIX}* variables decide which GPUs a container sees; "
+                "the device plugin and the portal set them, a job cannot."
             )
             return ()
         if name in seen:

@@ -65,6 +65,8 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS
 SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", not DEBUG)
 
 PORTAL_NAME = env("PORTAL_NAME", "gpu-portal")
+# The namespace the portal's own pods run in (deploy/namespace.yaml): never a team's.
+PORTAL_NAMESPACE = env("PORTAL_NAMESPACE", "gpu-portal")
 
 INSTALLED_APPS = [
     "django.contrib.admin",

@@ -18,13 +18,22 @@ dns1123_label_validator = RegexValidator(
     code="dns1123_label",
 )
 
+# Namespaces no team may have: Kubernetes' own, and the one the portal itself runs in.
+RESERVED_NAMESPACES = ("default",)
+RESERVED_NAMESPACE_PREFIXES = ("kube-",)
 
-def unreserved_namespace_validator(value: str) -> None:
-    """A team's namespace may not be one the cluster or the portal itself lives in: ``default``,
-    ``kube-*`` (kube-system, kube-public, kube-node-lease) or the portal's own."""
-    if value == "default" or value.startswith("kube-") or value == settings.PORTAL_NAME:
+
+def validate_namespace_not_reserved(name: str) -> None:
+    """A team's slug becomes its namespace: Kubernetes' own namespaces (``default``,
+    ``kube-*``) and the portal's (``PORTAL_NAMESPACE``) are never a team's."""
+    if name in RESERVED_NAMESPACES or name.startswith(RESERVED_NAMESPACE_PREFIXES):
         raise ValidationError(
-            f"{value!r} is a namespace of the cluster or the portal itself; choose another slug.",
+            f"{name!r} is one of Kubernetes' own namespaces (default, kube-*); choose another.",
+            code="reserved_namespace",
+        )
+    if name == settings.PORTAL_NAMESPACE:
+        raise ValidationError(
+            f"{name!r} is the namespace the portal itself runs in; choose another.",
             code="reserved_namespace",
         )
 

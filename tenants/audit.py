@@ -29,9 +29,20 @@ _QUOTA_FIELDS = [
 AUDITED_FIELDS = {
     "Team": ["slug", "name", "description", "archived_at"],
     "Membership": ["team_id", "user_id", "role"],
+    "User": ["username", "is_active"],
     "QuotaRequest": [*_QUOTA_FIELDS, "decision_note"],
     "QuotaGrant": _QUOTA_FIELDS,
-    "Cluster": ["name", "overcommit_ratio", "quota_mode"],
+    "Cluster": [
+        "name",
+        "overcommit_ratio",
+        "quota_mode",
+        "gpu_node_selector",
+        "gpu_taint_key",
+        "user_prefix",
+        "allowed_registries",
+        "allow_all_registries",
+        "pod_security_level",
+    ],
     "TeamQueuePolicy": [
         "team_id",
         "cluster_id",

@@ -5,7 +5,10 @@ the database, applies what ``desired_objects`` returns and prunes the rest.
 
 Per team and cluster the portal owns:
 
-* the Namespace (named after the team's slug);
+* the Namespace (named after the team's slug), labelled for Pod Security Admission: it enforces
+  the cluster's level (``baseline`` unless the cluster says ``restricted``) and warns and audits
+  at ``restricted``, so no privileged, host-namespace or hostPath pod runs there whoever
+  creates it;
 * a ResourceQuota: for every GPU kind the cluster offers, ``requests.<resource>`` is the sum of
   the team's active grants in effect today (0 without one: a kind missing from a quota would be
   unlimited); on a cluster in Kueue mode it is the ceiling instead (``gpu_ceiling``: the most
@@ -16,13 +19,20 @@ Per team and cluster the portal owns:
   grants' figures when every grant in effect gives one; pods by a portal-wide maximum;
 * a LimitRange giving containers default CPU and memory requests and limits (so they fit a quota
   that counts CPU and memory) and, where the quota bounds them, maxima;
-* RoleBindings from the team's roles to the built-in ClusterRoles: leads ``admin``, members
-  ``edit``, viewers ``view``, for ``<cluster user prefix><username>``; the team's group
-  ``<prefix>team:<slug>`` gets ``view``;
+* RoleBindings from the team's roles to the portal's own ClusterRoles (deploy/team-roles.yaml,
+  named after the portal): everyone ``<portal>-viewer``, members and leads also
+  ``<portal>-member``, leads also ``<portal>-lead``, for ``<cluster user prefix><username>``
+  of every active user whose username can be a cluster identity (``tenants.identities``);
+  the team's group ``<prefix>team:<slug>`` gets ``<portal>-viewer``. Those roles cannot write
+  RBAC, mint service-account tokens or impersonate, so access in the namespace is exactly these
+  bindings;
+* a NetworkPolicy admitting ingress from the namespace itself and from namespaces the portal
+  does not manage, so no other team's pods reach the team's (where the network plugin enforces
+  NetworkPolicies);
 * on a cluster in Kueue mode, its queues (``tenants.queue_manifests``).
 
-An archived team keeps its namespace and LimitRange, loses every binding, and its quota drops to
-zero, so nothing new starts there (what already runs is left alone).
+An archived team keeps its namespace, LimitRange and NetworkPolicy, loses every binding, and its
+quota drops to zero, so nothing new starts there (what already runs is left alone).
 
 Every object carries ``app.kubernetes.io/managed-by: <portal>`` and ``gpuportal.io/team: <slug>``,
 and an annotation with a hash of what the portal set, so that a field the portal stops setting
@@ -42,13 +52,31 @@ from clusters.vocabulary import (
     DEFAULT_PORTAL_NAME,
     DESIRED_HASH_ANNOTATION,
     MANAGED_BY_LABEL,
+    POD_SECURITY_BASELINE,
+    POD_SECURITY_RESTRICTED,
     TEAM_LABEL,
+    TEAM_ROLE_LEAD,
+    TEAM_ROLE_MEMBER,
+    TEAM_ROLE_VIEWER,
+    network_policy_name,
+    pod_security_label,
+    team_cluster_role_name,
 )
+from tenants.identities import is_cluster_identity, user_identity
 
 RBAC_GROUP = "rbac.authorization.k8s.io"
 
-# Team role -> the built-in ClusterRole its members get in the team's namespace.
-ROLE_CLUSTER_ROLES = {"lead": "admin", "member": "edit", "viewer": "view"}
+# Team role -> the portal's ClusterRoles (deploy/team-roles.yaml) its members get in the team's
+# namespace. Each role adds to the one below: the viewer's reads, the member's work, the lead's
+# few extras.
+ROLE_CLUSTER_ROLES = {
+    "lead": (TEAM_ROLE_VIEWER, TEAM_ROLE_MEMBER, TEAM_ROLE_LEAD),
+    "member": (TEAM_ROLE_VIEWER, TEAM_ROLE_MEMBER),
+    "viewer": (TEAM_ROLE_VIEWER,),
+}
+# The ClusterRoles in the order their bindings are made; the team's group gets the viewer's.
+CLUSTER_ROLES = (TEAM_ROLE_LEAD, TEAM_ROLE_MEMBER, TEAM_ROLE_VIEWER)
+GROUP_CLUSTER_ROLE = TEAM_ROLE_VIEWER
 
 
 @dataclass(frozen=True)
@@ -97,6 +125,8 @@ class TeamOnCluster:
     # Kueue mode: the ResourceQuota's GPUs per kind, which the team's queues may fill by
     # borrowing (None: quota only mode, the grants' sum).
     gpu_ceiling: tuple[tuple[str, int], ...] | None = None
+    # The Pod Security Standard the namespace enforces (the cluster's).
+    pod_security_level: str = POD_SECURITY_BASELINE
 
     @property
     def namespace(self) -> str:
@@ -208,12 +238,24 @@ def _metadata(team: TeamOnCluster, policy: Policy, name: str, namespaced: bool =
     return metadata
 
 
+def pod_security_labels(level: str) -> dict[str, str]:
+    """Pod Security Admission's labels: enforce ``level``, warn and audit at restricted (so
+    members see what restricted would refuse before a cluster moves to it)."""
+    labels = {}
+    for mode, mode_level in (
+        ("enforce", level),
+        ("warn", POD_SECURITY_RESTRICTED),
+        ("audit", POD_SECURITY_RESTRICTED),
+    ):
+        labels[pod_security_label(mode)] = mode_level
+        labels[pod_security_label(f"{mode}-version")] = "latest"
+    return labels
+
+
 def namespace(team: TeamOnCluster, policy: Policy) -> dict:
-    return {
-        "apiVersion": "v1",
-        "kind": "Namespace",
-        "metadata": _metadata(team, policy, team.namespace, namespaced=False),
-    }
+    metadata = _metadata(team, policy, team.namespace, namespaced=False)
+    metadata["labels"].update(pod_security_labels(team.pod_security_level))
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata}
 
 
 def resource_quota(team: TeamOnCluster, policy: Policy) -> dict:
@@ -274,7 +316,7 @@ def limit_range(team: TeamOnCluster, policy: Policy) -> dict:
 
 
 def user_subject(username: str, user_prefix: str) -> dict:
-    return {"apiGroup": RBAC_GROUP, "kind": "User", "name": f"{user_prefix}{username}"}
+    return {"apiGroup": RBAC_GROUP, "kind": "User", "name": user_identity(username, user_prefix)}
 
 
 def team_group(team: TeamOnCluster) -> str:
@@ -282,29 +324,59 @@ def team_group(team: TeamOnCluster) -> str:
 
 
 def role_bindings(team: TeamOnCluster, policy: Policy) -> list[dict]:
-    """One RoleBinding per ClusterRole that has anyone to bind; none for an archived team."""
+    """One RoleBinding per portal ClusterRole that has anyone to bind; none for an archived
+    team. A username that cannot be a cluster identity is never bound (the services refuse
+    it; this holds whatever the database says)."""
     if team.archived:
         return []
     bindings = []
-    for role, cluster_role in ROLE_CLUSTER_ROLES.items():
-        subjects = [
-            user_subject(name, team.user_prefix)
-            for name in sorted({m.username for m in team.members if m.role == role})
-        ]
-        if cluster_role == "view":
+    for cluster_role in CLUSTER_ROLES:
+        names = {
+            m.username
+            for m in team.members
+            if cluster_role in ROLE_CLUSTER_ROLES.get(m.role, ())
+            and is_cluster_identity(m.username)
+        }
+        subjects = [user_subject(name, team.user_prefix) for name in sorted(names)]
+        if cluster_role == GROUP_CLUSTER_ROLE:
             subjects.append({"apiGroup": RBAC_GROUP, "kind": "Group", "name": team_group(team)})
         if not subjects:
             continue
+        name = team_cluster_role_name(policy.portal_name, cluster_role)
         bindings.append(
             {
                 "apiVersion": f"{RBAC_GROUP}/v1",
                 "kind": "RoleBinding",
-                "metadata": _metadata(team, policy, f"{policy.portal_name}-{cluster_role}"),
-                "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": cluster_role},
+                "metadata": _metadata(team, policy, name),
+                "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": name},
                 "subjects": subjects,
             }
         )
     return bindings
+
+
+def network_policy(team: TeamOnCluster, policy: Policy) -> dict:
+    """Ingress to the team's pods only from its own namespace and from namespaces the portal
+    does not manage (ingress controllers, monitoring): never from another team's. Egress is
+    left open."""
+    other_teams = {"key": MANAGED_BY_LABEL, "operator": "NotIn", "values": [policy.portal_name]}
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _metadata(team, policy, network_policy_name(policy.portal_name)),
+        "spec": {
+            "podSelector": {},
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                {
+                    "from": [
+                        {"podSelector": {}},
+                        {"namespaceSelector": {"matchExpressions": [other_teams]}},
+                    ]
+                }
+            ],
+        },
+    }
 
 
 def content_hash(obj: dict) -> str:
@@ -325,6 +397,7 @@ def desired_objects(team: TeamOnCluster, policy: Policy) -> list[dict]:
         namespace(team, policy),
         resource_quota(team, policy),
         limit_range(team, policy),
+        network_policy(team, policy),
         *role_bindings(team, policy),
     ]
     return [with_hash(obj) for obj in objects]
@@ -376,6 +449,7 @@ def team_on_cluster(
     user_prefix: str = "",
     archived: bool = False,
     gpu_ceiling: dict[str, int] | None = None,
+    pod_security_level: str = POD_SECURITY_BASELINE,
 ) -> TeamOnCluster:
     """A ``TeamOnCluster`` from any iterables (sorted, so equal inputs build equal objects)."""
     return TeamOnCluster(
@@ -387,4 +461,5 @@ def team_on_cluster(
         user_prefix=user_prefix,
         archived=archived,
         gpu_ceiling=None if gpu_ceiling is None else tuple(sorted(gpu_ceiling.items())),
+        pod_security_level=pod_security_level,
     )

@@ -11,7 +11,7 @@ from portal.validators import (
     DNS1123_LABEL_MAX_LENGTH,
     dns1123_label_validator,
     extended_resource_name_validator,
-    unreserved_namespace_validator,
+    validate_namespace_not_reserved,
 )
 
 # Upper bounds of what one request may ask for: anything above them is a typo (and would not fit
@@ -21,13 +21,14 @@ MAX_MEMORY_GIB = 1_000_000
 
 
 class Team(models.Model):
-    """A group of people who share GPU quota; its slug becomes their namespace on each cluster."""
+    """A group of people who share GPU quota; its slug becomes their namespace on each cluster
+    (so it never changes once the team has one: ``services.team_update``)."""
 
     slug = models.CharField(
         max_length=DNS1123_LABEL_MAX_LENGTH,
         unique=True,
-        validators=[dns1123_label_validator, unreserved_namespace_validator],
-        help_text="Becomes the team's Kubernetes namespace name.",
+        validators=[dns1123_label_validator, validate_namespace_not_reserved],
+        help_text="Becomes the team's Kubernetes namespace name; fixed once it has one.",
     )
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)
@@ -274,11 +275,17 @@ class TeamCluster(ReconcileState):
 
 
 class ClusterState(ReconcileState):
-    """How far a cluster's cluster-wide objects are in line with the portal: in Kueue mode the
-    ResourceFlavors of its GPU models and the WorkloadPriorityClasses, none in quota only mode
-    (written by the cluster reconcile task)."""
+    """How far a cluster's cluster-wide objects are in line with the portal: the admission
+    policies bound to the namespaces it manages, and in Kueue mode the ResourceFlavors of its
+    GPU models and the WorkloadPriorityClasses (written by the cluster reconcile task)."""
 
     cluster = models.OneToOneField(Cluster, on_delete=models.CASCADE, related_name="state")
+    admission_applied_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When a pass last found or put the portal's admission policies on the "
+        "cluster. Until one has, no member is bound in any team namespace there.",
+    )
 
     class Meta:
         ordering = ["cluster"]
@@ -344,6 +351,7 @@ class AuditEvent(models.Model):
         shrink history, filters, admin) compare against them, never against string literals."""
 
         TEAM_CREATED = "team.created", "team created"
+        TEAM_UPDATED = "team.updated", "team updated"
         TEAM_ARCHIVED = "team.archived", "team archived"
         TEAM_NAMESPACE_DELETE_REQUESTED = (
             "team.namespace_delete_requested",
@@ -351,6 +359,10 @@ class AuditEvent(models.Model):
         )
         MEMBERSHIP_SET = "membership.set", "membership set"
         MEMBERSHIP_REMOVED = "membership.removed", "membership removed"
+        USER_DEACTIVATED = "user.deactivated", "user deactivated"
+        USER_REACTIVATED = "user.reactivated", "user reactivated"
+        USER_RENAMED = "user.renamed", "user renamed"
+        CLUSTER_SETTINGS_CHANGED = "cluster.settings_changed", "cluster settings changed"
         CLUSTER_OVERCOMMIT_CHANGED = "cluster.overcommit_changed", "cluster overcommit changed"
         CLUSTER_QUOTA_MODE_CHANGED = "cluster.quota_mode_changed", "cluster quota mode changed"
         TEAM_QUEUE_POLICY_SET = "team_queue_policy.set", "team queue policy set"

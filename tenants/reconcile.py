@@ -35,6 +35,7 @@ from clusters.kube import KINDS, Conflict, KubeClient, KubeError, NotFound, NotO
 from clusters.models import Cluster, GpuCapacity, GpuModelCapacity, QuotaMode
 from tenants import manifests, queue_manifests
 from tenants.models import (
+    ClusterState,
     Membership,
     QuotaGrant,
     ReconcileState,
@@ -46,13 +47,13 @@ from tenants.namespaces import NamespaceNotOwned, check_namespace_owned
 
 logger = logging.getLogger(__name__)
 
-NAMESPACED_KINDS = ("ResourceQuota", "LimitRange", "RoleBinding")
+NAMESPACED_KINDS = ("ResourceQuota", "LimitRange", "NetworkPolicy", "RoleBinding")
 # A team's Kueue objects: its LocalQueues in the namespace, its ClusterQueues cluster-wide.
 QUEUE_NAMESPACED_KINDS = ("LocalQueue",)
 QUEUE_CLUSTER_KINDS = ("ClusterQueue",)
 QUEUE_KINDS = (*QUEUE_CLUSTER_KINDS, *QUEUE_NAMESPACED_KINDS)
 # Kinds a team has exactly one object of: read by name rather than listed.
-SINGLE_OBJECT_KINDS = ("ResourceQuota", "LimitRange")
+SINGLE_OBJECT_KINDS = ("ResourceQuota", "LimitRange", "NetworkPolicy")
 # Requests of one pass that may be in flight at once (they are independent of each other).
 MAX_CONCURRENT_REQUESTS = 4
 # First key of the advisory locks that serialise reconcile passes (the second is the row's id).
@@ -154,9 +155,13 @@ class Desired:
 
 
 def team_state(*, team: Team, cluster: Cluster) -> manifests.TeamOnCluster:
-    """The team's state on the cluster as the database holds it now (three queries)."""
+    """The team's state on the cluster as the database holds it now (three queries). Only
+    active users are members on the cluster: deactivating a user drops them from every
+    binding."""
     grants = QuotaGrant.objects.filter(team=team, cluster=cluster, state=QuotaGrant.State.ACTIVE)
-    members = Membership.objects.filter(team=team).values_list("user__username", "role")
+    members = Membership.objects.filter(team=team, user__is_active=True).values_list(
+        "user__username", "role"
+    )
     offered = GpuCapacity.objects.filter(cluster=cluster).values_list("resource_name", flat=True)
     return manifests.team_on_cluster(
         slug=team.slug,
@@ -178,24 +183,46 @@ def team_state(*, team: Team, cluster: Cluster) -> manifests.TeamOnCluster:
         members=[manifests.Member(username=u, role=r) for u, r in members],
         user_prefix=cluster.user_prefix,
         archived=team.archived_at is not None,
+        pod_security_level=cluster.pod_security_level,
     )
+
+
+def admission_in_place(cluster: Cluster) -> bool:
+    """Whether the cluster's admission policies have been applied (members are bound in a
+    team namespace only then: the guard rails come before the access)."""
+    return ClusterState.objects.filter(cluster=cluster, admission_applied_at__isnull=False).exists()
+
+
+def put_admission_in_place(*, cluster: Cluster, kube: KubeClient) -> KubeError | None:
+    """Run the cluster's own pass now (its admission policies; in Kueue mode its flavors too),
+    so that a team pass on a cluster without them binds its members in the same pass. The
+    cluster pass's error when it failed (recorded on the cluster's state)."""
+    from tenants.cluster_reconcile import reconcile_cluster  # it builds on this module
+
+    try:
+        reconcile_cluster(cluster_id=cluster.pk, kube=kube)
+    except KubeError as error:
+        return error
+    return None
 
 
 def desired_state(*, team: Team, cluster: Cluster, rules: manifests.Policy) -> Desired:
     """Everything the team should have on the cluster: in Kueue mode its queues too, with the
-    ResourceQuota at their ceiling."""
+    ResourceQuota at their ceiling. No member is bound while the cluster's admission policies
+    are not in place."""
     state = team_state(team=team, cluster=cluster)
-    if cluster.quota_mode != QuotaMode.KUEUE:
-        return Desired(manifests.desired_objects(state, rules), queues=False)
-    kueue = kueue_cluster_state(cluster)
-    policy = queue_policy(team=team, cluster=cluster)
-    state = replace(
-        state,
-        gpu_ceiling=tuple(sorted(queue_manifests.quota_ceiling(state, kueue, policy).items())),
-    )
+    kueue_mode = cluster.quota_mode == QuotaMode.KUEUE
+    if kueue_mode:
+        kueue = kueue_cluster_state(cluster)
+        policy = queue_policy(team=team, cluster=cluster)
+        ceiling = queue_manifests.quota_ceiling(state, kueue, policy)
+        state = replace(state, gpu_ceiling=tuple(sorted(ceiling.items())))
     objects = manifests.desired_objects(state, rules)
-    objects += queue_manifests.team_queue_objects(state, kueue, policy, rules)
-    return Desired(objects, queues=True)
+    if kueue_mode:
+        objects += queue_manifests.team_queue_objects(state, kueue, policy, rules)
+    if not admission_in_place(cluster):
+        objects = [obj for obj in objects if obj["kind"] != "RoleBinding"]
+    return Desired(objects, queues=kueue_mode)
 
 
 # --- talking to the cluster --------------------------------------------------------------------
@@ -424,9 +451,16 @@ def reconcile_team_on_cluster(
         kueue_mode = cluster.quota_mode == QuotaMode.KUEUE
         try:
             client = kube or KubeClient.for_cluster(cluster)
+            deleting = team.archived_at is not None and state.namespace_delete_requested_at
+            # No member is bound where the cluster's admission policies are not in place: put
+            # them there first. If that fails the rest is applied all the same, without
+            # bindings, and the pass ends with the cluster's error (retried like any other).
+            policies_error = None
+            if not deleting and not admission_in_place(cluster):
+                policies_error = put_admission_in_place(cluster=cluster, kube=client)
             reads, writes = client.reads, client.writes
             try:
-                if team.archived_at is not None and state.namespace_delete_requested_at:
+                if deleting:
                     outcome = delete_namespace(client, slug=team.slug, rules=rules)
                 else:
                     desired = desired_state(team=team, cluster=cluster, rules=rules)
@@ -439,6 +473,8 @@ def reconcile_team_on_cluster(
                     )
             finally:
                 outcome.reads, outcome.writes = client.reads - reads, client.writes - writes
+            if policies_error is not None:
+                raise policies_error
         except KubeError as failure:
             error = failure
         changes = queues_applied_after(outcome=outcome, error=error, kueue_mode=kueue_mode)

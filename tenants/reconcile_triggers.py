@@ -1,6 +1,6 @@
-"""How a change asks for a team's namespace on a cluster, or a cluster's cluster-wide Kueue
-objects, to be brought in line: the one way anything enqueues ``tasks.reconcile_team`` and
-``tasks.reconcile_cluster``.
+"""How a change asks for a team's namespace on a cluster, or a cluster's cluster-wide objects
+(admission policies, Kueue's flavors and priority classes), to be brought in line: the one way
+anything enqueues ``tasks.reconcile_team`` and ``tasks.reconcile_cluster``.
 
 Inside a change, ``request_reconcile_after_commit`` (or ``request_reconcile_on_team_clusters``
 for every cluster of a team, ``request_reconcile_on_cluster_teams`` for every team of a
@@ -56,13 +56,20 @@ def request_reconcile_on_cluster_teams(*, cluster_id: int) -> None:
 
 
 def request_cluster_reconcile_after_commit(*, cluster_id: int) -> None:
-    """Bring the cluster's cluster-wide Kueue objects in line with the database, after
-    commit (as ``request_reconcile_after_commit`` does for a team)."""
+    """Bring the cluster's cluster-wide objects in line with the database, after commit (as
+    ``request_reconcile_after_commit`` does for a team)."""
     ClusterState.objects.get_or_create(cluster_id=cluster_id)
     ClusterState.objects.filter(cluster_id=cluster_id).update(
         reconcile_requested_at=timezone.now(), status=ClusterState.Status.PENDING
     )
     transaction.on_commit(lambda: _send_cluster_reconcile(cluster_id=cluster_id))
+
+
+def request_reconcile_of_cluster_settings(*, cluster_id: int) -> None:
+    """A cluster's settings changed (placement, registries, Pod Security level, user prefix):
+    its admission policies and every team's namespace there follow them."""
+    request_cluster_reconcile_after_commit(cluster_id=cluster_id)
+    request_reconcile_on_cluster_teams(cluster_id=cluster_id)
 
 
 def on_capacity_changed(sender, *, cluster_id: int, models_changed: bool, **kwargs) -> None:

@@ -11,6 +11,7 @@ from django.utils import timezone
 from clusters.models import Cluster, GpuCapacity, GpuModelCapacity
 from tenants.models import (
     AuditEvent,
+    Membership,
     QuotaGrant,
     QuotaRequest,
     Team,
@@ -78,6 +79,11 @@ def team_cluster_ids(*, team: Team) -> list[int]:
     ids = set(TeamCluster.objects.filter(team=team).values_list("cluster_id", flat=True))
     ids |= set(QuotaGrant.objects.filter(team=team).values_list("cluster_id", flat=True))
     return sorted(ids)
+
+
+def user_team_ids(*, user: User) -> list[int]:
+    """Teams the user is a member of (whatever their role)."""
+    return sorted(Membership.objects.filter(user=user).values_list("team_id", flat=True))
 
 
 def cluster_team_ids(*, cluster_id: int) -> list[int]:

@@ -19,6 +19,7 @@ from clusters.models import Cluster
 from clusters.vocabulary import DEFAULT_GPU_RESOURCE
 from tenants.audit import audit, snapshot
 from tenants.errors import InvalidTransition
+from tenants.identities import identity_refusal
 from tenants.models import AuditEvent, Membership, QuotaGrant, QuotaRequest, Team, TeamCluster
 from tenants.permissions import can_request_quota, is_portal_admin, team_role
 from tenants.quota_checks import (
@@ -28,9 +29,12 @@ from tenants.quota_checks import (
     check_transition,
 )
 from tenants.reconcile_triggers import (
+    request_cluster_reconcile_after_commit,
     request_reconcile_after_commit,
+    request_reconcile_of_cluster_settings,
     request_reconcile_on_team_clusters,
 )
+from tenants.selectors import user_team_ids
 
 Action = AuditEvent.Action
 RequestState = QuotaRequest.State
@@ -67,12 +71,100 @@ def team_create(*, actor: User, slug: str, name: str, description: str = "") -> 
     return team
 
 
+def check_team_slug_change(team: Team, slug: str) -> None:
+    """A team's slug is its namespace's name: once the team has a namespace on any cluster
+    (or one is on its way: a state row exists), renaming it would strand that namespace and
+    everything in it, so it is refused."""
+    if slug == team.slug:
+        return
+    if TeamCluster.objects.filter(team=team).exists():
+        raise ValidationError(
+            {
+                "slug": f"Team {team.slug} has a namespace named {team.slug} on a cluster, so "
+                "its slug cannot change. Create a new team instead."
+            }
+        )
+
+
+def team_update(
+    *,
+    actor: User,
+    team: Team,
+    name: str | None = None,
+    description: str | None = None,
+    slug: str | None = None,
+) -> Team:
+    """Change a team's name, description or (while it has no namespace anywhere) slug."""
+    if not is_portal_admin(actor):
+        raise PermissionDenied("Only portal admins can change teams.")
+    with transaction.atomic():
+        locked = Team.objects.select_for_update().get(pk=team.pk)
+        before = snapshot(locked)
+        if slug is not None:
+            check_team_slug_change(locked, slug)
+            locked.slug = slug
+        if name is not None:
+            locked.name = name
+        if description is not None:
+            locked.description = description
+        if snapshot(locked) == before:
+            return locked
+        locked.full_clean()
+        locked.save()
+        audit(
+            actor=actor,
+            action=Action.TEAM_UPDATED,
+            target=locked,
+            team=locked,
+            before=before,
+            after=snapshot(locked),
+        )
+    return locked
+
+
+def check_cluster_identity(user: User, *, field: str = "user") -> None:
+    """The user's username must be able to name them on a cluster (``tenants.identities``)."""
+    refusal = identity_refusal(user.get_username())
+    if refusal:
+        raise ValidationError({field: f"{refusal} This user cannot be given access to a cluster."})
+
+
+def user_access_changed(*, actor: User | None, user: User, before: dict) -> None:
+    """A user was deactivated, reactivated or renamed (``before``: their ``snapshot`` from
+    before): record it, and bring every namespace of their teams in line, so a deactivated
+    user is dropped from every binding and a renamed one is bound under the new name only.
+    Runs inside the transaction of the change."""
+    after = snapshot(user)
+    if after == before:
+        return
+    if after["is_active"] != before["is_active"]:
+        action = Action.USER_REACTIVATED if user.is_active else Action.USER_DEACTIVATED
+    else:
+        action = Action.USER_RENAMED
+    audit(actor=actor, action=action, target=user, team=None, before=before, after=after)
+    for team in Team.objects.filter(pk__in=user_team_ids(user=user)).order_by("pk"):
+        request_reconcile_on_team_clusters(team=team)
+
+
+def user_delete(*, actor: User, user: User) -> None:
+    """Delete a user (their memberships go with them) and bring their teams' namespaces in
+    line, so they are dropped from every binding."""
+    if not is_portal_admin(actor):
+        raise PermissionDenied("Only portal admins can delete users.")
+    with transaction.atomic():
+        teams = list(Team.objects.filter(pk__in=user_team_ids(user=user)).order_by("pk"))
+        user.delete()
+        for team in teams:
+            request_reconcile_on_team_clusters(team=team)
+
+
 def membership_set(*, actor: User, team: Team, user: User, role: str) -> Membership:
     """Add the user to the team with the role, or change their role."""
     if not is_portal_admin(actor):
         raise PermissionDenied("Only portal admins can change team memberships.")
     if role not in Membership.Role.values:
         raise ValidationError({"role": f"Must be one of: {', '.join(Membership.Role.values)}."})
+    check_cluster_identity(user, field="username")
     with transaction.atomic():
         membership = Membership.objects.select_for_update().filter(team=team, user=user).first()
         before = snapshot(membership) if membership else None
@@ -214,6 +306,36 @@ def team_namespace_delete(
 
 
 # --- clusters ----------------------------------------------------------------------------------
+
+
+def cluster_settings_changed(*, actor: User, cluster: Cluster, before: dict) -> None:
+    """An admin changed a cluster's settings (``before``: its ``snapshot`` from before, in the
+    Django admin): record it, and when what reaches the cluster changed (placement,
+    registries, Pod Security level, user prefix), bring its admission policies and every team
+    namespace there in line. Runs inside the transaction of the change."""
+    after = snapshot(cluster)
+    if after == before:
+        return
+    audit(
+        actor=actor,
+        action=Action.CLUSTER_SETTINGS_CHANGED,
+        target=cluster,
+        team=None,
+        before=before,
+        after=after,
+    )
+    request_reconcile_of_cluster_settings(cluster_id=cluster.pk)
+
+
+def on_cluster_settings_changed(
+    sender, *, cluster: Cluster, before: Cluster | None, actor, **kwargs
+) -> None:
+    """``clusters.signals.settings_changed``: a new cluster gets its admission policies; a
+    changed one goes through ``cluster_settings_changed``."""
+    if before is None:
+        request_cluster_reconcile_after_commit(cluster_id=cluster.pk)
+        return
+    cluster_settings_changed(actor=actor, cluster=cluster, before=snapshot(before))
 
 
 def cluster_set_overcommit(*, actor: User, cluster: Cluster, ratio: Decimal) -> Cluster:

@@ -11,9 +11,9 @@ from django.core.exceptions import ObjectDoesNotExist
 from django.db import OperationalError
 
 from clusters.kube import KubeError, TransientKubeError
-from clusters.models import Cluster, QuotaMode
-from tenants import queue_reconcile, reconcile, reconcile_triggers, services
-from tenants.models import ClusterState, TeamCluster
+from clusters.models import Cluster
+from tenants import cluster_reconcile, reconcile, reconcile_triggers, services
+from tenants.models import TeamCluster
 
 # Transient cluster errors (unreachable, 409, 429, 5xx, Kueue's webhooks down) are retried with
 # backoff; past the retries the periodic sweep takes over.
@@ -56,10 +56,11 @@ def reconcile_team(*, team_id: int, cluster_id: int) -> dict:
 
 @shared_task(**RECONCILE_TASK)
 def reconcile_cluster(*, cluster_id: int) -> dict:
-    """Bring the cluster's cluster-wide Kueue objects (flavors, priority classes) in line with
-    its quota mode and GPU models; retried like ``reconcile_team``."""
+    """Bring the cluster's cluster-wide objects (admission policies; in Kueue mode flavors and
+    priority classes) in line with its settings, quota mode and GPU models; retried like
+    ``reconcile_team``."""
     return _run_pass(
-        lambda: queue_reconcile.reconcile_cluster(cluster_id=cluster_id),
+        lambda: cluster_reconcile.reconcile_cluster(cluster_id=cluster_id),
         gone="the cluster no longer exists",
     )
 
@@ -67,9 +68,9 @@ def reconcile_cluster(*, cluster_id: int) -> dict:
 @shared_task(acks_late=True)
 def reconcile_sweep() -> int:
     """The periodic sweep: expire grants whose period is over, then reconcile every team on every
-    cluster it has been on, and the cluster-wide objects of every cluster in Kueue mode (or
-    left with some), so hand edits are reverted and expired grants leave the quota. Returns how
-    many passes it enqueued."""
+    cluster it has been on, and the cluster-wide objects of every cluster (its admission
+    policies, its Kueue objects), so hand edits are reverted and expired grants leave the
+    quota. Returns how many passes it enqueued."""
     services.quota_grants_expire()
     pairs = TeamCluster.objects.filter(namespace_deleted_at__isnull=True).values_list(
         "team_id", "cluster_id"
@@ -78,10 +79,7 @@ def reconcile_sweep() -> int:
     for team_id, cluster_id in pairs.iterator():
         reconcile_triggers.enqueue_reconcile_now(team_id=team_id, cluster_id=cluster_id)
         count += 1
-    clusters = set(
-        Cluster.objects.filter(quota_mode=QuotaMode.KUEUE).values_list("pk", flat=True)
-    ) | set(ClusterState.objects.filter(queues_applied=True).values_list("cluster_id", flat=True))
-    for cluster_id in sorted(clusters):
+    for cluster_id in Cluster.objects.order_by("pk").values_list("pk", flat=True):
         reconcile_triggers.enqueue_cluster_reconcile_now(cluster_id=cluster_id)
         count += 1
     return count

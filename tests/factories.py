@@ -50,6 +50,8 @@ class ClusterFactory(factory.django.DjangoModelFactory):
 
     name = factory.Sequence(lambda n: f"cluster-{n}")
     display_name = factory.LazyAttribute(lambda c: c.name.title())
+    # Tests that are about registries list them (an empty list allows none).
+    allow_all_registries = True
 
 
 class GpuCapacityFactory(factory.django.DjangoModelFactory):

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import uuid
 
+from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from clusters.vocabulary import MANAGED_BY_LABEL
 from tests.integration.conftest import wait_for
 
 GPU_NODE_TERM = {
@@ -123,3 +125,26 @@ def cpu_job(name: str, namespace: str, *, labels: dict | None = None, suspend: b
             },
         },
     }
+
+
+def remove_admission_objects(api: client.ApiClient, portal_name: str) -> None:
+    """Delete what a portal's cluster passes installed (its admission policies and their
+    bindings), as the admin: a test session leaves the shared devcluster as it found it."""
+    admission = client.AdmissionregistrationV1Api(api)
+    selector = f"{MANAGED_BY_LABEL}={portal_name}"
+    for items, delete in (
+        (
+            admission.list_validating_admission_policy_binding(label_selector=selector).items,
+            admission.delete_validating_admission_policy_binding,
+        ),
+        (
+            admission.list_validating_admission_policy(label_selector=selector).items,
+            admission.delete_validating_admission_policy,
+        ),
+    ):
+        for item in items:
+            try:
+                delete(item.metadata.name)
+            except ApiException as error:
+                if error.status != 404:
+                    raise

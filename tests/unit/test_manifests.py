@@ -153,24 +153,34 @@ def members():
     ]
 
 
-def test_roles_map_to_admin_edit_and_view_for_prefixed_users():
+def test_roles_map_to_the_portals_team_roles_for_prefixed_users():
     bindings = {
         b["roleRef"]["name"]: [s["name"] for s in b["subjects"]]
         for b in manifests.role_bindings(team(members=members()), POLICY)
     }
 
     assert bindings == {
-        "admin": ["portal:lena"],
-        "edit": ["portal:ana", "portal:mo"],
-        "view": ["portal:vic", "portal:team:vision"],
+        "gpu-portal-lead": ["portal:lena"],
+        "gpu-portal-member": ["portal:ana", "portal:lena", "portal:mo"],
+        "gpu-portal-viewer": [
+            "portal:ana", "portal:lena", "portal:mo", "portal:vic", "portal:team:vision",
+        ],
+    }  # fmt: skip
+
+
+def test_no_member_is_bound_to_kubernetes_own_roles_that_write_rbac():
+    role_refs = {
+        b["roleRef"]["name"] for b in manifests.role_bindings(team(members=members()), POLICY)
     }
 
+    assert not role_refs & {"admin", "edit", "cluster-admin"}
 
-def test_the_team_group_is_a_group_subject_of_the_view_binding():
+
+def test_the_team_group_is_a_group_subject_of_the_viewer_binding():
     (view,) = [
         b
         for b in manifests.role_bindings(team(members=members()), POLICY)
-        if b["roleRef"]["name"] == "view"
+        if b["roleRef"]["name"] == "gpu-portal-viewer"
     ]
 
     assert view["subjects"][-1] == {
@@ -181,17 +191,27 @@ def test_the_team_group_is_a_group_subject_of_the_view_binding():
     assert view["roleRef"] == {
         "apiGroup": "rbac.authorization.k8s.io",
         "kind": "ClusterRole",
-        "name": "view",
+        "name": "gpu-portal-viewer",
     }
 
 
 def test_a_role_nobody_has_gets_no_binding():
     names = [
         b["metadata"]["name"]
-        for b in manifests.role_bindings(team(members=[Member("lena", "lead")]), POLICY)
+        for b in manifests.role_bindings(team(members=[Member("vic", "viewer")]), POLICY)
     ]
 
-    assert names == ["gpu-portal-admin", "gpu-portal-view"]
+    assert names == ["gpu-portal-viewer"]
+
+
+@pytest.mark.parametrize("username", ["system:admin", "team:vision", "a b", "", "x\ny"])
+def test_a_username_that_cannot_be_a_cluster_identity_is_never_bound(username):
+    bindings = manifests.role_bindings(
+        team(members=[Member(username, "lead"), Member("lena", "lead")]), POLICY
+    )
+
+    subjects = {s["name"] for b in bindings for s in b["subjects"]}
+    assert subjects == {"portal:lena", "portal:team:vision"}
 
 
 def test_an_archived_team_has_no_bindings():
@@ -199,10 +219,10 @@ def test_an_archived_team_has_no_bindings():
 
 
 def test_the_user_prefix_can_be_empty():
-    (admin,) = manifests.role_bindings(team(members=[Member("lena", "lead")], user_prefix=""),
-                                       POLICY)[:1]  # fmt: skip
+    (lead,) = manifests.role_bindings(team(members=[Member("lena", "lead")], user_prefix=""),
+                                      POLICY)[:1]  # fmt: skip
 
-    assert admin["subjects"] == [
+    assert lead["subjects"] == [
         {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "lena"}
     ]
 
@@ -214,10 +234,14 @@ def test_desired_objects_are_namespace_first_and_all_labelled_for_the_portal_and
     objects = manifests.desired_objects(team(members=members()), POLICY)
 
     assert [o["kind"] for o in objects] == [
-        "Namespace", "ResourceQuota", "LimitRange", "RoleBinding", "RoleBinding", "RoleBinding",
+        "Namespace", "ResourceQuota", "LimitRange", "NetworkPolicy",
+        "RoleBinding", "RoleBinding", "RoleBinding",
     ]  # fmt: skip
     for obj in objects:
-        assert obj["metadata"]["labels"] == {
+        labels = obj["metadata"]["labels"]
+        if obj["kind"] == "Namespace":  # its Pod Security labels too
+            labels = {k: v for k, v in labels.items() if "pod-security" not in k}
+        assert labels == {
             "app.kubernetes.io/managed-by": "gpu-portal",
             "gpuportal.io/team": "vision",
         }
@@ -327,3 +351,48 @@ def test_is_owned_needs_the_portal_and_the_team_label():
     assert manifests.is_owned(namespace, slug="vision", policy=POLICY)
     assert not manifests.is_owned(namespace, slug="speech", policy=POLICY)
     assert not manifests.is_owned({"metadata": {"name": "vision"}}, slug="vision", policy=POLICY)
+
+
+# --- Pod Security and the network ----------------------------------------------------------------
+
+
+def test_the_namespace_enforces_baseline_and_warns_and_audits_at_restricted():
+    labels = manifests.namespace(team(), POLICY)["metadata"]["labels"]
+
+    assert {k: v for k, v in labels.items() if k.startswith("pod-security")} == {
+        "pod-security.kubernetes.io/enforce": "baseline",
+        "pod-security.kubernetes.io/enforce-version": "latest",
+        "pod-security.kubernetes.io/warn": "restricted",
+        "pod-security.kubernetes.io/warn-version": "latest",
+        "pod-security.kubernetes.io/audit": "restricted",
+        "pod-security.kubernetes.io/audit-version": "latest",
+    }
+
+
+def test_a_restricted_cluster_enforces_restricted():
+    labels = manifests.namespace(team(pod_security_level="restricted"), POLICY)["metadata"]
+
+    assert labels["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+
+
+def test_the_network_policy_admits_the_namespace_and_namespaces_of_no_team():
+    policy = manifests.network_policy(team(), POLICY)
+
+    assert policy["metadata"]["name"] == "gpu-portal-team-ingress"
+    assert policy["spec"]["podSelector"] == {}
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    (rule,) = policy["spec"]["ingress"]
+    assert rule["from"] == [
+        {"podSelector": {}},
+        {
+            "namespaceSelector": {
+                "matchExpressions": [
+                    {
+                        "key": "app.kubernetes.io/managed-by",
+                        "operator": "NotIn",
+                        "values": ["gpu-portal"],
+                    }
+                ]
+            }
+        },
+    ]

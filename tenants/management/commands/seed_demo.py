@@ -105,6 +105,10 @@ class Command(BaseCommand):
                 "display_name": "Local dev cluster",
                 "kubeconfig_path": options["kubeconfig"],
                 "prometheus_url": options["prometheus_url"],
+                # Where the demo's jobs come from; any other image is refused, by the portal
+                # and by the cluster's admission policy.
+                "allowed_registries": ["registry.example.com"],
+                "allow_all_registries": False,
             },
         )
         GpuCapacity.objects.update_or_create(

@@ -19,9 +19,9 @@ import sys
 import time
 import uuid
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.utils import timezone
 
 from gpujobs.models import GpuJob
@@ -29,7 +29,7 @@ from tenants import services as tenant_services
 from tenants.models import Membership, TeamCluster
 from tests import factories
 from tests.integration.conftest import REPO_ROOT, _database_url, wait_for
-from tests.integration.kube import delete_namespace, read_or_none
+from tests.integration.kube import delete_namespace, read_or_none, remove_admission_objects
 from tests.integration.portal_identity import mint_portal_identity
 
 QUOTA_NAME = "gpu-portal-quota"
@@ -117,10 +117,12 @@ PORTAL_JOBS_USER = "gpu-portal-jobs-tests"
 
 
 @pytest.fixture(scope="session")
-def portal_kubeconfig(devcluster, k8s) -> Path:
+def portal_kubeconfig(devcluster, k8s):
     """Credentials bound to deploy/rbac.yaml's ClusterRole and nothing else: the worker and the
-    watcher act with these, so a verb the job work needs and the role lacks fails a test."""
-    return mint_portal_identity(devcluster, k8s, user=PORTAL_JOBS_USER)
+    watcher act with these, so a verb the job work needs and the role lacks fails a test. The
+    admission policies the session's passes installed go at its end."""
+    yield mint_portal_identity(devcluster, k8s, user=PORTAL_JOBS_USER)
+    remove_admission_objects(k8s, settings.PORTAL_NAME)
 
 
 @pytest.fixture

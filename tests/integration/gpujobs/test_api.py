@@ -159,6 +159,7 @@ def test_grants_not_in_effect_today_do_not_count(api, member, team, cluster, lea
 
 def test_image_outside_the_clusters_allowed_registries_is_refused(api, member, grant, cluster):
     cluster.allowed_registries = ["registry.example.com/speech/", "nvcr.io"]
+    cluster.allow_all_registries = False
     cluster.save()
 
     response = api.as_user(member).post("/api/v1/jobs/", body())
@@ -173,6 +174,7 @@ def test_image_outside_the_clusters_allowed_registries_is_refused(api, member, g
 
 def test_image_inside_the_allowed_registries_is_accepted(api, member, grant, cluster):
     cluster.allowed_registries = ["registry.example.com/vision"]
+    cluster.allow_all_registries = False
     cluster.save()
 
     assert api.as_user(member).post("/api/v1/jobs/", body()).status_code == 201
@@ -180,6 +182,7 @@ def test_image_inside_the_allowed_registries_is_accepted(api, member, grant, clu
 
 def test_preprocessing_image_is_held_to_the_registries_too(api, member, grant, cluster):
     cluster.allowed_registries = ["registry.example.com"]
+    cluster.allow_all_registries = False
     cluster.save()
 
     response = api.as_user(member).post(
@@ -188,6 +191,39 @@ def test_preprocessing_image_is_held_to_the_registries_too(api, member, grant, c
 
     assert response.status_code == 400
     assert "does not allow" in response.data["preprocess"][0]
+
+
+def test_a_cluster_that_lists_no_registry_allows_none(api, member, grant, cluster):
+    cluster.allowed_registries = []
+    cluster.allow_all_registries = False
+    cluster.save()
+
+    response = api.as_user(member).post("/api/v1/jobs/", body())
+
+    assert response.status_code == 400
+    assert "allows images from no registry yet" in response.data["image"][0]
+
+
+def test_docker_hub_references_are_read_as_the_runtime_reads_them(api, member, grant, cluster):
+    cluster.allowed_registries = ["docker.io/library"]
+    cluster.allow_all_registries = False
+    cluster.save()
+
+    official = api.as_user(member).post("/api/v1/jobs/", body(image="busybox:1.36"))
+    organisation = api.as_user(member).post("/api/v1/jobs/", body(image="nvidia/cuda:12"))
+
+    assert official.status_code == 201
+    assert organisation.status_code == 400
+    assert "pulled from docker.io" in organisation.data["image"][0]
+
+
+@pytest.mark.parametrize("name", ["NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES"])
+def test_a_job_may_not_set_nvidia_variables(api, member, grant, name):
+    response = api.as_user(member).post("/api/v1/jobs/", body(env=[{"name": name, "value": "all"}]))
+
+    assert response.status_code == 400
+    assert "NVIDIA_* variables decide which GPUs a container sees" in response.data["env"][0]
+    assert not GpuJob.objects.exists()
 
 
 def test_every_bad_field_is_named_at_once(api, member, grant):

@@ -77,6 +77,7 @@ def test_form_shows_the_quota_refusal_beside_gpus(client_as, member, team, clust
 
 def test_form_shows_the_registry_refusal_beside_image(client_as, member, team, cluster, grant):
     cluster.allowed_registries = ["nvcr.io"]
+    cluster.allow_all_registries = False
     cluster.save()
 
     html = (

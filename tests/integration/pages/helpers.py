@@ -2,6 +2,7 @@
 
 import re
 
+from django.forms.models import model_to_dict
 from django.test import Client
 
 
@@ -24,3 +25,25 @@ def get_ok(client: Client, url: str):
     response = client.get(url)
     assert response.status_code == 200, (url, response.status_code)
     return response
+
+
+def cluster_change_form(cluster, **changes) -> dict:
+    """The Django admin's change form of a cluster as posted unchanged, then ``changes``."""
+    data = {
+        key: value
+        for key, value in model_to_dict(cluster).items()
+        if key not in ("id", "gpu_node_selector", "allowed_registries") and value is not None
+    }
+    data["gpu_node_selector"] = '{"hardware-type": "gpu"}'
+    data["allowed_registries"] = "[]"
+    for inline in ("gpu_capacities", "gpu_model_capacities"):
+        data.update(
+            {
+                f"{inline}-TOTAL_FORMS": "0",
+                f"{inline}-INITIAL_FORMS": "0",
+                f"{inline}-MIN_NUM_FORMS": "0",
+                f"{inline}-MAX_NUM_FORMS": "1000",
+            }
+        )
+    data.update(changes)
+    return data

@@ -2,32 +2,11 @@
 is a form error beside the field, and nothing is saved."""
 
 import pytest
-from django.forms.models import model_to_dict
 
 from tests import factories
+from tests.integration.pages.helpers import cluster_change_form
 
 pytestmark = pytest.mark.django_db
-
-
-def change_form_data(cluster, **changes) -> dict:
-    data = {
-        key: value
-        for key, value in model_to_dict(cluster).items()
-        if key not in ("id", "gpu_node_selector", "allowed_registries") and value is not None
-    }
-    data["gpu_node_selector"] = '{"hardware-type": "gpu"}'
-    data["allowed_registries"] = "[]"
-    for inline in ("gpu_capacities", "gpu_model_capacities"):
-        data.update(
-            {
-                f"{inline}-TOTAL_FORMS": "0",
-                f"{inline}-INITIAL_FORMS": "0",
-                f"{inline}-MIN_NUM_FORMS": "0",
-                f"{inline}-MAX_NUM_FORMS": "1000",
-            }
-        )
-    data.update(changes)
-    return data
 
 
 @pytest.fixture
@@ -39,7 +18,7 @@ def test_a_pin_that_is_not_a_label_matcher_list_is_a_form_error(client_as, super
     url = f"/django-admin/clusters/cluster/{cluster.pk}/change/"
 
     response = client_as(superuser).post(
-        url, change_form_data(cluster, dcgm_exporter_selector="job=dcgm-exporter")
+        url, cluster_change_form(cluster, dcgm_exporter_selector="job=dcgm-exporter")
     )
 
     assert response.status_code == 200
@@ -53,7 +32,9 @@ def test_a_label_matcher_list_is_saved(client_as, superuser, cluster):
     url = f"/django-admin/clusters/cluster/{cluster.pk}/change/"
     pin = 'job="nvidia-dcgm-exporter", namespace="gpu-operator"'
 
-    response = client_as(superuser).post(url, change_form_data(cluster, dcgm_exporter_selector=pin))
+    response = client_as(superuser).post(
+        url, cluster_change_form(cluster, dcgm_exporter_selector=pin)
+    )
 
     assert response.status_code == 302, response.context["adminform"].form.errors
     cluster.refresh_from_db()

@@ -30,7 +30,7 @@ from tenants.models import Membership, TeamCluster
 from tests import factories
 from tests.integration import kube
 from tests.integration.conftest import REPO_ROOT, _database_url, wait_for
-from tests.integration.kube import delete_namespace, read_or_none
+from tests.integration.kube import delete_namespace, read_or_none, remove_admission_objects
 from tests.integration.kueue_portal import KueueObjects
 from tests.integration.portal_identity import mint_portal_identity
 
@@ -38,9 +38,11 @@ PORTAL_TEST_USER = "gpu-portal-tests"
 
 
 @pytest.fixture(scope="session")
-def portal_kubeconfig(devcluster, k8s) -> Path:
-    """Credentials bound to deploy/rbac.yaml's ClusterRole and nothing else."""
-    return mint_portal_identity(devcluster, k8s, user=PORTAL_TEST_USER)
+def portal_kubeconfig(devcluster, k8s):
+    """Credentials bound to deploy/rbac.yaml's ClusterRole and nothing else. The admission
+    policies the session's passes installed go at its end."""
+    yield mint_portal_identity(devcluster, k8s, user=PORTAL_TEST_USER)
+    remove_admission_objects(k8s, settings.PORTAL_NAME)
 
 
 @pytest.fixture
@@ -324,13 +326,15 @@ A100, H100 = "NVIDIA-A100-SXM4-80GB", "NVIDIA-H100-80GB-HBM3"
 
 @dataclass
 class KueuePortal:
-    """The portal name the module's tests and their worker run under, and the admin's view of
-    its Kueue objects."""
+    """The portal name the module's tests and their worker run under, the portal's credentials
+    for that name (deploy/rbac.yaml's role binds the team roles of that name), and the admin's
+    view of its Kueue objects."""
 
     name: str
     queue: str
     worker: Worker
     objects: KueueObjects
+    kubeconfig: Path
 
     def wait_idle(self, timeout: float = 30) -> None:
         """Until the worker has nothing queued, reserved or running."""
@@ -358,16 +362,25 @@ def kueue_portal(postgres_database, devcluster, k8s, tmp_path_factory):
         pytest.fail("this devcluster runs without Kueue (DEVCLUSTER_KUEUE=0); start one with it")
     name = f"kq-{uuid.uuid4().hex[:6]}"
     queue = f"kueue-test-{name}"
+    kubeconfig = mint_portal_identity(devcluster, k8s, user=PORTAL_TEST_USER, portal_name=name)
     patches = pytest.MonkeyPatch()
     route_reconciles(patches, queue)
     with override_settings(PORTAL_NAME=name):
         worker = Worker(
             queue=queue,
             log=tmp_path_factory.mktemp("kueue-worker") / "worker.log",
-            env={"PORTAL_NAME": name},
+            # What the worker itself enqueues (a cluster pass asking for its teams' passes)
+            # stays on its queue too, under its portal name.
+            env={"PORTAL_NAME": name, "CELERY_TASK_DEFAULT_QUEUE": queue},
         )
         worker.wait_ready()
-        portal = KueuePortal(name=name, queue=queue, worker=worker, objects=KueueObjects(k8s, name))
+        portal = KueuePortal(
+            name=name,
+            queue=queue,
+            worker=worker,
+            objects=KueueObjects(k8s, name),
+            kubeconfig=kubeconfig,
+        )
         try:
             yield portal
         finally:
@@ -376,6 +389,7 @@ def kueue_portal(postgres_database, devcluster, k8s, tmp_path_factory):
             with celery_app.connection_for_write() as connection:
                 connection.default_channel.queue_delete(queue)
             portal.objects.remove_everything()
+            remove_admission_objects(k8s, name)
 
 
 @pytest.fixture
@@ -388,11 +402,11 @@ def kueue_clean(transactional_db, kueue_portal):
 
 
 @pytest.fixture
-def queue_cluster(kueue_clean, portal_kubeconfig, admin_user):
+def queue_cluster(kueue_clean, admin_user):
     """The devcluster switched to Kueue mode by an admin: 32 A100s on 4 nodes and 16 H100s on
     2 (as the devcluster has them; the capacity rows written as the capacity sync would)."""
     cluster = factories.ClusterFactory(
-        name="dev", display_name="Devcluster", kubeconfig_path=str(portal_kubeconfig)
+        name="dev", display_name="Devcluster", kubeconfig_path=str(kueue_clean.kubeconfig)
     )
     factories.GpuCapacityFactory(cluster=cluster, allocatable=48, gpu_model=f"{A100}, {H100}")
     factories.GpuModelCapacityFactory(cluster=cluster, gpu_model=A100, allocatable=32, nodes=4)

@@ -67,8 +67,9 @@ def test_a_pass_over_an_unchanged_cluster_makes_no_write_calls(
 
     assert outcome.writes == 0
     assert outcome.applied == outcome.deleted == []
-    # The namespace, the quota and the limit range by name, the bindings by the portal's labels.
-    assert outcome.reads == 4
+    # The namespace, the quota, the limit range and the network policy by name, the bindings by
+    # the portal's labels.
+    assert outcome.reads == 5
     state = TeamCluster.objects.get(team=reconciled_team, cluster=kube_cluster)
     assert (state.status, state.last_write_count) == (TeamCluster.Status.IN_SYNC, 0)
 

@@ -249,7 +249,7 @@ def test_switching_to_quota_only_and_back_leaves_the_right_objects(
     outcome = reconcile.reconcile_team_on_cluster(
         team_id=team.pk, cluster_id=queue_cluster.pk, kube=KubeClient.for_cluster(queue_cluster)
     )
-    assert (outcome.reads, outcome.writes) == (4, 0)
+    assert (outcome.reads, outcome.writes) == (5, 0)
 
     queueing.cluster_set_quota_mode(actor=admin_user, cluster=queue_cluster, quota_mode="kueue")
 

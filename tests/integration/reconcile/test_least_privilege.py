@@ -25,7 +25,21 @@ def portal_api(portal_kubeconfig):
         ("patch", "resourcequotas", "", None),
         ("delete", "limitranges", "", None),
         ("list", "rolebindings", "rbac.authorization.k8s.io", None),
-        ("bind", "clusterroles", "rbac.authorization.k8s.io", "edit"),
+        ("bind", "clusterroles", "rbac.authorization.k8s.io", "gpu-portal-member"),
+        ("patch", "networkpolicies", "networking.k8s.io", None),
+        ("list", "validatingadmissionpolicies", "admissionregistration.k8s.io", None),
+        (
+            "patch",
+            "validatingadmissionpolicies",
+            "admissionregistration.k8s.io",
+            "gpu-portal-team-pods",
+        ),
+        (
+            "delete",
+            "validatingadmissionpolicybindings",
+            "admissionregistration.k8s.io",
+            "gpu-portal-team-secrets",
+        ),
         ("list", "nodes", "", None),
         ("patch", "clusterqueues", "kueue.x-k8s.io", None),
         ("delete", "localqueues", "kueue.x-k8s.io", None),
@@ -44,6 +58,30 @@ def test_the_portal_may_do_what_reconcile_and_inventory_need(
     [
         ("escalate", "clusterroles", "rbac.authorization.k8s.io", "admin"),
         ("bind", "clusterroles", "rbac.authorization.k8s.io", "cluster-admin"),
+        ("bind", "clusterroles", "rbac.authorization.k8s.io", "admin"),
+        ("bind", "clusterroles", "rbac.authorization.k8s.io", "edit"),
+        # Its own confinement, and any admission policy but its own.
+        (
+            "patch",
+            "validatingadmissionpolicies",
+            "admissionregistration.k8s.io",
+            "gpu-portal-confinement",
+        ),
+        (
+            "delete",
+            "validatingadmissionpolicies",
+            "admissionregistration.k8s.io",
+            "gpu-portal-confinement",
+        ),
+        (
+            "delete",
+            "validatingadmissionpolicybindings",
+            "admissionregistration.k8s.io",
+            "gpu-portal-confinement",
+        ),
+        ("update", "validatingadmissionpolicies", "admissionregistration.k8s.io", None),
+        ("create", "mutatingadmissionpolicies", "admissionregistration.k8s.io", None),
+        ("create", "validatingwebhookconfigurations", "admissionregistration.k8s.io", None),
         ("create", "clusterrolebindings", "rbac.authorization.k8s.io", None),
         ("create", "roles", "rbac.authorization.k8s.io", None),
         ("get", "secrets", "", None),
@@ -83,5 +121,5 @@ def test_the_deployed_role_binds_only_the_three_roles_it_hands_out():
     rules = portal_cluster_role()["rules"]
 
     (bind,) = [r for r in rules if "bind" in r["verbs"]]
-    assert bind["resourceNames"] == ["admin", "edit", "view"]
+    assert bind["resourceNames"] == ["gpu-portal-lead", "gpu-portal-member", "gpu-portal-viewer"]
     assert not [r for r in rules if "escalate" in r["verbs"] or "*" in r["verbs"]]

@@ -107,7 +107,7 @@ def test_a_viewer_can_read_but_not_create(two_teams, kube_cluster, admin_user, a
     assert not can_create_pod(vic_api, a.slug, "viewer-pod")
 
 
-def test_the_lead_gets_admin_and_the_team_group_gets_view(
+def test_the_lead_gets_the_portals_team_roles_and_the_team_group_gets_the_viewers(
     two_teams, core, kube_cluster, as_identity
 ):
     a, _ = two_teams
@@ -115,9 +115,12 @@ def test_the_lead_gets_admin_and_the_team_group_gets_view(
 
     bindings = {b.role_ref.name: b for b in rbac.list_namespaced_role_binding(a.slug).items}
 
-    assert [s.name for s in bindings["admin"].subjects] == [f"portal:lead-{a.slug}"]
-    assert [(s.kind, s.name) for s in bindings["view"].subjects] == [
-        ("Group", f"portal:team:{a.slug}")
+    lead = f"portal:lead-{a.slug}"
+    assert [s.name for s in bindings["gpu-portal-lead"].subjects] == [lead]
+    assert [s.name for s in bindings["gpu-portal-member"].subjects] == [lead]
+    assert [(s.kind, s.name) for s in bindings["gpu-portal-viewer"].subjects] == [
+        ("User", lead),
+        ("Group", f"portal:team:{a.slug}"),
     ]
     in_group = as_identity("someone-in-the-team-group", groups=[f"portal:team:{a.slug}"])
     assert in_group.list_namespaced_pod(a.slug).items is not None

@@ -5,6 +5,7 @@ import datetime
 import pytest
 from django.utils import timezone
 
+from clusters.models import Cluster
 from tenants import reconcile_triggers, services, tasks
 from tenants.models import Membership, TeamCluster
 from tests import factories
@@ -69,7 +70,7 @@ def test_a_team_on_no_cluster_schedules_nothing(admin, team, django_capture_on_c
     assert not TeamCluster.objects.exists()
 
 
-def test_the_sweep_expires_grants_and_reconciles_every_team_on_every_cluster(
+def test_the_sweep_expires_grants_and_reconciles_every_team_and_every_cluster(
     admin, team, other_team, cluster, monkeypatch
 ):
     yesterday = timezone.localdate() - datetime.timedelta(days=1)
@@ -83,15 +84,22 @@ def test_the_sweep_expires_grants_and_reconciles_every_team_on_every_cluster(
     factories.TeamClusterFactory(team=other_team, cluster=cluster)
     gone = factories.TeamFactory(slug="gone")
     factories.TeamClusterFactory(team=gone, cluster=cluster, namespace_deleted_at=timezone.now())
-    enqueued = []
+    enqueued, clusters = [], []
     monkeypatch.setattr(
         reconcile_triggers, "enqueue_reconcile_now", lambda **ids: enqueued.append(ids)
+    )
+    monkeypatch.setattr(
+        reconcile_triggers, "enqueue_cluster_reconcile_now", lambda **ids: clusters.append(ids)
     )
 
     count = tasks.reconcile_sweep()
 
-    assert count == 2
+    every_cluster = list(Cluster.objects.order_by("pk").values_list("pk", flat=True))
+    assert cluster.pk in every_cluster
+    assert count == 2 + len(every_cluster)
     assert sorted(e["team_id"] for e in enqueued) == sorted([team.pk, other_team.pk])
+    # Every cluster's admission policies (and Kueue objects) too, in any quota mode.
+    assert clusters == [{"cluster_id": pk} for pk in every_cluster]
     due.refresh_from_db()
     assert due.state == "expired"
 

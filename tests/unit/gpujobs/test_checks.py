@@ -2,6 +2,7 @@
 
 import pytest
 
+from clusters.image_references import parse_image
 from gpujobs import images, specs
 
 
@@ -52,9 +53,10 @@ def test_docker_hub_can_be_allowed_by_name():
     assert not images.image_allowed("busybox", ["docker.io/nvidia/"])
 
 
-def test_empty_allow_list_allows_any_image():
-    assert images.image_allowed("anything.example/x:1", [])
-    assert images.image_allowed("anything.example/x:1", ["", "  "])
+def test_empty_allow_list_allows_no_image_unless_all_are_allowed():
+    assert not images.image_allowed("anything.example/x:1", [])
+    assert not images.image_allowed("anything.example/x:1", ["", "  "])
+    assert images.image_allowed("anything.example/x:1", [], allow_all=True)
 
 
 @pytest.mark.parametrize(
@@ -68,14 +70,14 @@ def test_empty_allow_list_allows_any_image():
     ],
 )
 def test_image_reference_shapes_accepted(image):
-    assert images.IMAGE_RE.match(image)
+    assert parse_image(image) is not None
 
 
 @pytest.mark.parametrize(
     "image", ["Busybox", "busy box", "img:", "img; rm -rf /", "https://registry/x", "-x", "a//b"]
 )
 def test_image_reference_shapes_refused(image):
-    assert not images.IMAGE_RE.match(image)
+    assert parse_image(image) is None
 
 
 def test_env_from_a_list_of_name_value_pairs():
@@ -102,6 +104,9 @@ def test_env_from_a_mapping():
         ([{"name": "A", "value": 3}], "must be a string"),
         ([{"value": "x"}], "must be"),
         ("A=1", "Give environment variables"),
+        ([{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}], "NVIDIA_* variables decide"),
+        ([{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}], "NVIDIA_* variables decide"),
+        ({"NVIDIA_DRIVER_CAPABILITIES": "all"}, "NVIDIA_* variables decide"),
     ],
 )
 def test_bad_env_is_refused_with_a_reason(env, fragment):

@@ -258,3 +258,29 @@ def test_job_id_from_name(name, job_id):
 
 def test_same_spec_gives_the_same_manifest():
     assert build() == build()
+
+
+# --- Pod Security ------------------------------------------------------------------------------
+
+
+def test_every_container_drops_every_capability_and_cannot_escalate():
+    job = build(preprocess=preprocessing(image="registry.example.com/cleaner:1"))
+
+    for container in containers(job).values():
+        assert container["securityContext"] == {
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+        }
+
+
+def test_pods_run_under_the_runtimes_default_seccomp_profile_as_any_user_under_baseline():
+    assert pod_spec(build())["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def test_pods_run_as_non_root_where_the_cluster_enforces_restricted():
+    job = build(Placement(pod_security_level="restricted"))
+
+    assert pod_spec(job)["securityContext"] == {
+        "seccompProfile": {"type": "RuntimeDefault"},
+        "runAsNonRoot": True,
+    }

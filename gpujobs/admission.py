@@ -6,6 +6,10 @@ every image must come from the cluster's allowed registries; the GPU kind and mo
 the cluster's; annotations must stay out of Kubernetes' and the
 portal's prefixes; and the GPUs must fit in what the team's quota leaves (``check_quota``,
 under the team's row lock). ``services.job_submit`` checks all of them.
+
+On a cluster whose quota Kueue enforces, a job that does not fit what the quota leaves now
+waits in the team's queue instead, and ``check_queue_fit`` refuses only a job that can never
+run there.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 
 from clusters.models import Cluster
-from clusters.vocabulary import PORTAL_PREFIX
+from clusters.vocabulary import GUARANTEED, PORTAL_PREFIX
 from gpujobs import selectors
 from gpujobs.images import registry_refusal
 from gpujobs.observe import QUOTA_USED_UP
@@ -126,6 +130,71 @@ def parse_job_request(
         for key, message in job_refusals(team=team, cluster=cluster, request=request).items():
             errors.setdefault(key, message)
     raise ValidationError(errors)
+
+
+def _model_words(model: str) -> str:
+    return f"{model} GPUs" if model else "GPUs"
+
+
+def queue_fit_refusals(*, team: Team, cluster: Cluster, request: JobRequest) -> Errors:
+    """Why a job can never run on a Kueue cluster, under ``gpus`` (nothing when it can):
+
+    * more GPUs than one node of the model has (a job's pod runs on one node);
+    * guaranteed: more than the team's own quota of the model, or of any model, whichever is
+      larger (Kueue gives a job's GPUs one flavor, so two flavors' quotas never add up for it);
+    * opportunistic: more than the team may borrow (it has no quota of its own, only what it
+      borrows: its borrowing limit, or without one the cluster's GPUs of the model).
+
+    Without the cluster's per-model inventory the node and cluster-size checks are left to
+    Kueue (the job then waits with Kueue's reason)."""
+    capacities = selectors.model_capacities(cluster=cluster, gpu_resource=request.gpu_resource)
+    if request.gpu_model:
+        capacities = [c for c in capacities if c.gpu_model == request.gpu_model]
+    where = f"cluster {cluster.name}"
+    wanted = _model_words(request.gpu_model)
+    gpus = request.gpus
+    largest_node = max((c.max_per_node for c in capacities), default=None)
+    if largest_node is not None and gpus > largest_node:
+        return {
+            "gpus": f"This job can never run: it asks for {gpus} GPUs, a job runs on one node, "
+            f"and the largest node of {where} has {largest_node} {wanted}."
+        }
+    if request.priority == GUARANTEED:
+        own = selectors.own_quota_by_model(
+            team=team, cluster=cluster, gpu_resource=request.gpu_resource
+        )
+        models = [request.gpu_model, ""] if request.gpu_model else list(own)
+        usable = max((own.get(model, 0) for model in models), default=0)
+        if gpus > usable:
+            return {
+                "gpus": f"A guaranteed job runs only within team {team.slug}'s own quota, and "
+                f"the most it holds of {wanted} on {where} is {usable}; this job asks for "
+                f"{gpus}, so it could never start. Submit it as opportunistic to borrow GPUs "
+                "other teams leave idle (it may then be preempted), or ask for more quota."
+            }
+        return {}
+    limit = selectors.borrowing_limit(team=team, cluster=cluster)
+    if limit is not None and gpus > limit:
+        return {
+            "gpus": f"An opportunistic job runs on borrowed GPUs, and team {team.slug} may "
+            f"borrow at most {limit} {wanted} on {where} (its borrowing limit); this job asks "
+            f"for {gpus}, so it could never start."
+        }
+    total = max((c.allocatable for c in capacities), default=None)
+    if total is not None and gpus > total:
+        return {
+            "gpus": f"This job can never run: it asks for {gpus} GPUs and {where} has "
+            f"{total} {wanted} of one model at most."
+        }
+    return {}
+
+
+def check_queue_fit(*, team: Team, cluster: Cluster, request: JobRequest) -> None:
+    """On a Kueue cluster: refuse (naming ``gpus``) a job that can never run there; any other
+    waits in the team's queue until its GPUs are free."""
+    errors = queue_fit_refusals(team=team, cluster=cluster, request=request)
+    if errors:
+        raise ValidationError(errors)
 
 
 def check_quota(*, team: Team, cluster: Cluster, gpu_resource: str, gpus: int) -> None:

@@ -17,7 +17,11 @@ What every Job gets:
   in place;
 * the portal's ownership label, the team label and the job-id label on the Job and its pods, so
   the watcher finds both with one label selector;
-* the command and arguments as the lists the user gave: nothing is joined into a shell string.
+* the command and arguments as the lists the user gave: nothing is joined into a shell string;
+* on a cluster whose quota Kueue enforces (``JobSpec.queue``): ``spec.suspend: true``, the
+  team's LocalQueue (``kueue.x-k8s.io/queue-name``: ``guaranteed`` or ``opportunistic``) and the
+  matching WorkloadPriorityClass (``kueue.x-k8s.io/priority-class``) on the Job, so that the Job
+  waits in the queue until Kueue admits it (and un-suspends it, adding the flavor's node labels).
 
 ``container`` builds any workload's container from a ``specs.ContainerRequest``.
 """
@@ -37,9 +41,12 @@ from clusters.vocabulary import (
     DEFAULT_PORTAL_NAME,
     JOB_ID_LABEL,
     JOB_NAME_ANNOTATION,
+    KUEUE_PRIORITY_CLASS_LABEL,
+    KUEUE_QUEUE_LABEL,
     MANAGED_BY_LABEL,
     SUBMITTED_BY_ANNOTATION,
     TEAM_LABEL,
+    priority_class_name,
 )
 from gpujobs.specs import ContainerRequest, EnvPairs, JobRequest, PreprocessMode
 
@@ -65,14 +72,16 @@ class Placement:
 @dataclass(frozen=True)
 class JobSpec:
     """A job as the builder takes it: what the user asked for (``request``), and what the
-    portal adds: the job's id, the team's namespace, how long a finished Job stays, and who
-    submitted it."""
+    portal adds: the job's id, the team's namespace, how long a finished Job stays, who
+    submitted it, and the team's LocalQueue it waits in (``queue``; empty when the cluster
+    enforces quota without Kueue)."""
 
     job_id: int
     namespace: str
     request: JobRequest
     ttl_seconds_after_finished: int
     submitted_by: str = ""
+    queue: str = ""
 
 
 def job_name(job_id: int) -> str:
@@ -93,6 +102,18 @@ def labels(spec: JobSpec, placement: Placement) -> dict[str, str]:
         MANAGED_BY_LABEL: placement.portal_name,
         TEAM_LABEL: spec.namespace,
         JOB_ID_LABEL: str(spec.job_id),
+    }
+
+
+def queue_labels(spec: JobSpec, placement: Placement) -> dict[str, str]:
+    """Kueue's labels on a queued Job: its LocalQueue and its WorkloadPriorityClass."""
+    if not spec.queue:
+        return {}
+    return {
+        KUEUE_QUEUE_LABEL: spec.queue,
+        KUEUE_PRIORITY_CLASS_LABEL: priority_class_name(
+            placement.portal_name, spec.request.priority
+        ),
     }
 
 
@@ -231,23 +252,26 @@ def job_manifest(spec: JobSpec, placement: Placement) -> dict:
     template_metadata: dict = {"labels": dict(job_labels)}
     if job.annotations:
         template_metadata["annotations"] = dict(job.annotations)
+    job_spec: dict = {
+        "completions": 1,
+        "parallelism": 1,
+        "backoffLimit": job.backoff_limit,
+        "activeDeadlineSeconds": job.max_runtime_seconds,
+        "ttlSecondsAfterFinished": spec.ttl_seconds_after_finished,
+        "template": {"metadata": template_metadata, "spec": pod_spec},
+    }
+    if spec.queue:
+        job_spec["suspend"] = True  # Kueue un-suspends it when it admits it
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
             "name": job_name(spec.job_id),
             "namespace": spec.namespace,
-            "labels": job_labels,
+            "labels": {**job_labels, **queue_labels(spec, placement)},
             "annotations": annotations,
         },
-        "spec": {
-            "completions": 1,
-            "parallelism": 1,
-            "backoffLimit": job.backoff_limit,
-            "activeDeadlineSeconds": job.max_runtime_seconds,
-            "ttlSecondsAfterFinished": spec.ttl_seconds_after_finished,
-            "template": {"metadata": template_metadata, "spec": pod_spec},
-        },
+        "spec": job_spec,
     }
 
 
@@ -269,6 +293,7 @@ def stored_job_spec(job: GpuJob) -> JobSpec:
         request=JobRequest.from_model(job),
         ttl_seconds_after_finished=settings.GPUJOBS_TTL_SECONDS_AFTER_FINISHED,
         submitted_by=job.submitted_by.get_username(),
+        queue=job.queue_name,
     )
 
 

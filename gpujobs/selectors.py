@@ -1,5 +1,6 @@
-"""Reads: which jobs a user may see, what a team's quota has left for new ones, what a cluster
-offers, and which jobs the watcher and the periodic resync follow."""
+"""Reads: which jobs a user may see, what a team's quota has left for new ones (and, on a Kueue
+cluster, its quota per GPU model and what it may borrow), what a cluster offers, and which jobs
+the watcher and the periodic resync follow."""
 
 from __future__ import annotations
 
@@ -12,11 +13,11 @@ from django.db.models import Q, QuerySet, Sum
 from django.utils import timezone
 
 from clusters.kube import connection_configured
-from clusters.models import Cluster, GpuCapacity
+from clusters.models import Cluster, GpuCapacity, GpuModelCapacity, QuotaMode
 from clusters.vocabulary import DEFAULT_GPU_RESOURCE
 from gpujobs.models import GpuJob
 from gpujobs.observe import ACTIVE_STATES
-from tenants.models import QuotaGrant, Team, TeamCluster
+from tenants.models import QuotaGrant, Team, TeamCluster, TeamQueuePolicy
 from tenants.permissions import is_portal_admin
 
 
@@ -51,17 +52,24 @@ class QuotaLeft:
         return max(self.granted - self.held, 0)
 
 
-def quota_left(*, team: Team, cluster: Cluster, gpu_resource: str) -> QuotaLeft:
+def grants_in_effect(*, team: Team, cluster: Cluster, gpu_resource: str) -> QuerySet[QuotaGrant]:
+    """The team's active grants of a GPU kind on the cluster whose period includes today."""
     today = timezone.localdate()
+    return QuotaGrant.objects.filter(
+        Q(ends_on__isnull=True) | Q(ends_on__gte=today),
+        team=team,
+        cluster=cluster,
+        gpu_resource=gpu_resource,
+        state=QuotaGrant.State.ACTIVE,
+        starts_on__lte=today,
+    )
+
+
+def quota_left(*, team: Team, cluster: Cluster, gpu_resource: str) -> QuotaLeft:
     granted = (
-        QuotaGrant.objects.filter(
-            Q(ends_on__isnull=True) | Q(ends_on__gte=today),
-            team=team,
-            cluster=cluster,
-            gpu_resource=gpu_resource,
-            state=QuotaGrant.State.ACTIVE,
-            starts_on__lte=today,
-        ).aggregate(total=Sum("gpus"))["total"]
+        grants_in_effect(team=team, cluster=cluster, gpu_resource=gpu_resource).aggregate(
+            total=Sum("gpus")
+        )["total"]
         or 0
     )
     held = (
@@ -71,6 +79,38 @@ def quota_left(*, team: Team, cluster: Cluster, gpu_resource: str) -> QuotaLeft:
         or 0
     )
     return QuotaLeft(granted=granted, held=held)
+
+
+def kueue_mode(cluster: Cluster) -> bool:
+    """Whether Kueue enforces the cluster's quota (jobs wait in queues) rather than the
+    ResourceQuota alone."""
+    return cluster.quota_mode == QuotaMode.KUEUE
+
+
+def own_quota_by_model(*, team: Team, cluster: Cluster, gpu_resource: str) -> dict[str, int]:
+    """The team's GPUs of a kind on the cluster in effect today, per GPU model ("" for grants
+    of any model): its guaranteed quota in each of Kueue's flavors."""
+    rows = (
+        grants_in_effect(team=team, cluster=cluster, gpu_resource=gpu_resource)
+        .values("gpu_model")
+        .annotate(total=Sum("gpus"))
+    )
+    return {row["gpu_model"]: row["total"] for row in rows}
+
+
+def borrowing_limit(*, team: Team, cluster: Cluster) -> int | None:
+    """GPUs of each model the team may borrow on the cluster (None: no limit)."""
+    policy = TeamQueuePolicy.objects.filter(team=team, cluster=cluster).first()
+    return policy.borrowing_limit if policy is not None else None
+
+
+def model_capacities(*, cluster: Cluster, gpu_resource: str) -> list[GpuModelCapacity]:
+    """The cluster's GPUs of a kind per model: how many, and how many one node has at most."""
+    return list(
+        GpuModelCapacity.objects.filter(cluster=cluster, resource_name=gpu_resource).order_by(
+            "gpu_model"
+        )
+    )
 
 
 def team_page_jobs(user: User | AnonymousUser, *, team: Team, finished: int) -> list[GpuJob]:
@@ -109,6 +149,9 @@ def gpu_models(cluster: Cluster) -> list[str]:
     models: set[str] = set()
     for value in GpuCapacity.objects.filter(cluster=cluster).values_list("gpu_model", flat=True):
         models.update(m.strip() for m in (value or "").split(",") if m.strip())
+    models.update(
+        GpuModelCapacity.objects.filter(cluster=cluster).values_list("gpu_model", flat=True)
+    )
     return sorted(models)
 
 

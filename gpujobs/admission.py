@@ -140,8 +140,11 @@ def queue_fit_refusals(*, team: Team, cluster: Cluster, request: JobRequest) -> 
     """Why a job can never run on a Kueue cluster, under ``gpus`` (nothing when it can):
 
     * more GPUs than one node of the model has (a job's pod runs on one node);
-    * guaranteed: more than the team's own quota of the model, or of any model, whichever is
-      larger (Kueue gives a job's GPUs one flavor, so two flavors' quotas never add up for it);
+    * guaranteed: more than the team's own quota of the job's GPU model (a job that names no
+      model: of the model, or of "any model", it holds most of). Kueue gives a job's GPUs one
+      flavor, so two flavors' quotas never add up for one job, and a job that names a model
+      never gets the flavor of grants of any model (Kueue finds that flavor's node labels do
+      not match the job's model);
     * opportunistic: more than the team may borrow (it has no quota of its own, only what it
       borrows: its borrowing limit, or without one the cluster's GPUs of the model).
 
@@ -163,7 +166,7 @@ def queue_fit_refusals(*, team: Team, cluster: Cluster, request: JobRequest) -> 
         own = selectors.own_quota_by_model(
             team=team, cluster=cluster, gpu_resource=request.gpu_resource
         )
-        models = [request.gpu_model, ""] if request.gpu_model else list(own)
+        models = [request.gpu_model] if request.gpu_model else list(own)
         usable = max((own.get(model, 0) for model in models), default=0)
         if gpus > usable:
             return {

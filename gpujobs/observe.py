@@ -409,8 +409,10 @@ PREEMPTION_REASONS = {
 }
 PREEMPTOR_JOB_UID_RE = re.compile(r"JobUID: ([^,)\s]+)")
 PREEMPTOR_PATH_RE = re.compile(r"preemptor path: (\S+)")
-# Kueue's words before its reason why a workload does not fit.
+# Kueue's words before its reason why a workload does not fit, and about flavors that were never
+# candidates (another GPU model than the job's): left out of the job's message.
 FLAVOR_PREFIX_RE = re.compile(r"^couldn't assign flavors to pod set [^:]+: ")
+OTHER_FLAVOR_RE = re.compile(r"flavor \S+ doesn't match node affinity(, )?")
 
 
 def workload_condition(workload: dict | None, kind: str) -> dict | None:
@@ -446,6 +448,7 @@ def waiting_in_queue(workload: dict | None, *, queue: str) -> tuple[str, str]:
         return Reason.ADMITTED, "Admitted by Kueue; starting."
     pending = workload_condition(workload, "QuotaReserved") or {}
     detail = FLAVOR_PREFIX_RE.sub("", (pending.get("message") or "").strip())
+    detail = OTHER_FLAVOR_RE.sub("", detail).strip().rstrip(",")
     still = f": {detail}" if detail and pending.get("status") == "False" else "."
     evicted = workload_condition(workload, "Evicted")
     preempted = workload_condition(workload, "Preempted")

@@ -220,13 +220,14 @@ def ahead_in_queue(snapshot: Snapshot, *, job_id: int, namespace: str) -> list[P
 
 
 def candidate_flavors(snapshot: Snapshot, job: WaitingJob) -> list[str]:
-    """The GPU flavors the job may be given: its model's and any-model ones (every flavor when
-    it asks for no model), the one Kueue's message names first."""
+    """The GPU flavors the job may be given: its model's (every flavor when it asks for no
+    model; Kueue never gives a job that names a model the flavor of any model), the one Kueue's
+    message names first."""
     named = FLAVOR_IN_MESSAGE_RE.search(job.message or "")
     flavors = [
         name
         for name, model in sorted(snapshot.flavors.items())
-        if not job.gpu_model or model in (job.gpu_model, "")
+        if not job.gpu_model or model == job.gpu_model
     ]
     if named and named.group(1) in flavors:
         flavors.remove(named.group(1))

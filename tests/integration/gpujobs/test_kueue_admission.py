@@ -78,9 +78,11 @@ def test_a_guaranteed_job_larger_than_the_teams_own_quota_is_refused_naming_gpus
     assert not GpuJob.objects.exists()
 
 
-def test_a_guaranteed_job_of_a_model_without_quota_may_use_the_any_model_quota(kueue, team, member):
-    assert post(member, kueue, team, gpus=2, gpu_model=H100).status_code == 201
-    assert post(member, kueue, team, gpus=3, gpu_model=H100).status_code == 400
+def test_only_a_guaranteed_job_that_names_no_model_may_use_the_any_model_quota(kueue, team, member):
+    # Kueue never gives a job that names a model the flavor of grants of any model.
+    assert post(member, kueue, team, gpus=1, gpu_model=H100).status_code == 400
+    assert post(member, kueue, team, gpus=4).status_code == 201  # its A100 quota
+    assert post(member, kueue, team, gpus=5).status_code == 400
 
 
 def test_a_job_larger_than_any_node_of_its_model_is_refused(kueue, team, member):

@@ -14,8 +14,10 @@ PREEMPTED_MESSAGE = (
     "path: /gpu-portal/gpu-portal-nlp-opportunistic"
 )
 PENDING_MESSAGE = (
-    "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in "
-    "flavor gpu-portal-nvidia-a100-sxm4-80gb, 2 more needed"
+    "couldn't assign flavors to pod set main: flavor gpu-portal-any-gpu doesn't match node "
+    "affinity, flavor gpu-portal-nvidia-h100-80gb-hbm3 doesn't match node affinity, "
+    "insufficient unused quota for nvidia.com/gpu in flavor gpu-portal-nvidia-a100-sxm4-80gb, "
+    "2 more needed"
 )
 
 

@@ -2,19 +2,18 @@
 with per-model grants, and their Kueue objects.
 
 The queue objects (ResourceFlavors, WorkloadPriorityClasses, each team's two ClusterQueues and
-two LocalQueues, and the ResourceQuota's ceiling) are the reconcile's to make
-(docs: the issue-10 design, "Objects per Kueue-mode cluster"). Until that reconcile is on the
-branch, ``KueueQueues.reconcile(team)`` makes them here from the database as the design says:
-nominal quota per flavor from the team's grants in effect, the opportunistic queue's borrowing
-limit and the guaranteed queue's lending limit from ``TeamQueuePolicy``, every GPU flavor of the
-cluster listed, CPU and memory in a flavor of their own. Each test's queues share a cohort of
-their own, so tests (and other sessions on the shared devcluster) never lend to each other.
+two LocalQueues, and the ResourceQuota's ceiling) are the reconcile's to make (the issue-10
+design, "Objects per Kueue-mode cluster"). Until that reconcile is on the branch,
+``KueueQueues.reconcile(team)`` makes them here from the database as the design says
+(``tests.kueue_objects``): nominal quota per flavor from the team's grants in effect, the
+opportunistic queue's borrowing limit and the guaranteed queue's lending limit from
+``TeamQueuePolicy``. Each test's queues share a cohort of their own, so tests (and other sessions
+on the shared devcluster) never lend to each other.
 """
 
 from __future__ import annotations
 
 import datetime
-import re
 import uuid
 from dataclasses import dataclass
 
@@ -22,18 +21,8 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 from kubernetes import client
-from kubernetes.client.rest import ApiException
 
 from clusters.models import GpuCapacity, GpuModelCapacity, QuotaMode
-from clusters.vocabulary import (
-    GUARANTEED,
-    KUEUE_API_VERSION,
-    MANAGED_BY_LABEL,
-    OPPORTUNISTIC,
-    TEAM_LABEL,
-    cluster_queue_name,
-    priority_class_name,
-)
 from gpujobs import selectors
 from tenants import services as tenant_services
 from tenants.models import Membership, QuotaGrant, TeamCluster, TeamQueuePolicy
@@ -41,98 +30,29 @@ from tests import factories
 from tests.integration.conftest import wait_for
 from tests.integration.gpujobs.fixtures import QUOTA_NAME, GpuTeam, wait_for_quota
 from tests.integration.kube import delete_namespace
+from tests.kueue_objects import KueueObjects
 
-GROUP, VERSION = KUEUE_API_VERSION.split("/")
 A100 = "NVIDIA-A100-SXM4-80GB"
 H100 = "NVIDIA-H100-80GB-HBM3"
 MODELS = {A100: (32, 4, 8), H100: (16, 2, 8)}  # allocatable, nodes, GPUs per node
 GPU = "nvidia.com/gpu"
-PRIORITY_VALUES = {GUARANTEED: 1000, OPPORTUNISTIC: 100}
 
 
-def flavor_name(model: str) -> str:
-    slug = re.sub(r"[^a-z0-9]+", "-", model.lower()).strip("-") if model else "any-gpu"
-    return f"{settings.PORTAL_NAME}-{slug}"
-
-
-CPU_FLAVOR = f"{settings.PORTAL_NAME}-cpu-memory"
-
-
-def _labels(**extra) -> dict:
-    return {MANAGED_BY_LABEL: settings.PORTAL_NAME, **extra}
-
-
-class KueueQueues:
-    """Applies and removes one test's Kueue objects, as the reconcile would."""
+class KueueQueues(KueueObjects):
+    """The test's Kueue objects, made from the database as the reconcile would."""
 
     def __init__(self, api: client.ApiClient, cluster, *, cohort: str):
-        self.api = api
-        self.objects = client.CustomObjectsApi(api)
-        self.core = client.CoreV1Api(api)
+        super().__init__(
+            api,
+            portal_name=settings.PORTAL_NAME,
+            models=MODELS,
+            cohort=cohort,
+            node_selector=cluster.gpu_node_selector,
+            model_label=cluster.gpu_model_label,
+            taint_key=cluster.gpu_taint_key,
+        )
         self.cluster = cluster
-        self.cohort = cohort
-        self.cluster_queues: list[str] = []
-
-    def _apply(self, plural: str, body: dict, namespace: str | None = None) -> None:
-        """Server-side apply, as the reconcile would."""
-        body = {"apiVersion": KUEUE_API_VERSION, **body}
-        scope = f"/namespaces/{namespace}" if namespace else ""
-        self.api.call_api(
-            f"/apis/{KUEUE_API_VERSION}{scope}/{plural}/{body['metadata']['name']}",
-            "PATCH",
-            query_params=[("fieldManager", "kueue-tests"), ("force", "true")],
-            header_params={
-                "Content-Type": "application/apply-patch+yaml",
-                "Accept": "application/json",
-            },
-            body=body,
-            response_type="object",
-            auth_settings=["BearerToken"],
-            _return_http_data_only=True,
-        )
-
-    def cluster_wide(self) -> None:
-        """A flavor per GPU model, one for any model, one for CPU and memory, and the two
-        priority classes (shared by every test: their contents never differ)."""
-        toleration = {
-            "key": self.cluster.gpu_taint_key,
-            "operator": "Exists",
-            "effect": "NoSchedule",
-        }
-        node_selector = dict(self.cluster.gpu_node_selector)
-        for model in [*MODELS, ""]:
-            labels = dict(node_selector)
-            if model:
-                labels[self.cluster.gpu_model_label] = model
-            self._apply(
-                "resourceflavors",
-                {
-                    "kind": "ResourceFlavor",
-                    "metadata": {"name": flavor_name(model), "labels": _labels()},
-                    "spec": {"nodeLabels": labels, "tolerations": [toleration]},
-                },
-            )
-        self._apply(
-            "resourceflavors",
-            {
-                "kind": "ResourceFlavor",
-                "metadata": {"name": CPU_FLAVOR, "labels": _labels()},
-                "spec": {},
-            },
-        )
-        for kind, value in PRIORITY_VALUES.items():
-            self._apply(
-                "workloadpriorityclasses",
-                {
-                    "kind": "WorkloadPriorityClass",
-                    "metadata": {
-                        "name": priority_class_name(settings.PORTAL_NAME, kind),
-                        "labels": _labels(),
-                    },
-                    "value": value,
-                    "description": f"{kind} work",
-                },
-            )
+        self.core = client.CoreV1Api(api)
 
     def reconcile(self, team) -> dict[str, int]:
         """The team's two ClusterQueues and LocalQueues from its grants and policy, and its
@@ -141,96 +61,25 @@ class KueueQueues:
         own = selectors.own_quota_by_model(team=team, cluster=self.cluster, gpu_resource=GPU)
         policy = TeamQueuePolicy.objects.filter(team=team, cluster=self.cluster).first()
         borrowing = policy.borrowing_limit if policy else None
-        lending = policy.lending_limit if policy else None
-        weight = str(policy.fair_sharing_weight) if policy else "1"
-        slug = team.slug
-        for kind in (GUARANTEED, OPPORTUNISTIC):
-            flavors = []
-            for model in [*MODELS, ""]:
-                resource = {"name": GPU}
-                if kind == GUARANTEED:
-                    nominal = own.get(model, 0)
-                    resource.update(nominalQuota=nominal, borrowingLimit=0)
-                    if lending is not None:
-                        resource["lendingLimit"] = min(lending, nominal)
-                else:
-                    resource["nominalQuota"] = 0
-                    if borrowing is not None:
-                        resource["borrowingLimit"] = borrowing
-                flavors.append({"name": flavor_name(model), "resources": [resource]})
-            name = cluster_queue_name(settings.PORTAL_NAME, slug, kind)
-            cpu = [
-                {"name": "cpu", "nominalQuota": "1000"},
-                {"name": "memory", "nominalQuota": "10000Gi"},
-            ]
-            spec = {
-                "cohortName": self.cohort,
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": slug}},
-                "resourceGroups": [
-                    {"coveredResources": [GPU], "flavors": flavors},
-                    {
-                        "coveredResources": ["cpu", "memory"],
-                        "flavors": [{"name": CPU_FLAVOR, "resources": cpu}],
-                    },
-                ],
-                "fairSharing": {"weight": weight},
-                "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
-            }
-            self._apply(
-                "clusterqueues",
-                {
-                    "kind": "ClusterQueue",
-                    "metadata": {"name": name, "labels": _labels(**{TEAM_LABEL: slug})},
-                    "spec": spec,
-                },
-            )
-            self._apply(
-                "localqueues",
-                {
-                    "kind": "LocalQueue",
-                    "metadata": {
-                        "name": kind,
-                        "namespace": slug,
-                        "labels": _labels(**{TEAM_LABEL: slug}),
-                    },
-                    "spec": {"clusterQueue": name},
-                },
-                namespace=slug,
-            )
-            if name not in self.cluster_queues:
-                self.cluster_queues.append(name)
+        self.team(
+            team.slug,
+            own=own,
+            borrowing_limit=borrowing,
+            lending_limit=policy.lending_limit if policy else None,
+            weight=str(policy.fair_sharing_weight) if policy else "1",
+        )
         ceiling = sum(own.values()) + (
             borrowing if borrowing is not None else sum(m[0] for m in MODELS.values())
         )
         self.core.patch_namespaced_resource_quota(
-            QUOTA_NAME, slug, {"spec": {"hard": {f"requests.{GPU}": str(ceiling)}}}
+            QUOTA_NAME, team.slug, {"spec": {"hard": {f"requests.{GPU}": str(ceiling)}}}
         )
-        wait_for_quota(self.core, slug, ceiling)
+        wait_for_quota(self.core, team.slug, ceiling)
         return own
 
     def remove(self, team) -> None:
-        """The team's queues go (as on a switch to quota only); its ResourceQuota goes back to
-        its grants."""
-        for kind in (GUARANTEED, OPPORTUNISTIC):
-            self._delete("localqueues", kind, namespace=team.slug)
-            self._delete("clusterqueues", cluster_queue_name(settings.PORTAL_NAME, team.slug, kind))
-
-    def _delete(self, plural: str, name: str, namespace: str | None = None) -> None:
-        try:
-            if namespace:
-                self.objects.delete_namespaced_custom_object(
-                    GROUP, VERSION, namespace, plural, name
-                )
-            else:
-                self.objects.delete_cluster_custom_object(GROUP, VERSION, plural, name)
-        except ApiException as error:
-            if error.status != 404:
-                raise
-
-    def cleanup(self) -> None:
-        # A ClusterQueue waits (its finalizer) until its workloads are gone with their namespace.
-        for name in self.cluster_queues:
-            self._delete("clusterqueues", name)
+        """The team's queues go (as on a switch to quota only)."""
+        self.remove_team(team.slug)
 
 
 @dataclass

@@ -25,10 +25,15 @@ from kubernetes import client
 from clusters.models import GpuCapacity, GpuModelCapacity, QuotaMode
 from gpujobs import selectors
 from tenants import services as tenant_services
-from tenants.models import Membership, QuotaGrant, TeamCluster, TeamQueuePolicy
+from tenants.models import QuotaGrant, TeamCluster, TeamQueuePolicy
 from tests import factories
 from tests.integration.conftest import wait_for
-from tests.integration.gpujobs.fixtures import QUOTA_NAME, GpuTeam, wait_for_quota
+from tests.integration.gpujobs.fixtures import (
+    QUOTA_NAME,
+    GpuTeam,
+    team_with_members,
+    wait_for_quota,
+)
 from tests.integration.kube import delete_namespace
 from tests.kueue_objects import KueueObjects
 
@@ -127,13 +132,8 @@ def make_kueue_team(kueue_cluster, core, celery_worker_process):
         grants: dict[str, int], *, name: str = "team", borrowing_limit=None, lending_limit=None
     ) -> GpuTeam:
         cluster = kueue_cluster.cluster
-        slug = f"kq-{uuid.uuid4().hex[:8]}"
-        team = factories.TeamFactory(slug=slug, name=f"{name.title()} {slug[-4:]}")
-        users = {}
-        for role in ("lead", "member", "viewer"):
-            user = factories.UserFactory(username=f"{role}-{slug}")
-            Membership.objects.create(team=team, user=user, role=role)
-            users[role] = user
+        team, users = team_with_members(name, prefix="kq")
+        slug = team.slug
         if borrowing_limit is not None or lending_limit is not None:
             TeamQueuePolicy.objects.create(
                 team=team,

@@ -789,12 +789,23 @@ def write(results: dict) -> None:
     for name, r in runs:
         occ = r["occupancy"]
         lines.append(
-            f"| {name} | {r['admission_jobs_per_s']} | {r['seconds_to_last_admission']} "
-            f"| {r['seconds_to_all_succeeded']} | {r['submit_to_running']['p50_s']} "
-            f"| {r['submit_to_running']['p99_s']} | {_percent(occ['while_waiting'])} "
-            f"| {_percent(occ['steady'])} | {occ['idle_gpu_hours_while_waiting']} "
-            f"| {r['preemptions']} |"
+            f"| {name} | {_value(r['admission_jobs_per_s'])} "
+            f"| {_value(r['seconds_to_last_admission'])} | {r['seconds_to_all_succeeded']} "
+            f"| {r['submit_to_running']['p50_s']} | {r['submit_to_running']['p99_s']} "
+            f"| {_percent(occ['while_waiting'])} | {_percent(occ['steady'])} "
+            f"| {occ['idle_gpu_hours_while_waiting']} | {r['preemptions']} |"
         )
+    portal, alone = results["portal_kueue"], results["kubectl_kueue"]
+    first_portal = _value(portal.get("seconds_to_first_wave_admitted"))
+    first_alone = _value(alone.get("seconds_to_first_wave_admitted"))
+    lines += [
+        "",
+        f"Submitting: {results['jobs']} API calls took {portal['api_seconds']} s (one after "
+        f"another, in-process); `kubectl create -f` took {alone['kubectl_create_seconds']} s "
+        "(every Job goes through Kueue's webhooks). The first "
+        f"{results['gpus']} jobs were admitted {first_portal} s after the first submission "
+        f"through the portal, {first_alone} s after `kubectl create` began.",
+    ]
     quota = results["portal_quota_only"]
     lines += [
         "",
@@ -813,6 +824,10 @@ def write(results: dict) -> None:
 
 def _percent(value) -> str:
     return "—" if value is None else f"{value * 100:.1f}%"
+
+
+def _value(value) -> str:
+    return "—" if value is None else str(value)
 
 
 if __name__ == "__main__":

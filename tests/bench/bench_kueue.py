@@ -85,7 +85,9 @@ from tests.kueue_objects import KueueObjects  # noqa: E402
 JOBS = int(os.environ.get("BENCH_KUEUE_JOBS", "2000"))
 TEAMS = int(os.environ.get("BENCH_KUEUE_TEAMS", "20"))
 GPUS_PER_MODEL = int(os.environ.get("BENCH_KUEUE_GPUS_PER_MODEL", "128"))
-RUN_SECONDS = int(os.environ.get("BENCH_KUEUE_RUN_SECONDS", "30"))
+# Long enough for the first wave to fill the GPUs while the rest are still being created: on the
+# devcluster (2 busy cores) a Job is created, through Kueue's webhooks, about 3 times a second.
+RUN_SECONDS = int(os.environ.get("BENCH_KUEUE_RUN_SECONDS", "120"))
 TIMEOUT = float(os.environ.get("BENCH_KUEUE_TIMEOUT", "1800"))
 WORKER_THREADS = int(os.environ.get("BENCH_KUEUE_WORKER_THREADS", "8"))
 MODELS = (DEFAULT_GPU_MODEL, DEFAULT_SECOND_GPU_MODEL)

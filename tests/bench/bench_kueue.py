@@ -79,7 +79,7 @@ from gpujobs import manifests  # noqa: E402
 from gpujobs.models import GpuJob, QueueSnapshot  # noqa: E402
 from gpujobs.specs import ContainerRequest, JobRequest  # noqa: E402
 from tenants.models import AuditEvent, Membership, QuotaGrant, QuotaRequest, Team  # noqa: E402
-from tests.bench.helpers import patiently, percentile, start, stop  # noqa: E402
+from tests.bench.helpers import holding, patiently, percentile, start, stop  # noqa: E402
 from tests.kueue_objects import KueueObjects  # noqa: E402
 
 JOBS = int(os.environ.get("BENCH_KUEUE_JOBS", "2000"))
@@ -833,4 +833,7 @@ def _value(value) -> str:
 
 
 if __name__ == "__main__":
-    write(run())
+    handle = devcluster_api.up()
+    with holding(handle):
+        results = run()
+    write(results)

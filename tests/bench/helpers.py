@@ -2,11 +2,13 @@
 cluster's API server is away, and the portal's processes (a Celery worker, the watcher) started
 and stopped around a run."""
 
+import contextlib
+import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from kubernetes.client.rest import ApiException
@@ -41,6 +43,21 @@ def patiently(
             log(f"could not {what}: {problem}")
             return
         time.sleep(2)
+
+
+@contextlib.contextmanager
+def holding(handle) -> Iterator[None]:
+    """Hold the shared devcluster for the block as a test session does: a devcluster that a
+    test session started is stopped by the last session to end (``devcluster.pytest_plugin``
+    counts the leases in ``<state>/pytest-sessions``), and a benchmark that runs for many
+    minutes must count among them, or its nodes and namespaces go with the cluster."""
+    lease = handle.settings.state_dir / "pytest-sessions" / str(os.getpid())
+    lease.parent.mkdir(parents=True, exist_ok=True)
+    lease.touch()
+    try:
+        yield
+    finally:
+        lease.unlink(missing_ok=True)
 
 
 def start(command: list[str], log_path: Path, ready: str, env: dict) -> subprocess.Popen:

@@ -207,17 +207,24 @@ def team_queue(*, team: Team, cluster: Cluster, jobs=None) -> TeamQueue:
     )
 
 
-def team_queues(*, team: Team, jobs: list[GpuJob]) -> list[TeamQueue]:
-    """The team's queue on every Kueue cluster where it has a queue or unfinished jobs."""
-    clusters = {j.cluster_id: j.cluster for j in jobs if selectors.kueue_mode(j.cluster)}
-    for row in QueueSnapshot.objects.select_related("cluster").filter(
-        cluster__quota_mode=QuotaMode.KUEUE
-    ):
-        if Snapshot.from_row(row).team_queue(team.slug, GUARANTEED) is not None:
-            clusters.setdefault(row.cluster_id, row.cluster)
+def team_queues(
+    *, team: Team, jobs: list[GpuJob], clusters: list[Cluster] | None = None
+) -> list[TeamQueue]:
+    """The team's queue on every Kueue cluster where it has unfinished jobs or a queue: among
+    ``clusters`` (the team's clusters, when the caller has them), else where the watcher last
+    saw a queue of the team."""
+    kueue = {j.cluster_id: j.cluster for j in jobs if selectors.kueue_mode(j.cluster)}
+    if clusters is not None:
+        kueue.update({c.pk: c for c in clusters if selectors.kueue_mode(c)})
+    else:
+        for row in QueueSnapshot.objects.select_related("cluster").filter(
+            cluster__quota_mode=QuotaMode.KUEUE
+        ):
+            if Snapshot.from_row(row).team_queue(team.slug, GUARANTEED) is not None:
+                kueue.setdefault(row.cluster_id, row.cluster)
     return [
         team_queue(team=team, cluster=cluster, jobs=[j for j in jobs if j.cluster_id == pk])
-        for pk, cluster in sorted(clusters.items(), key=lambda item: item[1].name)
+        for pk, cluster in sorted(kueue.items(), key=lambda item: item[1].name)
     ]
 
 

@@ -30,8 +30,16 @@ def team_jobs(context, team):
         "jobs": jobs,
         "in_use": selectors.gpus_in_use(jobs),
         "can_submit": can_submit,
-        "queues": queue_reads.team_queues(team=team, jobs=[j for j in jobs if not j.is_final]),
+        "queues": queue_reads.team_queues(
+            team=team, jobs=[j for j in jobs if not j.is_final], clusters=_clusters(context)
+        ),
     }
+
+
+def _clusters(context) -> list | None:
+    """The team's clusters, when the team page has read them already."""
+    states = context.get("cluster_states")
+    return None if states is None else [state.cluster for state in states]
 
 
 @register.inclusion_tag("gpujobs/_cohort_usage.html")

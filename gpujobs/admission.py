@@ -26,6 +26,7 @@ from gpujobs.images import registry_refusal
 from gpujobs.observe import QUOTA_USED_UP
 from gpujobs.specs import EnvPairs, Errors, JobRequest
 from tenants.models import Team
+from tenants.reconcile import team_queue_limits
 from tenants.selectors import namespace_ownership
 
 # Kubernetes' own annotation prefixes (and their subdomains); the portal's is PORTAL_PREFIX.
@@ -137,7 +138,8 @@ def _model_words(model: str) -> str:
 
 
 def queue_fit_refusals(*, team: Team, cluster: Cluster, request: JobRequest) -> Errors:
-    """Why a job can never run on a Kueue cluster, under ``gpus`` (nothing when it can):
+    """Why a job can never run on a Kueue cluster, under ``gpus`` (nothing when it can), from
+    the team's queue figures as the reconcile builds its queues (``team_queue_limits``):
 
     * more GPUs than one node of the model has (a job's pod runs on one node);
     * guaranteed: more than the team's own quota of the job's GPU model (a job that names no
@@ -145,8 +147,8 @@ def queue_fit_refusals(*, team: Team, cluster: Cluster, request: JobRequest) -> 
       flavor, so two flavors' quotas never add up for one job, and a job that names a model
       never gets the flavor of grants of any model (Kueue finds that flavor's node labels do
       not match the job's model);
-    * opportunistic: more than the team may borrow (it has no quota of its own, only what it
-      borrows: its borrowing limit, or without one the cluster's GPUs of the model).
+    * opportunistic: more than the team may borrow (its opportunistic queue has no quota of its
+      own: its borrowing limit, or without one the cluster's GPUs of the model).
 
     Without the cluster's per-model inventory the node and cluster-size checks are left to
     Kueue (the job then waits with Kueue's reason)."""
@@ -162,10 +164,13 @@ def queue_fit_refusals(*, team: Team, cluster: Cluster, request: JobRequest) -> 
             "gpus": f"This job can never run: it asks for {gpus} GPUs, a job runs on one node, "
             f"and the largest node of {where} has {largest_node} {wanted}."
         }
+    limits = team_queue_limits(team=team, cluster=cluster)
     if request.priority == GUARANTEED:
-        own = selectors.own_quota_by_model(
-            team=team, cluster=cluster, gpu_resource=request.gpu_resource
-        )
+        own = {
+            model: count
+            for (resource, model), count in limits.own.items()
+            if resource == request.gpu_resource
+        }
         models = [request.gpu_model] if request.gpu_model else list(own)
         usable = max((own.get(model, 0) for model in models), default=0)
         if gpus > usable:
@@ -176,7 +181,7 @@ def queue_fit_refusals(*, team: Team, cluster: Cluster, request: JobRequest) -> 
                 "other teams leave idle (it may then be preempted), or ask for more quota."
             }
         return {}
-    limit = selectors.borrowing_limit(team=team, cluster=cluster)
+    limit = limits.policy.borrowing_limit
     if limit is not None and gpus > limit:
         return {
             "gpus": f"An opportunistic job runs on borrowed GPUs, and team {team.slug} may "

@@ -1,6 +1,6 @@
-"""Reads: which jobs a user may see, what a team's quota has left for new ones (and, on a Kueue
-cluster, its quota per GPU model and what it may borrow), what a cluster offers, and which jobs
-the watcher and the periodic resync follow."""
+"""Reads: which jobs a user may see, what a team's quota has left for new ones, what a cluster
+offers (its GPUs per model, on a Kueue cluster), and which jobs the watcher and the periodic
+resync follow."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from clusters.models import Cluster, GpuCapacity, GpuModelCapacity, QuotaMode
 from clusters.vocabulary import DEFAULT_GPU_RESOURCE
 from gpujobs.models import GpuJob
 from gpujobs.observe import ACTIVE_STATES
-from tenants.models import QuotaGrant, Team, TeamCluster, TeamQueuePolicy
+from tenants.models import QuotaGrant, Team, TeamCluster
 from tenants.permissions import is_portal_admin
 
 
@@ -52,24 +52,17 @@ class QuotaLeft:
         return max(self.granted - self.held, 0)
 
 
-def grants_in_effect(*, team: Team, cluster: Cluster, gpu_resource: str) -> QuerySet[QuotaGrant]:
-    """The team's active grants of a GPU kind on the cluster whose period includes today."""
-    today = timezone.localdate()
-    return QuotaGrant.objects.filter(
-        Q(ends_on__isnull=True) | Q(ends_on__gte=today),
-        team=team,
-        cluster=cluster,
-        gpu_resource=gpu_resource,
-        state=QuotaGrant.State.ACTIVE,
-        starts_on__lte=today,
-    )
-
-
 def quota_left(*, team: Team, cluster: Cluster, gpu_resource: str) -> QuotaLeft:
+    today = timezone.localdate()
     granted = (
-        grants_in_effect(team=team, cluster=cluster, gpu_resource=gpu_resource).aggregate(
-            total=Sum("gpus")
-        )["total"]
+        QuotaGrant.objects.filter(
+            Q(ends_on__isnull=True) | Q(ends_on__gte=today),
+            team=team,
+            cluster=cluster,
+            gpu_resource=gpu_resource,
+            state=QuotaGrant.State.ACTIVE,
+            starts_on__lte=today,
+        ).aggregate(total=Sum("gpus"))["total"]
         or 0
     )
     held = (
@@ -85,23 +78,6 @@ def kueue_mode(cluster: Cluster) -> bool:
     """Whether Kueue enforces the cluster's quota (jobs wait in queues) rather than the
     ResourceQuota alone."""
     return cluster.quota_mode == QuotaMode.KUEUE
-
-
-def own_quota_by_model(*, team: Team, cluster: Cluster, gpu_resource: str) -> dict[str, int]:
-    """The team's GPUs of a kind on the cluster in effect today, per GPU model ("" for grants
-    of any model): its guaranteed quota in each of Kueue's flavors."""
-    rows = (
-        grants_in_effect(team=team, cluster=cluster, gpu_resource=gpu_resource)
-        .values("gpu_model")
-        .annotate(total=Sum("gpus"))
-    )
-    return {row["gpu_model"]: row["total"] for row in rows}
-
-
-def borrowing_limit(*, team: Team, cluster: Cluster) -> int | None:
-    """GPUs of each model the team may borrow on the cluster (None: no limit)."""
-    policy = TeamQueuePolicy.objects.filter(team=team, cluster=cluster).first()
-    return policy.borrowing_limit if policy is not None else None
 
 
 def model_capacities(*, cluster: Cluster, gpu_resource: str) -> list[GpuModelCapacity]:

@@ -1,107 +1,120 @@
-"""Kueue-mode fixtures for GPU job tests: the devcluster as a Kueue cluster of the portal, teams
-with per-model grants, and their Kueue objects.
+"""Kueue-mode fixtures for GPU job tests: the devcluster as a Kueue cluster of the portal, and
+teams with per-model grants whose Kueue objects (two ClusterQueues, two LocalQueues, the
+ResourceQuota's ceiling) and the cluster's flavors and priority classes come from the portal's
+own reconcile, run by the real worker, as in production.
 
-The queue objects (ResourceFlavors, WorkloadPriorityClasses, each team's two ClusterQueues and
-two LocalQueues, and the ResourceQuota's ceiling) are the reconcile's to make (the issue-10
-design, "Objects per Kueue-mode cluster"). Until that reconcile is on the branch,
-``KueueQueues.reconcile(team)`` makes them here from the database as the design says
-(``tests.kueue_objects``): nominal quota per flavor from the team's grants in effect, the
-opportunistic queue's borrowing limit and the guaranteed queue's lending limit from
-``TeamQueuePolicy``. Each test's queues share a cohort of their own, so tests (and other sessions
-on the shared devcluster) never lend to each other.
+Kueue's cluster-wide objects and the cohort are named after the portal (``PORTAL_NAME``, here the
+default ``gpu-portal``): the teams a test makes are the only ones in the cohort while it runs,
+because each test's teams' ClusterQueues are deleted (and waited for) when it ends.
 """
 
 from __future__ import annotations
 
 import datetime
-import uuid
 from dataclasses import dataclass
 
 import pytest
 from django.conf import settings
 from django.utils import timezone
-from kubernetes import client
+from kubernetes.client.rest import ApiException
 
 from clusters.models import GpuCapacity, GpuModelCapacity, QuotaMode
-from gpujobs import selectors
+from clusters.vocabulary import LOCAL_QUEUES, cluster_queue_name
+from tenants import queueing, reconcile
 from tenants import services as tenant_services
-from tenants.models import QuotaGrant, TeamCluster, TeamQueuePolicy
+from tenants.models import ClusterState, Team, TeamCluster
 from tests import factories
 from tests.integration.conftest import wait_for
-from tests.integration.gpujobs.fixtures import (
-    QUOTA_NAME,
-    GpuTeam,
-    team_with_members,
-    wait_for_quota,
-)
+from tests.integration.gpujobs.fixtures import GpuTeam, team_with_members
 from tests.integration.kube import delete_namespace
-from tests.kueue_objects import KueueObjects
+from tests.integration.kueue_portal import KueueObjects
 
 A100 = "NVIDIA-A100-SXM4-80GB"
 H100 = "NVIDIA-H100-80GB-HBM3"
 MODELS = {A100: (32, 4, 8), H100: (16, 2, 8)}  # allocatable, nodes, GPUs per node
-GPU = "nvidia.com/gpu"
-
-
-class KueueQueues(KueueObjects):
-    """The test's Kueue objects, made from the database as the reconcile would."""
-
-    def __init__(self, api: client.ApiClient, cluster, *, cohort: str):
-        super().__init__(
-            api,
-            portal_name=settings.PORTAL_NAME,
-            models=MODELS,
-            cohort=cohort,
-            node_selector=cluster.gpu_node_selector,
-            model_label=cluster.gpu_model_label,
-            taint_key=cluster.gpu_taint_key,
-        )
-        self.cluster = cluster
-        self.core = client.CoreV1Api(api)
-
-    def reconcile(self, team) -> dict[str, int]:
-        """The team's two ClusterQueues and LocalQueues from its grants and policy, and its
-        ResourceQuota's GPU ceiling (own quota plus borrowing limit, or the cluster's GPUs).
-        Returns the nominal quota per model ("" for any model)."""
-        own = selectors.own_quota_by_model(team=team, cluster=self.cluster, gpu_resource=GPU)
-        policy = TeamQueuePolicy.objects.filter(team=team, cluster=self.cluster).first()
-        borrowing = policy.borrowing_limit if policy else None
-        self.team(
-            team.slug,
-            own=own,
-            borrowing_limit=borrowing,
-            lending_limit=policy.lending_limit if policy else None,
-            weight=str(policy.fair_sharing_weight) if policy else "1",
-        )
-        ceiling = sum(own.values()) + (
-            borrowing if borrowing is not None else sum(m[0] for m in MODELS.values())
-        )
-        self.core.patch_namespaced_resource_quota(
-            QUOTA_NAME, team.slug, {"spec": {"hard": {f"requests.{GPU}": str(ceiling)}}}
-        )
-        wait_for_quota(self.core, team.slug, ceiling)
-        return own
-
-    def remove(self, team) -> None:
-        """The team's queues go (as on a switch to quota only)."""
-        self.remove_team(team.slug)
+GPU_QUOTA = "requests.nvidia.com/gpu"
 
 
 @dataclass
 class KueueSetup:
     cluster: object
-    queues: KueueQueues
     admin: object
+    objects: KueueObjects
+
+    def set_mode(self, mode: str):
+        """Switch the cluster's quota mode as an admin does (the reconcile follows)."""
+        self.cluster = queueing.cluster_set_quota_mode(
+            actor=self.admin, cluster=self.cluster, quota_mode=mode
+        )
+        return self.cluster
+
+    def queues_of(self, team) -> list[str]:
+        return [cluster_queue_name(settings.PORTAL_NAME, team.slug, kind) for kind in LOCAL_QUEUES]
+
+    def wait_for_queues(self, team, *, timeout: float = 90) -> None:
+        wait_for(
+            lambda: (
+                all(self.objects.get("clusterqueues", q) for q in self.queues_of(team))
+                and all(self.objects.get("localqueues", k, team.slug) for k in LOCAL_QUEUES)
+            ),
+            timeout=timeout,
+            what=f"team {team.slug}'s queues",
+        )
+
+    def wait_for_own(self, team, flavor_gpus: dict[str, str], *, timeout: float = 90) -> None:
+        """Until the team's guaranteed queue holds these nominal GPUs per flavor."""
+        queue = self.queues_of(team)[0]
+        wait_for(
+            lambda: (
+                {
+                    flavor: gpus
+                    for flavor, gpus in self.objects.nominal_quota(queue).items()
+                    if gpus not in ("0", 0)
+                }
+                == flavor_gpus
+            ),
+            timeout=timeout,
+            what=f"nominal quota {flavor_gpus} in {queue}",
+        )
+
+
+def gpu_ceiling(core, namespace: str) -> str | None:
+    try:
+        quota = core.read_namespaced_resource_quota(f"{settings.PORTAL_NAME}-quota", namespace)
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+    return (quota.spec.hard or {}).get(GPU_QUOTA)
+
+
+def wait_for_ceiling(core, namespace: str, gpus: int, *, timeout: float = 90) -> None:
+    """Until the namespace's GPU quota is ``gpus`` and the quota controller counts against it."""
+
+    def counted():
+        try:
+            quota = core.read_namespaced_resource_quota(f"{settings.PORTAL_NAME}-quota", namespace)
+        except ApiException:
+            return False
+        hard = quota.spec.hard or {}
+        return (
+            hard.get(GPU_QUOTA) == str(gpus)
+            and quota.status is not None
+            and quota.status.hard == hard
+            and quota.status.used is not None
+        )
+
+    wait_for(counted, timeout=timeout, what=f"{GPU_QUOTA}={gpus} counted in {namespace}")
 
 
 @pytest.fixture
-def kueue_cluster(gpu_cluster, k8s, devcluster):
-    """The devcluster as a Kueue cluster of the portal: 32 A100 and 16 H100 in its per-model
-    inventory, its flavors and priority classes applied, and a cohort of the test's own."""
+def kueue_cluster(gpu_cluster, k8s, core, devcluster, celery_worker_process):
+    """The devcluster switched to Kueue mode by an admin, with 32 A100s and 16 H100s in its
+    per-model inventory (as the capacity sync writes them); its flavors and priority classes
+    applied by the real worker. At the end every team's namespace and ClusterQueues go (and
+    are waited for), so the next test's cohort starts empty."""
     if not devcluster.settings.kueue:
         pytest.fail("this devcluster runs without Kueue (DEVCLUSTER_KUEUE=0)")
-    gpu_cluster.quota_mode = QuotaMode.KUEUE
-    gpu_cluster.save(update_fields=["quota_mode"])
     GpuCapacity.objects.filter(cluster=gpu_cluster).update(
         allocatable=sum(m[0] for m in MODELS.values()), gpu_model=",".join(MODELS)
     )
@@ -113,35 +126,58 @@ def kueue_cluster(gpu_cluster, k8s, devcluster):
             nodes=nodes,
             max_per_node=per_node,
         )
-    queues = KueueQueues(k8s, gpu_cluster, cohort=f"kj-{uuid.uuid4().hex[:8]}")
-    queues.cluster_wide()
-    yield KueueSetup(
-        cluster=gpu_cluster, queues=queues, admin=factories.AdminFactory(username="kueue-admin")
+    setup = KueueSetup(
+        cluster=gpu_cluster,
+        admin=factories.AdminFactory(username="kueue-admin"),
+        objects=KueueObjects(k8s, settings.PORTAL_NAME),
     )
-    queues.cleanup()
+    setup.set_mode(QuotaMode.KUEUE)
+    wait_for(
+        lambda: ClusterState.objects.filter(
+            cluster=gpu_cluster, status=ClusterState.Status.IN_SYNC
+        ).exists(),
+        timeout=90,
+        what="the cluster's flavors and priority classes",
+    )
+    yield setup
+    teams = list(Team.objects.all())
+    queues = [q for team in teams for q in setup.queues_of(team)]
+    for team in teams:
+        delete_namespace(core, team.slug)
+    for queue in queues:
+        setup.objects.delete("clusterqueues", queue)
+    # A ClusterQueue goes once its namespace's Workloads are gone.
+    wait_for(
+        lambda: not any(setup.objects.get("clusterqueues", q) for q in queues),
+        timeout=120,
+        what="the test's ClusterQueues gone from the cohort",
+    )
 
 
 @pytest.fixture
 def make_kueue_team(kueue_cluster, core, celery_worker_process):
     """``make_kueue_team({A100: 4}, borrowing_limit=2)``: a team with a lead, a member and a
-    viewer, one approved grant per model (the key "" for any model), its namespace from the
-    portal's reconcile (run by the real worker), and its Kueue queues."""
-    made = []
+    viewer, its queue policy, and one approved grant per model (the key "" for any model); the
+    worker's reconcile makes its namespace, queues and ResourceQuota ceiling (``kueue_cluster``
+    removes them at the end)."""
 
     def make(
-        grants: dict[str, int], *, name: str = "team", borrowing_limit=None, lending_limit=None
+        grants: dict[str, int],
+        *,
+        name: str = "team",
+        borrowing_limit: int | None = None,
+        lending_limit: int | None = None,
     ) -> GpuTeam:
         cluster = kueue_cluster.cluster
         team, users = team_with_members(name, prefix="kq")
-        slug = team.slug
         if borrowing_limit is not None or lending_limit is not None:
-            TeamQueuePolicy.objects.create(
+            queueing.team_queue_policy_set(
+                actor=kueue_cluster.admin,
                 team=team,
                 cluster=cluster,
                 borrowing_limit=borrowing_limit,
                 lending_limit=lending_limit,
             )
-        made.append(slug)
         granted = []
         for model, gpus in grants.items():
             request = tenant_services.quota_request_create(
@@ -149,25 +185,25 @@ def make_kueue_team(kueue_cluster, core, celery_worker_process):
                 team=team,
                 cluster=cluster,
                 gpus=gpus,
+                gpu_model=model,
                 justification="Kueue tests.",
                 ends_on=timezone.localdate() + datetime.timedelta(days=30),
             )
-            grant = tenant_services.quota_request_approve(
-                reviewer=kueue_cluster.admin, quota_request=request
+            granted.append(
+                tenant_services.quota_request_approve(
+                    reviewer=kueue_cluster.admin, quota_request=request
+                )
             )
-            QuotaGrant.objects.filter(pk=grant.pk).update(gpu_model=model)
-            granted.append(QuotaGrant.objects.get(pk=grant.pk))
         wait_for(
             lambda: TeamCluster.objects.filter(
                 team=team, cluster=cluster, status=TeamCluster.Status.IN_SYNC
             ).exists(),
             timeout=120,
-            what=f"the reconcile of {slug}",
+            what=f"the reconcile of {team.slug}",
         )
-        wait_for_quota(core, slug, sum(grants.values()))
-        kueue_cluster.queues.reconcile(team)
-        return GpuTeam(team=team, namespace=slug, grants=granted, **users)
+        kueue_cluster.wait_for_queues(team)
+        limits = reconcile.team_queue_limits(team=team, cluster=cluster)
+        wait_for_ceiling(core, team.slug, limits.ceiling["nvidia.com/gpu"])
+        return GpuTeam(team=team, namespace=team.slug, grants=granted, **users)
 
-    yield make
-    for slug in made:
-        delete_namespace(core, slug)
+    return make

@@ -11,15 +11,16 @@ import pytest
 from clusters.models import QuotaMode
 from gpujobs.models import GpuJob
 from gpujobs.observe import Reason
+from tenants.reconcile_triggers import enqueue_cluster_reconcile_now, enqueue_reconcile_now
 from tests.integration.conftest import wait_for
 from tests.integration.gpujobs.fixtures import (
     api_client_for,
-    set_gpu_quota,
     submit,
     wait_for_job,
     wait_for_state,
 )
 from tests.integration.gpujobs.kueue import A100
+from tests.integration.reconcile.conftest import route_reconciles
 
 pytestmark = [pytest.mark.devcluster]
 
@@ -36,16 +37,10 @@ def jobs_on_cluster(batch, namespace) -> dict[str, object]:
     return {j.metadata.name: j for j in batch.list_namespaced_job(namespace).items}
 
 
-def switch(cluster, mode):
-    cluster.quota_mode = mode
-    cluster.save(update_fields=["quota_mode"])
-
-
 def test_switching_to_kueue_queues_the_waiting_job_and_leaves_the_running_one_alone(
-    make_gpu_team, kueue_cluster, running_services, batch, core
+    make_gpu_team, kueue_cluster, running_services, batch, core, monkeypatch
 ):
-    cluster = kueue_cluster.cluster
-    switch(cluster, QuotaMode.QUOTA_ONLY)
+    cluster = kueue_cluster.set_mode(QuotaMode.QUOTA_ONLY)
     team = make_gpu_team(gpus=3, quota=2)  # the cluster lets 2 of its 3 GPUs run
     running = submitted(submit(team.member, team.team, cluster, name="runs", gpus=2))
     running = wait_for_state(running.pk, State.RUNNING, timeout=60)
@@ -54,15 +49,21 @@ def test_switching_to_kueue_queues_the_waiting_job_and_leaves_the_running_one_al
                            what="the second job refused by the ResourceQuota")  # fmt: skip
     assert waiting.queue_name == ""
 
-    switch(cluster, QuotaMode.KUEUE)
+    # The switch's reconcile is held back (its tasks go to a queue no worker reads), so the
+    # ResourceQuota stays as it was and the waiting job cannot start outside Kueue meanwhile.
+    route_reconciles(monkeypatch, f"held-{team.namespace}")
+    kueue_cluster.set_mode(QuotaMode.KUEUE)
     moved = wait_for_job(
         waiting.pk,
         lambda j: j.queue_name == "guaranteed" and j.kube_uid not in ("", waiting.kube_uid),
         timeout=60,
         what="the waiting job made again in the team's guaranteed queue",
     )
-    kueue_cluster.queues.reconcile(team.team)
-    wait_for_state(moved.pk, State.RUNNING, timeout=60)
+    assert moved.state in (State.SUBMITTED, State.PENDING)
+    monkeypatch.undo()
+    enqueue_cluster_reconcile_now(cluster_id=cluster.pk)
+    enqueue_reconcile_now(team_id=team.team.pk, cluster_id=cluster.pk)
+    wait_for_state(moved.pk, State.RUNNING, timeout=90)
 
     on_cluster = jobs_on_cluster(batch, team.namespace)
     assert set(on_cluster) == {running.kube_name, waiting.kube_name}
@@ -89,10 +90,8 @@ def test_switching_to_quota_only_releases_the_waiting_job_and_leaves_the_admitte
                            what="the second job waiting in the queue")  # fmt: skip
     assert jobs_on_cluster(batch, team.namespace)[waiting.kube_name].spec.suspend is True
 
-    # As the reconcile does on a switch: the queues go, the ResourceQuota is the grants again.
-    switch(cluster, QuotaMode.QUOTA_ONLY)
-    kueue_cluster.queues.remove(team.team)
-    set_gpu_quota(core, team.namespace, 2)
+    # The reconcile takes the team's queues away and lowers its ResourceQuota to the grants.
+    kueue_cluster.set_mode(QuotaMode.QUOTA_ONLY)
 
     released = wait_for_job(
         waiting.pk,

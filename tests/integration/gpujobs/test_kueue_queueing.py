@@ -7,19 +7,18 @@ import datetime
 import time
 
 import pytest
+from django.conf import settings
 from django.utils import timezone
-from kubernetes import client
 
+from clusters.vocabulary import resource_flavor_name
 from gpujobs.models import GpuJob
 from gpujobs.observe import Reason
 from tenants import services as tenant_services
-from tenants.models import QuotaGrant
 from tests.integration.conftest import wait_for
 from tests.integration.gpujobs.fixtures import (
     api_client_for,
     submit,
     wait_for_job,
-    wait_for_quota,
     wait_for_state,
 )
 from tests.integration.gpujobs.kueue import A100, H100
@@ -182,14 +181,12 @@ def test_a_shrunk_or_expired_grant_lowers_the_queue_without_stopping_running_job
     cluster = kueue_cluster.cluster
     team = make_kueue_team({A100: 4}, name="shrinking")
     more = tenant_services.quota_request_create(
-        requested_by=team.lead, team=team.team, cluster=cluster, gpus=2,
+        requested_by=team.lead, team=team.team, cluster=cluster, gpus=2, gpu_model=A100,
         justification="More.", ends_on=timezone.localdate(),
     )  # fmt: skip
     extra = tenant_services.quota_request_approve(reviewer=kueue_cluster.admin, quota_request=more)
-    QuotaGrant.objects.filter(pk=extra.pk).update(gpu_model=A100)
-    core = client.CoreV1Api(kueue_cluster.queues.api)
-    wait_for_quota(core, team.namespace, 6)
-    kueue_cluster.queues.reconcile(team.team)
+    flavor = resource_flavor_name(settings.PORTAL_NAME, A100)
+    kueue_cluster.wait_for_own(team.team, {flavor: "6"})
     jobs = [
         submitted(submit(team.member, team.team, cluster, name=f"run-{i}", gpus=3,
                          gpu_model=A100))
@@ -200,8 +197,7 @@ def test_a_shrunk_or_expired_grant_lowers_the_queue_without_stopping_running_job
 
     # Shrink the first grant from 4 to 2: 4 A100 left of 6, and 6 in use.
     tenant_services.quota_grant_shrink(actor=kueue_cluster.admin, grant=team.grants[0], gpus=2)
-    wait_for_quota(core, team.namespace, 4)
-    assert kueue_cluster.queues.reconcile(team.team) == {A100: 4}
+    kueue_cluster.wait_for_own(team.team, {flavor: "4"})
     waits = submitted(submit(team.member, team.team, cluster, name="after-shrink", gpus=1,
                              gpu_model=A100))  # fmt: skip
     waiting = wait_for_queue_status(team.member, waits, lambda q: q["figures"] is not None)
@@ -214,8 +210,7 @@ def test_a_shrunk_or_expired_grant_lowers_the_queue_without_stopping_running_job
         today=timezone.localdate() + datetime.timedelta(days=1)
     )
     assert expired == [extra.pk]
-    wait_for_quota(core, team.namespace, 2)
-    assert kueue_cluster.queues.reconcile(team.team) == {A100: 2}
+    kueue_cluster.wait_for_own(team.team, {flavor: "2"})
     wait_for_queue_status(team.member, waits, lambda q: "use 6 of its 2" in q["why"])
 
     time.sleep(3)  # time for Kueue to evict anything it would

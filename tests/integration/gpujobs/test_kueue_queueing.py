@@ -200,9 +200,11 @@ def test_a_shrunk_or_expired_grant_lowers_the_queue_without_stopping_running_job
     kueue_cluster.wait_for_own(team.team, {flavor: "4"})
     waits = submitted(submit(team.member, team.team, cluster, name="after-shrink", gpus=1,
                              gpu_model=A100))  # fmt: skip
-    waiting = wait_for_queue_status(team.member, waits, lambda q: q["figures"] is not None)
-    assert waiting["queue_status"]["why"].startswith(
-        f"Team {team.team.slug}'s guaranteed jobs use 6 of its 4 {A100}"
+    wait_for_queue_status(
+        team.member,
+        waits,
+        lambda q: q["why"].startswith(f"Team {team.team.slug}'s guaranteed jobs use 6 of its 4"),
+        what="the waiting job's reason after the shrink",
     )
 
     # The 2 more GPUs expire: 2 left, still 6 in use, and the queue grows no shorter.

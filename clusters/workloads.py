@@ -1,5 +1,7 @@
-"""Workloads on a cluster: create and delete Jobs, read pod logs, and list and watch Jobs, Pods
-and Events from a resourceVersion. The job app's only way to the cluster.
+"""Workloads on a cluster: create and delete Jobs, read pod logs, list and watch Jobs, Pods and
+Events from a resourceVersion, and read Kueue's view of them (its Workloads, ClusterQueues and
+ResourceFlavors, and the pending workloads of its visibility API). The job app's only way to the
+cluster.
 
 ``WorkloadClient`` is a ``KubeClient`` (same connection per cluster, same field manager, same
 request counters and the same readable ``KubeError``s), with the calls that Jobs need on top.
@@ -13,6 +15,7 @@ import ssl
 import threading
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
+from urllib.parse import quote
 
 import httpx
 from kubernetes.client import Configuration
@@ -32,11 +35,26 @@ from clusters.kube import (
     ResourceVersionExpired,
     describe,
 )
+from clusters.vocabulary import KUEUE_API_VERSION
 
 JOBS = Kind("batch/v1", "jobs", namespaced=True)
 PODS = Kind("v1", "pods", namespaced=True)
 EVENTS = Kind("v1", "events", namespaced=True)
-WORKLOAD_KINDS = {"Job": JOBS, "Pod": PODS, "Event": EVENTS}
+# Kueue's: one Workload per queued Job (owned by it), the queues and the flavors they use.
+WORKLOADS = Kind(KUEUE_API_VERSION, "workloads", namespaced=True)
+CLUSTER_QUEUES = Kind(KUEUE_API_VERSION, "clusterqueues", namespaced=False)
+RESOURCE_FLAVORS = Kind(KUEUE_API_VERSION, "resourceflavors", namespaced=False)
+WORKLOAD_KINDS = {
+    "Job": JOBS,
+    "Pod": PODS,
+    "Event": EVENTS,
+    "Workload": WORKLOADS,
+    "ClusterQueue": CLUSTER_QUEUES,
+    "ResourceFlavor": RESOURCE_FLAVORS,
+}
+# Kueue's visibility API (an aggregated API served by Kueue itself): a ClusterQueue's pending
+# workloads in the order Kueue will admit them.
+VISIBILITY_API = "/apis/visibility.kueue.x-k8s.io/v1beta2"
 
 LIST_PAGE_SIZE = 500
 # A watch ends after this many seconds (the API server closes it); the caller simply resumes.
@@ -290,6 +308,22 @@ class WorkloadClient(KubeClient):
         finally:
             response.release_conn()
 
+    # -- Kueue's queues
+
+    def pending_workloads(self, cluster_queue: str, *, limit: int = 1000) -> list[dict]:
+        """The ClusterQueue's pending workloads, first to be admitted first: each with its
+        ``metadata`` (name, namespace, creationTimestamp, ownerReferences: the Job),
+        ``priority``, ``localQueueName``, ``positionInClusterQueue`` and
+        ``positionInLocalQueue`` (0-based). Kueue answers this itself: while Kueue is down the
+        API server answers 503 (``ServerError``)."""
+        body = self._call(
+            "GET",
+            f"{VISIBILITY_API}/clusterqueues/{quote(cluster_queue, safe='')}/pendingworkloads",
+            what=f"the pending workloads of ClusterQueue {cluster_queue}",
+            query=[("limit", str(limit))],
+        )
+        return list(body.get("items") or [])
+
     # -- logs
 
     def pod_log(
@@ -405,9 +439,12 @@ class WorkloadClient(KubeClient):
 
 
 __all__ = [
+    "CLUSTER_QUEUES",
     "EVENTS",
     "JOBS",
     "PODS",
+    "RESOURCE_FLAVORS",
+    "WORKLOADS",
     "Listing",
     "WatchEvent",
     "WorkloadClient",

@@ -13,13 +13,14 @@ class GpuJobAdmin(admin.ModelAdmin):
         "team",
         "cluster",
         "gpus",
+        "priority",
         "state",
         "node",
         "exit_code",
         "submitted_by",
         "created_at",
     ]
-    list_filter = ["state", "cluster", "team"]
+    list_filter = ["state", "priority", "cluster", "team"]
     search_fields = ["name", "image", "node", "submitted_by__username"]
     readonly_fields = [field.name for field in GpuJob._meta.fields]
 

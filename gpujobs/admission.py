@@ -6,6 +6,10 @@ every image must come from the cluster's allowed registries; the GPU kind and mo
 the cluster's; annotations must stay out of Kubernetes' and the
 portal's prefixes; and the GPUs must fit in what the team's quota leaves (``check_quota``,
 under the team's row lock). ``services.job_submit`` checks all of them.
+
+On a cluster whose quota Kueue enforces, a job that does not fit what the quota leaves now
+waits in the team's queue instead, and ``check_queue_fit`` refuses only a job that can never
+run there.
 """
 
 from __future__ import annotations
@@ -16,12 +20,13 @@ from typing import Any
 from django.core.exceptions import ValidationError
 
 from clusters.models import Cluster
-from clusters.vocabulary import PORTAL_PREFIX
+from clusters.vocabulary import GUARANTEED, PORTAL_PREFIX
 from gpujobs import selectors
 from gpujobs.images import registry_refusal
 from gpujobs.observe import QUOTA_USED_UP
 from gpujobs.specs import EnvPairs, Errors, JobRequest
 from tenants.models import Team
+from tenants.reconcile import team_queue_limits
 from tenants.selectors import namespace_ownership
 
 # Kubernetes' own annotation prefixes (and their subdomains); the portal's is PORTAL_PREFIX.
@@ -129,6 +134,78 @@ def parse_job_request(
         for key, message in job_refusals(team=team, cluster=cluster, request=request).items():
             errors.setdefault(key, message)
     raise ValidationError(errors)
+
+
+def _model_words(model: str) -> str:
+    return f"{model} GPUs" if model else "GPUs"
+
+
+def queue_fit_refusals(*, team: Team, cluster: Cluster, request: JobRequest) -> Errors:
+    """Why a job can never run on a Kueue cluster, under ``gpus`` (nothing when it can), from
+    the team's queue figures as the reconcile builds its queues (``team_queue_limits``):
+
+    * more GPUs than one node of the model has (a job's pod runs on one node);
+    * guaranteed: more than the team's own quota of the job's GPU model (a job that names no
+      model: of the model, or of "any model", it holds most of). Kueue gives a job's GPUs one
+      flavor, so two flavors' quotas never add up for one job, and a job that names a model
+      never gets the flavor of grants of any model (Kueue finds that flavor's node labels do
+      not match the job's model);
+    * opportunistic: more than the team may borrow (its opportunistic queue has no quota of its
+      own: its borrowing limit, or without one the cluster's GPUs of the model).
+
+    Without the cluster's per-model inventory the node and cluster-size checks are left to
+    Kueue (the job then waits with Kueue's reason)."""
+    capacities = selectors.model_capacities(cluster=cluster, gpu_resource=request.gpu_resource)
+    if request.gpu_model:
+        capacities = [c for c in capacities if c.gpu_model == request.gpu_model]
+    where = f"cluster {cluster.name}"
+    wanted = _model_words(request.gpu_model)
+    gpus = request.gpus
+    largest_node = max((c.max_per_node for c in capacities), default=None)
+    if largest_node is not None and gpus > largest_node:
+        return {
+            "gpus": f"This job can never run: it asks for {gpus} GPUs, a job runs on one node, "
+            f"and the largest node of {where} has {largest_node} {wanted}."
+        }
+    limits = team_queue_limits(team=team, cluster=cluster)
+    if request.priority == GUARANTEED:
+        own = {
+            model: count
+            for (resource, model), count in limits.own.items()
+            if resource == request.gpu_resource
+        }
+        models = [request.gpu_model] if request.gpu_model else list(own)
+        usable = max((own.get(model, 0) for model in models), default=0)
+        if gpus > usable:
+            return {
+                "gpus": f"A guaranteed job runs only within team {team.slug}'s own quota, and "
+                f"the most it holds of {wanted} on {where} is {usable}; this job asks for "
+                f"{gpus}, so it could never start. Submit it as opportunistic to borrow GPUs "
+                "other teams leave idle (it may then be preempted), or ask for more quota."
+            }
+        return {}
+    limit = limits.policy.borrowing_limit
+    if limit is not None and gpus > limit:
+        return {
+            "gpus": f"An opportunistic job runs on borrowed GPUs, and team {team.slug} may "
+            f"borrow at most {limit} {wanted} on {where} (its borrowing limit); this job asks "
+            f"for {gpus}, so it could never start."
+        }
+    total = max((c.allocatable for c in capacities), default=None)
+    if total is not None and gpus > total:
+        return {
+            "gpus": f"This job can never run: it asks for {gpus} GPUs and {where} has "
+            f"{total} {wanted} of one model at most."
+        }
+    return {}
+
+
+def check_queue_fit(*, team: Team, cluster: Cluster, request: JobRequest) -> None:
+    """On a Kueue cluster: refuse (naming ``gpus``) a job that can never run there; any other
+    waits in the team's queue until its GPUs are free."""
+    errors = queue_fit_refusals(team=team, cluster=cluster, request=request)
+    if errors:
+        raise ValidationError(errors)
 
 
 def check_quota(*, team: Team, cluster: Cluster, gpu_resource: str, gpus: int) -> None:

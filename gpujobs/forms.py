@@ -14,7 +14,8 @@ from django.core.exceptions import ValidationError
 
 from clusters.models import Cluster
 from gpujobs import admission, selectors
-from gpujobs.specs import JobRequest, PreprocessMode
+from gpujobs.models import GpuJob
+from gpujobs.specs import PRIORITY_HELP, JobRequest, PreprocessMode
 from tenants.models import Team
 
 # Request field -> the form field its errors belong to.
@@ -87,6 +88,13 @@ class JobForm(forms.Form):
     args = ListField(label="Arguments", help_text="One argument per line.")
     env = ListField(label="Environment", help_text="One NAME=value per line.")
     gpus = forms.IntegerField(label="GPUs", initial=1, widget=number_input(min=1))
+    priority = forms.ChoiceField(
+        label="Kind of work",
+        choices=GpuJob.Priority.choices,
+        initial=GpuJob.Priority.GUARANTEED,
+        required=False,  # guaranteed when not given
+        help_text=PRIORITY_HELP,
+    )
     gpu_model = forms.ChoiceField(label="GPU model", required=False)
     cpu_cores = forms.DecimalField(
         label="CPU cores", required=False, widget=number_input(min=0, step="0.01")
@@ -183,6 +191,7 @@ class JobForm(forms.Form):
             "max_runtime_seconds": data["max_runtime_minutes"] * 60,
             "backoff_limit": data["backoff_limit"],
             "preprocess": preprocess,
+            "priority": data.get("priority") or "",
         }
 
 

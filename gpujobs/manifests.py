@@ -22,6 +22,10 @@ What every Job gets:
   runtime's default seccomp profile, no privilege escalation, every capability dropped), and
   ``runAsNonRoot`` where the cluster enforces restricted (there the image must name a non-root
   user), so the portal's pods pass whatever level the team's namespace enforces.
+* on a cluster whose quota Kueue enforces (``JobSpec.queue``): ``spec.suspend: true``, the
+  team's LocalQueue (``kueue.x-k8s.io/queue-name``: ``guaranteed`` or ``opportunistic``) and the
+  matching WorkloadPriorityClass (``kueue.x-k8s.io/priority-class``) on the Job, so that the Job
+  waits in the queue until Kueue admits it (and un-suspends it, adding the flavor's node labels).
 
 ``container`` builds any workload's container from a ``specs.ContainerRequest``.
 """
@@ -41,6 +45,8 @@ from clusters.vocabulary import (
     DEFAULT_PORTAL_NAME,
     JOB_ID_LABEL,
     JOB_NAME_ANNOTATION,
+    KUEUE_PRIORITY_CLASS_LABEL,
+    KUEUE_QUEUE_LABEL,
     MANAGED_BY_LABEL,
     NO_GPUS,
     NVIDIA_VISIBLE_DEVICES,
@@ -48,6 +54,7 @@ from clusters.vocabulary import (
     POD_SECURITY_RESTRICTED,
     SUBMITTED_BY_ANNOTATION,
     TEAM_LABEL,
+    priority_class_name,
 )
 from gpujobs.specs import ContainerRequest, EnvPairs, JobRequest, PreprocessMode
 
@@ -75,14 +82,16 @@ class Placement:
 @dataclass(frozen=True)
 class JobSpec:
     """A job as the builder takes it: what the user asked for (``request``), and what the
-    portal adds: the job's id, the team's namespace, how long a finished Job stays, and who
-    submitted it."""
+    portal adds: the job's id, the team's namespace, how long a finished Job stays, who
+    submitted it, and the team's LocalQueue it waits in (``queue``; empty when the cluster
+    enforces quota without Kueue)."""
 
     job_id: int
     namespace: str
     request: JobRequest
     ttl_seconds_after_finished: int
     submitted_by: str = ""
+    queue: str = ""
 
 
 def job_name(job_id: int) -> str:
@@ -103,6 +112,18 @@ def labels(spec: JobSpec, placement: Placement) -> dict[str, str]:
         MANAGED_BY_LABEL: placement.portal_name,
         TEAM_LABEL: spec.namespace,
         JOB_ID_LABEL: str(spec.job_id),
+    }
+
+
+def queue_labels(spec: JobSpec, placement: Placement) -> dict[str, str]:
+    """Kueue's labels on a queued Job: its LocalQueue and its WorkloadPriorityClass."""
+    if not spec.queue:
+        return {}
+    return {
+        KUEUE_QUEUE_LABEL: spec.queue,
+        KUEUE_PRIORITY_CLASS_LABEL: priority_class_name(
+            placement.portal_name, spec.request.priority
+        ),
     }
 
 
@@ -257,23 +278,26 @@ def job_manifest(spec: JobSpec, placement: Placement) -> dict:
     template_metadata: dict = {"labels": dict(job_labels)}
     if job.annotations:
         template_metadata["annotations"] = dict(job.annotations)
+    job_spec: dict = {
+        "completions": 1,
+        "parallelism": 1,
+        "backoffLimit": job.backoff_limit,
+        "activeDeadlineSeconds": job.max_runtime_seconds,
+        "ttlSecondsAfterFinished": spec.ttl_seconds_after_finished,
+        "template": {"metadata": template_metadata, "spec": pod_spec},
+    }
+    if spec.queue:
+        job_spec["suspend"] = True  # Kueue un-suspends it when it admits it
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
             "name": job_name(spec.job_id),
             "namespace": spec.namespace,
-            "labels": job_labels,
+            "labels": {**job_labels, **queue_labels(spec, placement)},
             "annotations": annotations,
         },
-        "spec": {
-            "completions": 1,
-            "parallelism": 1,
-            "backoffLimit": job.backoff_limit,
-            "activeDeadlineSeconds": job.max_runtime_seconds,
-            "ttlSecondsAfterFinished": spec.ttl_seconds_after_finished,
-            "template": {"metadata": template_metadata, "spec": pod_spec},
-        },
+        "spec": job_spec,
     }
 
 
@@ -296,6 +320,7 @@ def stored_job_spec(job: GpuJob) -> JobSpec:
         request=JobRequest.from_model(job),
         ttl_seconds_after_finished=settings.GPUJOBS_TTL_SECONDS_AFTER_FINISHED,
         submitted_by=job.submitted_by.get_username(),
+        queue=job.queue_name,
     )
 
 

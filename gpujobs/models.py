@@ -4,9 +4,9 @@ from django.db import models
 from django.db.models import Q
 
 from clusters.models import Cluster
-from clusters.vocabulary import DEFAULT_GPU_RESOURCE
+from clusters.vocabulary import DEFAULT_GPU_RESOURCE, GUARANTEED, OPPORTUNISTIC
 from gpujobs import manifests, observe
-from gpujobs.specs import MAX_BACKOFF_LIMIT, MAX_GPUS_PER_JOB, MAX_RUNTIME_SECONDS
+from gpujobs.specs import MAX_BACKOFF_LIMIT, MAX_GPUS_PER_JOB, MAX_RUNTIME_SECONDS, PRIORITY_HELP
 from portal.validators import extended_resource_name_validator
 from tenants.models import Team
 
@@ -23,6 +23,12 @@ class GpuJob(models.Model):
         SUCCEEDED = observe.State.SUCCEEDED, "Succeeded"
         FAILED = observe.State.FAILED, "Failed"
         CANCELLED = observe.State.CANCELLED, "Cancelled"
+
+    class Priority(models.TextChoices):
+        """The kind of work, on a cluster whose quota Kueue enforces (see ``PRIORITY_HELP``)."""
+
+        GUARANTEED = GUARANTEED, "Guaranteed"
+        OPPORTUNISTIC = OPPORTUNISTIC, "Opportunistic"
 
     team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="gpu_jobs")
     cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="gpu_jobs")
@@ -61,6 +67,12 @@ class GpuJob(models.Model):
         "cpu_cores, memory_gib.",
     )
     annotations = models.JSONField(default=dict, blank=True, help_text="Extra pod annotations.")
+    priority = models.CharField(
+        max_length=16,
+        choices=Priority.choices,
+        default=Priority.GUARANTEED,
+        help_text=PRIORITY_HELP,
+    )
 
     # What became of it.
     state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED)
@@ -85,6 +97,31 @@ class GpuJob(models.Model):
         null=True,
         blank=True,
         related_name="gpu_jobs_cancelled",
+    )
+
+    # What Kueue made of it (Kueue mode only; written by the submit task and the watcher).
+    queue_name = models.CharField(
+        max_length=63,
+        blank=True,
+        help_text="The team's LocalQueue its Job was created in; empty under quota only.",
+    )
+    admitted_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When Kueue last admitted it (its run time counts from then).",
+    )
+    admitted_flavor = models.CharField(
+        max_length=253, blank=True, help_text="The ResourceFlavor of its GPUs when last admitted."
+    )
+    preemptions = models.PositiveIntegerField(
+        default=0, help_text="Times Kueue preempted it (and put it back in the queue)."
+    )
+    preempted_at = models.DateTimeField(null=True, blank=True)
+    preempted_by = models.CharField(
+        max_length=300, blank=True, help_text="Who took its GPUs the last time it was preempted."
+    )
+    preemption_reason = models.CharField(
+        max_length=200, blank=True, help_text="Why, in Kueue's words."
     )
 
     class Meta:
@@ -120,6 +157,10 @@ class GpuJob(models.Model):
                 condition=Q(memory_gib__isnull=True) | Q(memory_gib__gt=0),
                 name="gpu_job_memory_positive",
             ),
+            models.CheckConstraint(
+                condition=Q(priority__in=["guaranteed", "opportunistic"]),
+                name="gpu_job_priority_valid",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -141,3 +182,26 @@ class GpuJob(models.Model):
     def holds_quota(self) -> bool:
         """Counted against the team's quota: anything not finished may still hold GPUs."""
         return self.state in observe.ACTIVE_STATES
+
+
+class QueueSnapshot(models.Model):
+    """What Kueue said about one cluster's queues when the watcher last looked: per ClusterQueue
+    of the portal its cohort, quota and usage per GPU flavor, the GPU model of each flavor, the
+    pending workloads in Kueue's order (from its visibility API), and whether Kueue answered.
+
+    Written by the watcher every few seconds when something changed; the pages and the API read
+    it to explain, in words and numbers, why a job waits and where it stands in the queues. The
+    shapes of the JSON fields are ``gpujobs.queues.Snapshot``'s."""
+
+    cluster = models.OneToOneField(Cluster, on_delete=models.CASCADE, related_name="queue_snapshot")
+    taken_at = models.DateTimeField()
+    flavors = models.JSONField(default=dict, blank=True, help_text="GPU flavor -> GPU model.")
+    cluster_queues = models.JSONField(default=list, blank=True)
+    pending = models.JSONField(default=list, blank=True)
+    kueue_error = models.TextField(
+        blank=True, help_text="Why Kueue is not admitting, when it does not answer."
+    )
+    kueue_error_since = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"Kueue queues of {self.cluster.name} at {self.taken_at:%H:%M:%S}"

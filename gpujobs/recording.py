@@ -4,6 +4,10 @@ resync (through ``tracker``), and the submit task's own end of a job it could no
 ``observe`` reads the cluster's JSON into an ``Observation`` (pure); this module decides what an
 observation changes on a row (``changes_to_record``, pure) and writes it, conditional on the
 state the row was read in, so that a stop is never undone and states only move forward.
+
+Kueue's facts (admitted when and on which flavor, preemptions) are kept once learned: Kueue
+clears a Workload's preemption condition when it admits it again, so the job's row is where the
+last preemption (when, why, by whom) stays on record.
 """
 
 from __future__ import annotations
@@ -47,6 +51,11 @@ OBSERVED_FIELDS = (
     "finished_at",
     "kube_uid",
     "submitted_at",
+    "admitted_at",
+    "admitted_flavor",
+    "preemptions",
+    "preempted_at",
+    "preempted_by",
 )
 
 
@@ -58,15 +67,34 @@ def _may_move(current: str, new: str) -> bool:
     return STATE_RANK[new] >= STATE_RANK[current]
 
 
+def _preempted_by_words(message: str, who: str) -> str:
+    """``observe``'s "Preempted (why); ..." with who preempted the job after "Preempted"."""
+    head = "Preempted"
+    if who and message.startswith(head):
+        return f"{head} by {who}{message[len(head) :]}"
+    return message
+
+
 def changes_to_record(
-    row: dict, observation: Observation, *, kube_uid: str, now: datetime.datetime
+    row: dict,
+    observation: Observation,
+    *,
+    kube_uid: str,
+    now: datetime.datetime,
+    preemptor: str = "",
 ) -> dict:
     """What to write to a job's row (as ``OBSERVED_FIELDS`` read it) for what the cluster
     shows: nothing when the Job is not the job's own (another uid), when the job has finished,
-    or when the state would go back (but for a retried pod)."""
+    or when the state would go back (but for a retried pod). ``preemptor`` names, in words,
+    who preempted the job when ``observation`` says it was.
+
+    A queued row that still holds the uid of its Job is having that Job replaced (its
+    cluster's quota mode changed): what that Job shows no longer counts."""
     if kube_uid and row["kube_uid"] and kube_uid != row["kube_uid"]:
         return {}
     current = row["state"]
+    if current == State.QUEUED and row["kube_uid"] and kube_uid == row["kube_uid"]:
+        return {}
     if not _may_move(current, observation.state):
         return {}
     changes: dict[str, Any] = {}
@@ -75,8 +103,13 @@ def changes_to_record(
         changes["state_changed_at"] = now
     if observation.reason != row["reason"]:
         changes["reason"] = observation.reason
-    if observation.message and observation.message != row["message"]:
-        changes["message"] = observation.message
+    changes.update(_kueue_changes(row, observation, preemptor=preemptor))
+    who = changes.get("preempted_by", row["preempted_by"])
+    message = observation.message
+    if observation.reason == Reason.PREEMPTED:
+        message = _preempted_by_words(message, who)
+    if message and message != row["message"]:
+        changes["message"] = message
     if observation.node and observation.node != row["node"]:
         changes["node"] = observation.node
     if observation.pods and list(observation.pods) != row["pods"]:
@@ -96,6 +129,54 @@ def changes_to_record(
     return changes
 
 
+def _kueue_changes(row: dict, observation: Observation, *, preemptor: str) -> dict:
+    changes: dict[str, Any] = {}
+    if observation.admitted_at and observation.admitted_at != row["admitted_at"]:
+        changes["admitted_at"] = observation.admitted_at
+    if observation.admitted_flavor and observation.admitted_flavor != row["admitted_flavor"]:
+        changes["admitted_flavor"] = observation.admitted_flavor
+    if observation.preemptions is not None and observation.preemptions > row["preemptions"]:
+        changes["preemptions"] = observation.preemptions
+    if observation.preempted_at and (
+        row["preempted_at"] is None or observation.preempted_at > row["preempted_at"]
+    ):
+        changes["preempted_at"] = observation.preempted_at
+        changes["preemption_reason"] = observation.preemption_reason[:200]
+        changes["preempted_by"] = preemptor[:300]
+        if row["preemptions"] == 0 and not changes.get("preemptions"):
+            changes["preemptions"] = 1  # Kueue counts it a moment later
+    return changes
+
+
+def preemptors(*, cluster_id: int, observations: Iterable[Observation]) -> dict[str, str]:
+    """Who preempted each preempted job, in words, by the preemptor's Job uid or
+    ClusterQueue: a job of the portal ("job #12 of team vision (guaranteed)"), or another
+    workload of a ClusterQueue."""
+    uids = {o.preemptor_job_uid for o in observations if o.preemptor_job_uid}
+    found = {
+        uid: f"job #{pk} of team {slug} ({priority})"
+        for pk, slug, priority, uid in GpuJob.objects.filter(
+            cluster_id=cluster_id, kube_uid__in=list(uids)
+        ).values_list("pk", "team__slug", "priority", "kube_uid")
+    }
+    words = {}
+    for o in observations:
+        if not o.preempted_at:
+            continue
+        key = o.preemptor_job_uid or o.preemptor_queue
+        if o.preemptor_job_uid in found:
+            words[key] = found[o.preemptor_job_uid]
+        elif o.preemptor_queue:
+            words[key] = f"a workload of ClusterQueue {o.preemptor_queue}"
+        else:
+            words[key] = "another workload"
+    return words
+
+
+def _preemptor_key(observation: Observation) -> str:
+    return observation.preemptor_job_uid or observation.preemptor_queue
+
+
 def record_observations(
     *, cluster_id: int, seen: Sequence[tuple[str, int, Observation, str]]
 ) -> int:
@@ -111,17 +192,26 @@ def record_observations(
     )
     now = timezone.now()
     changed = 0
+    who = preemptors(cluster_id=cluster_id, observations=[o for _, o, _ in wanted.values()])
     with transaction.atomic():
         for row in rows:
             namespace, observation, uid = wanted[row["pk"]]
             if row["team__slug"] != namespace:
                 continue
-            changed += record_observation(row, observation, kube_uid=uid, now=now)
+            preemptor = who.get(_preemptor_key(observation), "")
+            changed += record_observation(
+                row, observation, kube_uid=uid, now=now, preemptor=preemptor
+            )
     return changed
 
 
 def record_observation(
-    row: dict, observation: Observation, *, kube_uid: str, now: datetime.datetime
+    row: dict,
+    observation: Observation,
+    *,
+    kube_uid: str,
+    now: datetime.datetime,
+    preemptor: str = "",
 ) -> int:
     """Record one job's observation, conditional on the state ``row`` was read in; returns 1
     if the row changed.
@@ -131,7 +221,9 @@ def record_observation(
     pod's first events arrive. The row is then read again and judged afresh, so that the
     cluster's news is not dropped: no later event may come to repeat it."""
     for _ in range(3):
-        changes = changes_to_record(row, observation, kube_uid=kube_uid, now=now)
+        changes = changes_to_record(
+            row, observation, kube_uid=kube_uid, now=now, preemptor=preemptor
+        )
         if not changes:
             return 0
         if GpuJob.objects.filter(pk=row["pk"], state=row["state"]).update(**changes):

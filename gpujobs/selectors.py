@@ -1,5 +1,6 @@
 """Reads: which jobs a user may see, what a team's quota has left for new ones, what a cluster
-offers, and which jobs the watcher and the periodic resync follow."""
+offers (its GPUs per model, on a Kueue cluster), and which jobs the watcher and the periodic
+resync follow."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from django.db.models import Q, QuerySet, Sum
 from django.utils import timezone
 
 from clusters.kube import connection_configured
-from clusters.models import Cluster, GpuCapacity
+from clusters.models import Cluster, GpuCapacity, GpuModelCapacity, QuotaMode
 from clusters.vocabulary import DEFAULT_GPU_RESOURCE
 from gpujobs.models import GpuJob
 from gpujobs.observe import ACTIVE_STATES
@@ -73,6 +74,21 @@ def quota_left(*, team: Team, cluster: Cluster, gpu_resource: str) -> QuotaLeft:
     return QuotaLeft(granted=granted, held=held)
 
 
+def kueue_mode(cluster: Cluster) -> bool:
+    """Whether Kueue enforces the cluster's quota (jobs wait in queues) rather than the
+    ResourceQuota alone."""
+    return cluster.quota_mode == QuotaMode.KUEUE
+
+
+def model_capacities(*, cluster: Cluster, gpu_resource: str) -> list[GpuModelCapacity]:
+    """The cluster's GPUs of a kind per model: how many, and how many one node has at most."""
+    return list(
+        GpuModelCapacity.objects.filter(cluster=cluster, resource_name=gpu_resource).order_by(
+            "gpu_model"
+        )
+    )
+
+
 def team_page_jobs(user: User | AnonymousUser, *, team: Team, finished: int) -> list[GpuJob]:
     """The team's unfinished jobs and its ``finished`` most recent finished ones, newest first,
     in one query."""
@@ -109,6 +125,9 @@ def gpu_models(cluster: Cluster) -> list[str]:
     models: set[str] = set()
     for value in GpuCapacity.objects.filter(cluster=cluster).values_list("gpu_model", flat=True):
         models.update(m.strip() for m in (value or "").split(",") if m.strip())
+    models.update(
+        GpuModelCapacity.objects.filter(cluster=cluster).values_list("gpu_model", flat=True)
+    )
     return sorted(models)
 
 

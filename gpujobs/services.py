@@ -1,5 +1,5 @@
-"""Changes to GPU jobs: submit, cancel, create on the cluster, delete from it, and requeue.
-Views, serializers and tasks call these.
+"""Changes to GPU jobs: submit, cancel, create on the cluster, delete from it, requeue, and move
+a waiting job to its cluster's quota mode. Views, serializers and tasks call these.
 
 ``job_submit`` and ``job_cancel`` check first (``PermissionDenied``, ``ValidationError`` naming
 every bad field, ``InvalidTransition``) and then write in one transaction, enqueueing the
@@ -7,6 +7,13 @@ cluster work after commit. The cluster side (``job_create_on_cluster``,
 ``job_delete_from_cluster``) is safe to run twice: the Job's name comes from the job's id, a
 second create finds the first one, and a worker claims a job with a conditional update before
 creating it. What the cluster then shows is recorded by ``recording``.
+
+On a cluster whose quota Kueue enforces (``Cluster.quota_mode``), a job that does not fit the
+team's free quota waits in the team's queue instead of being refused; only a job that can never
+run is refused (``admission.check_queue_fit``). Its Job is created suspended in the team's
+LocalQueue for its kind of work, and Kueue admits it. Which mode a Job is made for is the
+cluster's mode when the Job is created; a waiting Job made for the other mode is made again
+(``job_requeue_for_mode``) when its cluster's mode changes.
 """
 
 from __future__ import annotations
@@ -29,13 +36,14 @@ from clusters.kube import (
     NotFound,
     QuotaExceeded,
     TransientKubeError,
+    WebhookUnavailable,
 )
-from clusters.models import Cluster
+from clusters.models import Cluster, QuotaMode
 from clusters.vocabulary import JOB_ID_LABEL, MANAGED_BY_LABEL, TEAM_LABEL
 from clusters.workloads import WorkloadClient
-from gpujobs import admission, manifests, selectors
+from gpujobs import admission, cluster_reads, manifests, selectors
 from gpujobs.models import GpuJob
-from gpujobs.observe import FINAL_STATES, QUOTA_USED_UP, Reason
+from gpujobs.observe import FINAL_STATES, QUOTA_USED_UP, Reason, waits_in_the_other_mode
 from gpujobs.permissions import can_stop_job, can_submit_jobs
 from gpujobs.recording import record_finished
 from gpujobs.specs import JobRequest
@@ -68,15 +76,20 @@ def job_submit(*, user: User, team: Team, cluster: Cluster, job_request: JobRequ
     if not can_submit_jobs(user, team):
         raise PermissionDenied(f"Only leads and members of {team.slug} can run jobs there.")
     admission.check_job(team=team, cluster=cluster, request=job_request)
+    queue = queue_for(cluster, job_request.priority)
+    if queue:
+        # It waits in the queue when it does not fit now; refused only if it never can.
+        admission.check_queue_fit(team=team, cluster=cluster, request=job_request)
     with transaction.atomic():
         # Lock the team's row: two submissions at once must not both fit in the same quota.
         Team.objects.select_for_update().get(pk=team.pk)
-        admission.check_quota(
-            team=team,
-            cluster=cluster,
-            gpu_resource=job_request.gpu_resource,
-            gpus=job_request.gpus,
-        )
+        if not queue:
+            admission.check_quota(
+                team=team,
+                cluster=cluster,
+                gpu_resource=job_request.gpu_resource,
+                gpus=job_request.gpus,
+            )
         job = GpuJob.objects.create(
             team=team,
             cluster=cluster,
@@ -84,6 +97,7 @@ def job_submit(*, user: User, team: Team, cluster: Cluster, job_request: JobRequ
             state=State.QUEUED,
             message="Waiting for a worker to create it on the cluster.",
             state_changed_at=timezone.now(),
+            queue_name=queue,
             **job_request.model_fields(),
         )
         audit(
@@ -97,6 +111,12 @@ def job_submit(*, user: User, team: Team, cluster: Cluster, job_request: JobRequ
         job_id = job.pk
         transaction.on_commit(lambda: enqueue_submit(job_id=job_id))
     return job
+
+
+def queue_for(cluster: Cluster, priority: str) -> str:
+    """The team's LocalQueue a job of that kind of work is created in on the cluster now: the
+    one named after its kind under Kueue, none under quota only."""
+    return priority if cluster.quota_mode == QuotaMode.KUEUE else ""
 
 
 def job_cancel(*, actor: User, job: GpuJob) -> GpuJob:
@@ -161,6 +181,12 @@ def enqueue_delete(*, job_id: int) -> None:
     _send(delete_job, job_id=job_id)
 
 
+def enqueue_requeue(*, job_id: int) -> None:
+    from gpujobs.tasks import requeue_job_for_mode
+
+    _send(requeue_job_for_mode, job_id=job_id)
+
+
 def _owned_by(job_obj: dict, job: GpuJob) -> bool:
     labels = (job_obj.get("metadata") or {}).get("labels") or {}
     return (
@@ -192,12 +218,27 @@ def job_create_on_cluster(*, job_id: int, kube: WorkloadClient | None = None) ->
     if claimed != 1:
         return "not queued, or another worker holds it"
     job = GpuJob.objects.select_related("team", "cluster", "submitted_by").get(pk=job_id)
+    queue = queue_for(job.cluster, job.priority)
+    if queue != job.queue_name:
+        # The cluster's quota mode changed since the job was submitted: its Job follows the
+        # mode the cluster has now.
+        GpuJob.objects.filter(pk=job_id, claimed_at=now).update(queue_name=queue)
+        job.queue_name = queue
     try:
         kube = kube or WorkloadClient.for_cluster(job.cluster)
         # Never a Job in a namespace of the team's name that someone else made (raises
         # NamespaceNotOwned); one not there yet is the "not found" below.
         check_namespace_owned(kube, slug=job.team.slug)
         job_obj, created = kube.create_job(manifests.stored_job_manifest(job))
+    except WebhookUnavailable as error:
+        # Kueue's webhooks refuse every Job while Kueue is down (failure policy Fail): the job
+        # waits here, in the portal, and is created once Kueue answers again.
+        GpuJob.objects.filter(pk=job_id, claimed_at=now).update(
+            claimed_at=None,
+            reason=Reason.KUEUE_NOT_ADMITTING,
+            message=kueue_not_admitting(job.cluster, error),
+        )
+        raise
     except TransientKubeError as error:
         # Let the retry (or another worker) claim it again, and say why it still waits.
         GpuJob.objects.filter(pk=job_id, claimed_at=now).update(
@@ -263,7 +304,12 @@ def job_create_on_cluster(*, job_id: int, kube: WorkloadClient | None = None) ->
         submitted_at=created_at,
         kube_uid=uid,
         state_changed_at=timezone.now(),
-        message="Created on the cluster; waiting for the job controller.",
+        reason="",
+        message=(
+            f"Created on the cluster in the team's {queue} queue; waiting for Kueue."
+            if queue
+            else "Created on the cluster; waiting for the job controller."
+        ),
     )
     if marked:
         return "created" if created else "found created by an earlier attempt"
@@ -277,6 +323,60 @@ def job_create_on_cluster(*, job_id: int, kube: WorkloadClient | None = None) ->
         kube_uid=uid, submitted_at=Coalesce(F("submitted_at"), created_at)
     )
     return "created (the watcher saw it first)"
+
+
+def kueue_not_admitting(cluster: Cluster, error: Exception) -> str:
+    return (
+        f"Kueue on cluster {cluster.name} is not admitting: {error} The job waits in the portal "
+        "and is created on the cluster once Kueue is back."
+    )
+
+
+def job_requeue_for_mode(*, job_id: int, kube: WorkloadClient | None = None) -> str:
+    """Make a waiting job's Job again under its cluster's quota mode, once the mode changed
+    under it; returns what happened, in words.
+
+    A Job queued in Kueue stays suspended forever once its cluster is switched to quota only
+    (its queue is gone, and Kueue forbids removing the queue label); a Job waiting outside
+    Kueue on a cluster switched to Kueue would go around the queue. Nothing of either runs, so
+    the Job is deleted and created again, under the same name, as the mode says now. The job
+    goes back to ``queued`` first, with a claim (no worker creates it meanwhile) and the old
+    Job's uid (what the watcher sees of the old Job no longer counts); a Job of which something
+    runs, or one already in line with the mode, is left alone. Safe to run twice: the second
+    run finds the new Job in line.
+    """
+    job = GpuJob.objects.select_related("team", "cluster", "submitted_by").get(pk=job_id)
+    if job.state not in (State.QUEUED, State.SUBMITTED, State.PENDING) or not job.kube_uid:
+        return "not waiting on the cluster"
+    kube = kube or WorkloadClient.for_cluster(job.cluster)
+    namespace, name, old_uid = job.team.slug, job.kube_name, job.kube_uid
+    kueue = job.cluster.quota_mode == QuotaMode.KUEUE
+    now = timezone.now()
+    if job.state != State.QUEUED:
+        current = kube.get_job(namespace, name)
+        if current is None or (current.get("metadata") or {}).get("uid") != old_uid:
+            return "its Job is gone"
+        pods = cluster_reads.job_pods(job, kube=kube)
+        if not waits_in_the_other_mode(current, pods, kueue=kueue):
+            return "in line with the cluster's mode, or running"
+        mode = "Kueue" if kueue else "quota only"
+        taken = GpuJob.objects.filter(pk=job_id, state=job.state, kube_uid=old_uid).update(
+            state=State.QUEUED,
+            claimed_at=now,
+            reason=Reason.QUOTA_MODE_CHANGED,
+            message=f"Cluster {job.cluster.name} now enforces quota with {mode}: the job's Job "
+            "is being made again for it.",
+            state_changed_at=now,
+        )
+        if not taken:
+            return "changed meanwhile"
+    # Background: the Job goes at once (its pods, if any, after it), so the name is free.
+    kube.delete_job(namespace, name, propagation="Background", uid=old_uid)
+    if not GpuJob.objects.filter(pk=job_id, state=State.QUEUED, kube_uid=old_uid).update(
+        claimed_at=None
+    ):
+        return "changed meanwhile"
+    return job_create_on_cluster(job_id=job_id, kube=kube)
 
 
 def job_delete_from_cluster(*, job_id: int, kube: WorkloadClient | None = None) -> bool:

@@ -26,7 +26,13 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
-from clusters.vocabulary import DEFAULT_GPU_RESOURCE, NVIDIA_ENV_PREFIX
+from clusters.vocabulary import (
+    DEFAULT_GPU_RESOURCE,
+    GUARANTEED,
+    LOCAL_QUEUES,
+    NVIDIA_ENV_PREFIX,
+    OPPORTUNISTIC,
+)
 from gpujobs.images import read_image
 
 Errors = dict[str, str]
@@ -61,6 +67,15 @@ class PreprocessMode:
 
 
 PREPROCESS_MODES = (PreprocessMode.BEFORE, PreprocessMode.BESIDE)
+
+# The kind of work a job is, on a cluster whose quota Kueue enforces (ignored under quota only):
+# the team's LocalQueue it waits in and the WorkloadPriorityClass it runs at.
+PRIORITIES = LOCAL_QUEUES
+PRIORITY_HELP = (
+    "Guaranteed: runs within the team's own quota and is never preempted. Opportunistic: may "
+    "also borrow GPUs other teams leave idle, and is preempted (then requeued) when they need "
+    "them back."
+)
 PREPROCESS_KEYS = {"image", "mode", "command", "args", "cpu_cores", "memory_gib"}
 
 
@@ -202,6 +217,16 @@ def read_gpu_model(value: Any, *, errors: Errors) -> str:
     return model
 
 
+def read_priority(value: Any, *, errors: Errors) -> str:
+    """Guaranteed (the default) or opportunistic."""
+    if value is None or value == "":
+        return GUARANTEED
+    if value not in PRIORITIES:
+        errors["priority"] = f"Choose {GUARANTEED!r} or {OPPORTUNISTIC!r}. {PRIORITY_HELP}"
+        return GUARANTEED
+    return value
+
+
 def read_annotations(value: Any, *, errors: Errors) -> EnvPairs:
     """Pod annotations as (key, value) pairs. Keys are checked for their syntax here; which
     prefixes are Kubernetes' or the portal's own is ``admission``'s rule."""
@@ -338,7 +363,9 @@ class PreprocessRequest:
 class JobRequest:
     """A GPU job as a user asks for it: a name, the GPU container (``main``), its GPUs (how
     many, of which kind and model), how long it may run and be retried, an optional
-    preprocessing container, and pod annotations. Built by ``parse``, whose checks it passed.
+    preprocessing container, pod annotations, and the kind of work (``priority``: guaranteed or
+    opportunistic, which only a Kueue cluster tells apart). Built by ``parse``, whose checks it
+    passed.
 
     Adding a field: here (the field, ``read``, ``model_fields`` and ``from_model``), the
     ``GpuJob`` model, the serializer and the form, and the manifest builder.
@@ -353,6 +380,7 @@ class JobRequest:
     backoff_limit: int = 0
     preprocess: PreprocessRequest | None = None
     annotations: EnvPairs = ()
+    priority: str = GUARANTEED
 
     @classmethod
     def parse(cls, data: Mapping[str, Any]) -> JobRequest:
@@ -402,6 +430,7 @@ class JobRequest:
             ),
             preprocess=PreprocessRequest.read(data.get("preprocess"), errors=errors),
             annotations=read_annotations(data.get("annotations"), errors=errors),
+            priority=read_priority(data.get("priority"), errors=errors),
         )
         return request, errors
 
@@ -422,6 +451,7 @@ class JobRequest:
             "backoff_limit": self.backoff_limit,
             "preprocess": self.preprocess.as_json() if self.preprocess else None,
             "annotations": dict(self.annotations),
+            "priority": self.priority,
         }
 
     @classmethod
@@ -446,4 +476,5 @@ class JobRequest:
             backoff_limit=job.backoff_limit,
             preprocess=PreprocessRequest.from_json(job.preprocess) if job.preprocess else None,
             annotations=tuple(sorted((job.annotations or {}).items())),
+            priority=job.priority,
         )

@@ -39,6 +39,13 @@ def delete_job(*, job_id: int) -> bool:
     return services.job_delete_from_cluster(job_id=job_id)
 
 
+@shared_task(**RETRY)
+def requeue_job_for_mode(*, job_id: int) -> str:
+    """Make a waiting job's Job again under its cluster's current quota mode (the watcher and
+    the resync ask for it when a cluster's mode changed under a waiting Job)."""
+    return services.job_requeue_for_mode(job_id=job_id)
+
+
 @shared_task(acks_late=True)
 def resync_jobs() -> dict:
     """The periodic safety net: enqueue queued jobs nobody is creating, and bring every active

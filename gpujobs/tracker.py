@@ -1,18 +1,24 @@
 """The portal's view of one cluster's GPU jobs: its Jobs, their pods and the Jobs' pod-creation
-events as last seen, kept current from full lists and watch events, and turned into each job's
-observation (``gpujobs.observe``) recorded on its row (``gpujobs.recording``).
+events as last seen (and, on a cluster whose quota Kueue enforces, the Jobs' Kueue Workloads),
+kept current from full lists and watch events, and turned into each job's observation
+(``gpujobs.observe``) recorded on its row (``gpujobs.recording``).
 
 Used by the watcher (``watch_jobs``), which feeds it watch events, and by the periodic resync,
 which feeds it one full list per kind: the same code decides the state either way.
 
 Objects are keyed by (namespace, job id): the id comes from the ``gpuportal.io/job-id`` label
-(Jobs, pods) or the Job's name (events); the namespace must be the job's team's for a write to
-happen, so another portal's Jobs on a shared cluster are never mistaken for ours.
+(Jobs, pods) or the Job's name (events; Workloads, by their owner Job); the namespace must be the
+job's team's for a write to happen, so another portal's Jobs on a shared cluster are never
+mistaken for ours.
 
 Events are anyone's to write: whoever may create an Event in a namespace can point its
 ``involvedObject`` anywhere. An Event counts only for the Job it is about and only from that Job's
 own namespace: the Event's namespace is its involved object's, the involved object is a
 ``batch`` Job with a portal Job name, and, once the Job is seen, its uid is that Job's.
+
+A Job that waits under the rules of the quota mode its cluster has left (queued in Kueue on a
+cluster switched to quota only, or waiting outside Kueue on one switched to Kueue) is handed to
+``services.job_requeue_for_mode``, which makes it again under the current mode.
 """
 
 from __future__ import annotations
@@ -27,12 +33,14 @@ from django.conf import settings
 from clusters.vocabulary import JOB_ID_LABEL
 from clusters.workloads import WorkloadClient
 from gpujobs import manifests, recording, selectors, services
-from gpujobs.observe import Observation, observe
+from gpujobs.observe import Observation, observe, waits_in_the_other_mode
 
 logger = logging.getLogger(__name__)
 
 Key = tuple[str, int]  # (namespace, job id)
 KINDS = ("Job", "Pod", "Event")
+# Followed too on a cluster whose quota Kueue enforces: each queued Job's Workload.
+KUEUE_KINDS = ("Workload",)
 # Clocks and the API server's snapshot are not exact: only jobs created this long before a list
 # began are expected in it.
 LIST_MARGIN_SECONDS = 5
@@ -53,6 +61,8 @@ def object_selectors(kind: str) -> dict:
     """The label or field selector that lists and watches the portal's objects of a kind."""
     if kind == "Event":
         return {"field_selector": EVENT_FIELD_SELECTOR}
+    if kind == "Workload":
+        return {}  # Kueue copies none of the Job's labels: chosen by owner (``key_of``)
     return {"label_selector": label_selector()}
 
 
@@ -74,8 +84,18 @@ def _event_key(event: dict) -> Key | None:
     return (namespace, job_id) if job_id is not None else None
 
 
+def _owner_job(obj: dict) -> dict:
+    for owner in _metadata(obj).get("ownerReferences") or []:
+        if owner.get("kind") == "Job" and owner.get("apiVersion", "batch/v1") == "batch/v1":
+            return owner
+    return {}
+
+
 def key_of(kind: str, obj: dict) -> Key | None:
     metadata = _metadata(obj)
+    if kind == "Workload":
+        job_id = manifests.job_id_from_name(_owner_job(obj).get("name") or "")
+        return (metadata.get("namespace") or "", job_id) if job_id is not None else None
     if kind == "Event":
         return _event_key(obj)
     value = (metadata.get("labels") or {}).get(JOB_ID_LABEL, "")
@@ -95,6 +115,8 @@ def job_uid_of(kind: str, obj: dict) -> str:
                 return owner.get("uid") or ""
     if kind == "Event":
         return (obj.get("involvedObject") or {}).get("uid") or ""
+    if kind == "Workload":
+        return _owner_job(obj).get("uid") or ""
     return ""
 
 
@@ -105,9 +127,15 @@ class ClusterState:
     jobs: dict[Key, dict] = field(default_factory=dict)
     pods: dict[Key, dict[str, dict]] = field(default_factory=lambda: defaultdict(dict))
     events: dict[Key, dict[str, dict]] = field(default_factory=lambda: defaultdict(dict))
+    workloads: dict[Key, dict[str, dict]] = field(default_factory=lambda: defaultdict(dict))
 
     def _store(self, kind: str) -> dict:
-        return {"Job": self.jobs, "Pod": self.pods, "Event": self.events}[kind]
+        return {
+            "Job": self.jobs,
+            "Pod": self.pods,
+            "Event": self.events,
+            "Workload": self.workloads,
+        }[kind]
 
     def replace(self, kind: str, items: list[dict]) -> set[Key]:
         """Everything of a kind, from a full list. Returns the keys whose objects changed or
@@ -152,7 +180,19 @@ class ClusterState:
         events = [
             e for e in self.events.get(key, {}).values() if not uid or job_uid_of("Event", e) == uid
         ]
-        return observe(job, pods, events)
+        return observe(job, pods, events, self.workload(key))
+
+    def workload(self, key: Key) -> dict | None:
+        """The Job's own Workload (its owner uid is the Job's), the newest if Kueue made more."""
+        uid = self.job_uid(key)
+        mine = [w for w in self.workloads.get(key, {}).values() if job_uid_of("Workload", w) == uid]
+        return max(mine, key=lambda w: _metadata(w).get("creationTimestamp") or "", default=None)
+
+    def waits_in_the_other_mode(self, key: Key, *, kueue: bool) -> bool:
+        job = self.jobs.get(key)
+        if job is None:
+            return False
+        return waits_in_the_other_mode(job, list(self.pods.get(key, {}).values()), kueue=kueue)
 
     def job_uid(self, key: Key) -> str:
         job = self.jobs.get(key)
@@ -160,13 +200,18 @@ class ClusterState:
 
 
 class Tracker:
-    """A cluster's state, and writing each changed job's observation to the database."""
+    """A cluster's state, and writing each changed job's observation to the database.
 
-    def __init__(self, *, cluster_id: int, cluster_name: str):
+    ``kueue`` says whether the cluster's quota is Kueue's now (None: not known, and Jobs are
+    not compared with it)."""
+
+    def __init__(self, *, cluster_id: int, cluster_name: str, kueue: bool | None = None):
         self.cluster_id = cluster_id
         self.cluster_name = cluster_name
+        self.kueue = kueue
         self.state = ClusterState()
         self.writes = 0
+        self.requeued: set[tuple[Key, str]] = set()  # (job, Job uid) handed over already
 
     def write_many(self, keys) -> int:
         """Write the observations of many jobs in one go; how many rows changed."""
@@ -180,7 +225,25 @@ class Tracker:
             batch = seen[start : start + WRITE_BATCH]
             changed += recording.record_observations(cluster_id=self.cluster_id, seen=batch)
         self.writes += changed
+        self.requeue_out_of_mode([(namespace, job_id) for namespace, job_id, _, _ in seen])
         return changed
+
+    def requeue_out_of_mode(self, keys) -> list[int]:
+        """Hand the jobs whose Jobs wait under the other quota mode to
+        ``services.job_requeue_for_mode`` (once per Job: the task checks again)."""
+        if self.kueue is None:
+            return []
+        handed = []
+        for key in keys:
+            uid = self.state.job_uid(key)
+            if (key, uid) in self.requeued or not self.state.waits_in_the_other_mode(
+                key, kueue=self.kueue
+            ):
+                continue
+            self.requeued.add((key, uid))
+            services.enqueue_requeue(job_id=key[1])
+            handed.append(key[1])
+        return handed
 
     def write(self, key: Key) -> bool:
         namespace, job_id = key
@@ -219,9 +282,10 @@ def resync_cluster(cluster, *, kube: WorkloadClient | None = None) -> dict:
     from django.utils import timezone
 
     kube = kube or WorkloadClient.for_cluster(cluster)
-    tracker = Tracker(cluster_id=cluster.pk, cluster_name=cluster.name)
+    kueue = selectors.kueue_mode(cluster)
+    tracker = Tracker(cluster_id=cluster.pk, cluster_name=cluster.name, kueue=kueue)
     started = timezone.now()
-    for kind in KINDS:
+    for kind in KINDS + (KUEUE_KINDS if kueue else ()):
         tracker.state.replace(kind, kube.list_objects(kind, **object_selectors(kind)).items)
     changed = tracker.write_many(list(tracker.state.jobs))
     vanished = 0

@@ -22,7 +22,7 @@ from django.views.decorators.http import require_POST
 
 from clusters.kube import KubeError
 from clusters.models import Cluster
-from gpujobs import cluster_reads, selectors, services
+from gpujobs import cluster_reads, queue_reads, selectors, services
 from gpujobs.filtersets import GpuJobFilter
 from gpujobs.forms import JobForm, add_job_errors
 from gpujobs.models import GpuJob
@@ -132,6 +132,7 @@ def _live_context(request: HttpRequest, job: GpuJob) -> dict:
         "job": job,
         "refresh_seconds": settings.GPUJOBS_REFRESH_SECONDS,
         "can_stop": not job.is_final and can_stop_job(request.user, job),
+        "queue_status": queue_reads.queue_status(job),
     }
 
 

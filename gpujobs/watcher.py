@@ -1,5 +1,6 @@
 """The watcher: follows every cluster's Jobs, Pods and Job events that carry the portal's labels
-and writes each job's state back as it changes (``manage.py watch_jobs``).
+(and, on a cluster whose quota Kueue enforces, the Jobs' Kueue Workloads) and writes each job's
+state back as it changes (``manage.py watch_jobs``).
 
 Per cluster, three threads each list one kind (a full resync) and then watch it from the list's
 resourceVersion; when a watch ends (the API server closes it every few minutes, or the
@@ -9,8 +10,13 @@ thread per cluster owns the cluster's state (``tracker.Tracker``): it takes the 
 queue, in order, and writes the jobs they touch; a job whose write failed (the database away)
 is written again shortly after.
 
-Clusters are found in the database every few seconds, so a cluster added, removed or given a
-new kubeconfig is picked up without a restart.
+On a Kueue cluster one more thread reads Kueue's queues every few seconds (``gpujobs.queues``:
+the portal's ClusterQueues' quota and usage, and the pending workloads' positions from Kueue's
+visibility API) into the cluster's ``QueueSnapshot``, which explains waiting jobs.
+
+Clusters are found in the database every few seconds, so a cluster added, removed, given a new
+kubeconfig or switched between quota modes is picked up without a restart (a switch starts the
+cluster's watches afresh: a full list then finds the Jobs that wait under the mode it left).
 """
 
 from __future__ import annotations
@@ -21,13 +27,15 @@ import threading
 import time
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db import close_old_connections, connection
 from django.db.utils import Error as DatabaseError
 from django.utils import timezone
 
 from clusters.kube import KubeError, ResourceVersionExpired, connection_configured
-from clusters.models import Cluster
+from clusters.models import Cluster, QuotaMode
 from clusters.workloads import WorkloadClient
+from gpujobs import queues
 from gpujobs import tracker as tracking
 
 logger = logging.getLogger(__name__)
@@ -51,12 +59,16 @@ class ClusterWatch:
     def __init__(self, cluster: Cluster, *, stop: threading.Event, watch_timeout: int):
         self.cluster_id = cluster.pk
         self.cluster_name = cluster.name
+        self.cluster = cluster
+        self.kueue = cluster.quota_mode == QuotaMode.KUEUE
         self.kube = WorkloadClient.for_cluster(cluster)
         self.stop = threading.Event()
         self.parent_stop = stop
         self.watch_timeout = watch_timeout
         self.changes: queue.Queue[Change] = queue.Queue()
-        self.tracker = tracking.Tracker(cluster_id=cluster.pk, cluster_name=cluster.name)
+        self.tracker = tracking.Tracker(
+            cluster_id=cluster.pk, cluster_name=cluster.name, kueue=self.kueue
+        )
         self.threads: list[threading.Thread] = []
         self.lists = 0  # full lists made (first ones, and after 410 Gone)
         self.resumes = 0  # watches resumed from a resourceVersion
@@ -64,8 +76,11 @@ class ClusterWatch:
     def stopping(self) -> bool:
         return self.stop.is_set() or self.parent_stop.is_set()
 
+    def kinds(self) -> tuple[str, ...]:
+        return tracking.KINDS + (tracking.KUEUE_KINDS if self.kueue else ())
+
     def start(self) -> None:
-        for kind in tracking.KINDS:
+        for kind in self.kinds():
             self.threads.append(
                 threading.Thread(
                     target=self._follow,
@@ -77,6 +92,12 @@ class ClusterWatch:
         self.threads.append(
             threading.Thread(target=self._apply, name=f"apply-{self.cluster_name}", daemon=True)
         )
+        if self.kueue:
+            self.threads.append(
+                threading.Thread(
+                    target=self._queues, name=f"queues-{self.cluster_name}", daemon=True
+                )
+            )
         for thread in self.threads:
             thread.start()
         logger.info("watching GPU jobs on cluster %s", self.cluster_name)
@@ -134,6 +155,31 @@ class ClusterWatch:
                 version = ""
                 self.stop.wait(delay)
                 delay = min(delay * 2, RETRY_MAX_SECONDS)
+
+    # -- Kueue's queues, read every few seconds
+
+    def _queues(self) -> None:
+        every = settings.GPUJOBS_QUEUE_POLL_SECONDS
+        try:
+            while not self.stopping():
+                try:
+                    close_old_connections()
+                    fields = queues.take_snapshot(
+                        self.cluster, kube=self.kube, portal_name=settings.PORTAL_NAME
+                    )
+                    queues.record_snapshot(self.cluster_id, fields)
+                except KubeError as error:
+                    logger.warning("cluster %s: Kueue's queues: %s", self.cluster_name, error)
+                except DatabaseError:
+                    logger.exception("cluster %s: writing the queue snapshot", self.cluster_name)
+                    connection.close()
+                except Exception:
+                    logger.exception("cluster %s: reading Kueue's queues failed", self.cluster_name)
+                self.stop.wait(every)
+                if self.parent_stop.is_set():
+                    return
+        finally:
+            connection.close()
 
     # -- applying changes, one thread per cluster
 
@@ -200,7 +246,13 @@ class ClusterWatch:
 
 
 def _cluster_key(cluster: Cluster) -> tuple:
-    return (cluster.pk, cluster.name, cluster.kubeconfig_path, cluster.api_server_url)
+    return (
+        cluster.pk,
+        cluster.name,
+        cluster.kubeconfig_path,
+        cluster.api_server_url,
+        cluster.quota_mode,
+    )
 
 
 def run(

@@ -297,6 +297,8 @@ SPECTACULAR_SETTINGS = {
         "QuotaGrantStateEnum": "tenants.models.QuotaGrant.State",
         "MembershipRoleEnum": "tenants.models.Membership.Role",
         "AuditActionEnum": "tenants.models.AuditEvent.Action",
+        "GpuJobStateEnum": "gpujobs.models.GpuJob.State",
+        "GpuJobPriorityEnum": "gpujobs.models.GpuJob.Priority",
     },
 }
 
@@ -423,6 +425,8 @@ GPUJOBS_TTL_SECONDS_AFTER_FINISHED = env_int("GPUJOBS_TTL_SECONDS_AFTER_FINISHED
 GPUJOBS_CLAIM_SECONDS = env_int("GPUJOBS_CLAIM_SECONDS", 60)
 GPUJOBS_REQUEUE_AFTER_SECONDS = env_int("GPUJOBS_REQUEUE_AFTER_SECONDS", 30)
 GPUJOBS_REFRESH_SECONDS = env_int("GPUJOBS_REFRESH_SECONDS", 2)
+# Kueue mode: how often the watcher reads each cluster's queues (usage, positions).
+GPUJOBS_QUEUE_POLL_SECONDS = env_float("GPUJOBS_QUEUE_POLL_SECONDS", 2)
 GPUJOBS_LOG_FOLLOW_MAX_SECONDS = env_int("GPUJOBS_LOG_FOLLOW_MAX_SECONDS", 600)
 # Followed logs at once (gpujobs/log_follows.py), per user and in all, counted in Redis.
 GPUJOBS_LOG_FOLLOWS_PER_USER = env_int("GPUJOBS_LOG_FOLLOWS_PER_USER", 4)

@@ -27,3 +27,4 @@ trap '.venv/bin/python tests/bench/summary.py' EXIT
 .venv/bin/python tests/bench/bench_reconcile.py
 .venv/bin/python tests/bench/bench_monitoring.py
 .venv/bin/python tests/bench/bench_gpujobs.py
+.venv/bin/python tests/bench/bench_kueue.py

@@ -11,11 +11,11 @@ from rest_framework import serializers
 from rest_framework.settings import api_settings
 
 from clusters.models import Cluster
-from clusters.vocabulary import DEFAULT_GPU_RESOURCE
-from gpujobs import admission, specs
+from clusters.vocabulary import DEFAULT_GPU_RESOURCE, GUARANTEED
+from gpujobs import admission, queue_reads, specs
 from gpujobs.images import MAX_IMAGE_LENGTH
 from gpujobs.models import GpuJob
-from gpujobs.specs import PREPROCESS_MODES, PreprocessMode
+from gpujobs.specs import PREPROCESS_MODES, PRIORITY_HELP, PreprocessMode
 from tenants.models import Team
 from tenants.selectors import teams_visible_to
 
@@ -57,6 +57,47 @@ class KubernetesRefSerializer(serializers.Serializer):
     uid = serializers.CharField()
 
 
+class QueueFiguresSerializer(serializers.Serializer):
+    """The numbers behind ``why``, for the GPU flavor the job waits for."""
+
+    gpu_model = serializers.CharField(help_text='The flavor\'s GPU model ("" for any model).')
+    flavor = serializers.CharField(help_text="Kueue's ResourceFlavor.")
+    own = serializers.IntegerField(help_text="The team's own GPUs of the flavor.")
+    in_use = serializers.IntegerField(help_text="GPUs of the flavor the team's jobs use.")
+    idle_in_cohort = serializers.IntegerField(
+        help_text="GPUs of the flavor idle in the cohort, which the team could borrow."
+    )
+    may_borrow = serializers.IntegerField(
+        allow_null=True, help_text="GPUs the team may still borrow (null: no limit)."
+    )
+    free_now = serializers.IntegerField(help_text="GPUs free for this job now.")
+
+
+class QueueStatusSerializer(serializers.Serializer):
+    """Where a job that waits in Kueue stands (null when it does not wait there)."""
+
+    why = serializers.CharField(help_text="Why it waits, in words and numbers.")
+    position_in_team_queue = serializers.IntegerField(
+        allow_null=True, source="positions.team_queue", help_text="1-based; from Kueue."
+    )
+    team_queue_length = serializers.IntegerField(source="positions.team_queue_length")
+    position_in_cluster = serializers.IntegerField(
+        allow_null=True,
+        source="positions.cluster",
+        help_text="1-based, among every pending job of the cluster's cohort, in the order Kueue "
+        "takes them (priority, then age).",
+    )
+    cluster_queue_length = serializers.IntegerField(source="positions.cluster_length")
+    estimated_start = serializers.DateTimeField(
+        allow_null=True,
+        help_text="When it may start at the latest, from the running jobs' maximum run times "
+        "(null: no estimate).",
+    )
+    kueue_admitting = serializers.BooleanField()
+    figures = QueueFiguresSerializer(source="explanation", allow_null=True)
+    as_of = serializers.DateTimeField(allow_null=True, help_text="When Kueue was last read.")
+
+
 class GpuJobSerializer(serializers.ModelSerializer):
     team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
@@ -71,6 +112,8 @@ class GpuJobSerializer(serializers.ModelSerializer):
     annotations = serializers.DictField(child=serializers.CharField(), read_only=True)
     pods = serializers.ListField(child=serializers.CharField(), read_only=True)
     kubernetes = serializers.SerializerMethodField()
+    queue = serializers.CharField(source="queue_name", read_only=True)
+    queue_status = serializers.SerializerMethodField()
 
     class Meta:
         model = GpuJob
@@ -106,12 +149,31 @@ class GpuJobSerializer(serializers.ModelSerializer):
             "pods",
             "cancelled_by",
             "kubernetes",
+            "priority",
+            "queue",
+            "admitted_at",
+            "preemptions",
+            "preempted_at",
+            "preempted_by",
+            "preemption_reason",
+            "queue_status",
         ]
         read_only_fields = fields
 
     @extend_schema_field(KubernetesRefSerializer)
     def get_kubernetes(self, job: GpuJob) -> dict:
         return {"namespace": job.team.slug, "job_name": job.kube_name, "uid": job.kube_uid}
+
+    @extend_schema_field(QueueStatusSerializer(allow_null=True))
+    def get_queue_status(self, job: GpuJob) -> dict | None:
+        if not queue_reads.waits_in_kueue(job):
+            return None
+        # One read of each cluster's queues for a whole list.
+        snapshots = self.context.setdefault("queue_snapshots", {})
+        if job.cluster_id not in snapshots:
+            snapshots[job.cluster_id] = queue_reads.cluster_snapshot(job.cluster)
+        status = queue_reads.queue_status(job, snapshot=snapshots[job.cluster_id])
+        return QueueStatusSerializer(status).data if status is not None else None
 
 
 class GpuJobCreateSerializer(serializers.Serializer):
@@ -161,6 +223,12 @@ class GpuJobCreateSerializer(serializers.Serializer):
     annotations = serializers.DictField(
         child=serializers.CharField(allow_blank=True), required=False
     )
+    priority = serializers.ChoiceField(
+        choices=GpuJob.Priority.choices,
+        required=False,
+        default=GUARANTEED,
+        help_text=f"{PRIORITY_HELP} Under quota only (no Kueue) both run alike.",
+    )
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -208,3 +276,82 @@ class JobEventSerializer(serializers.Serializer):
     object = serializers.CharField()
     message = serializers.CharField(allow_blank=True)
     count = serializers.IntegerField()
+
+
+class QueueJobSerializer(serializers.ModelSerializer):
+    """A job in a team's queue."""
+
+    queue = serializers.CharField(source="queue_name", read_only=True)
+
+    class Meta:
+        model = GpuJob
+        fields = [
+            "id",
+            "name",
+            "priority",
+            "queue",
+            "gpus",
+            "gpu_model",
+            "state",
+            "reason",
+            "message",
+            "created_at",
+            "admitted_at",
+            "started_at",
+            "admitted_flavor",
+            "max_runtime_seconds",
+            "preemptions",
+            "preempted_at",
+            "preempted_by",
+        ]
+        read_only_fields = fields
+
+
+class WaitingJobSerializer(QueueJobSerializer):
+    queue_status = QueueStatusSerializer()
+
+    class Meta(QueueJobSerializer.Meta):
+        fields = [*QueueJobSerializer.Meta.fields, "queue_status"]
+        read_only_fields = fields
+
+    def to_representation(self, item):
+        """``item``: (job, its queue status)."""
+        job, status = item
+        data = QueueJobSerializer(job, context=self.context).data
+        data["queue_status"] = QueueStatusSerializer(status).data
+        return data
+
+
+class TeamFlavorUsageSerializer(serializers.Serializer):
+    """The team's GPUs of one flavor in its cohort."""
+
+    gpu_model = serializers.CharField(help_text='"" for a flavor of any model.')
+    flavor = serializers.CharField()
+    own = serializers.IntegerField(help_text="Its guaranteed quota.")
+    in_use = serializers.IntegerField()
+    guaranteed_used = serializers.IntegerField()
+    opportunistic_used = serializers.IntegerField()
+    borrowed = serializers.IntegerField(help_text="Other teams' idle GPUs it uses.")
+    lent = serializers.IntegerField(help_text="Its idle GPUs other teams use.")
+    idle = serializers.IntegerField(help_text="Its GPUs nobody uses.")
+    borrowing_limit = serializers.IntegerField(allow_null=True)
+    lending_limit = serializers.IntegerField(allow_null=True)
+
+
+class TeamQueueSerializer(serializers.Serializer):
+    """A team's queue on one cluster: its GPUs per flavor and its admitted and waiting jobs."""
+
+    team = serializers.CharField(source="team.slug")
+    cluster = serializers.CharField(source="cluster.name")
+    kueue = serializers.BooleanField(help_text="Whether Kueue enforces the cluster's quota.")
+    kueue_admitting = serializers.SerializerMethodField()
+    kueue_error = serializers.CharField()
+    as_of = serializers.DateTimeField(allow_null=True)
+    borrowed = serializers.IntegerField()
+    lent = serializers.IntegerField()
+    gpus = TeamFlavorUsageSerializer(source="usage", many=True)
+    admitted = QueueJobSerializer(many=True)
+    waiting = WaitingJobSerializer(many=True, help_text="In the order Kueue takes them.")
+
+    def get_kueue_admitting(self, queue) -> bool:
+        return not queue.kueue_error

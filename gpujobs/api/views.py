@@ -18,12 +18,14 @@ from drf_spectacular.utils import (
 )
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import Throttled, ValidationError
+from rest_framework.exceptions import NotFound, Throttled, ValidationError
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
-from gpujobs import cluster_reads, log_follows, selectors, services
+from clusters.models import Cluster
+from gpujobs import cluster_reads, log_follows, queue_reads, selectors, services
 from gpujobs.api import serializers as s
 from gpujobs.filtersets import GpuJobFilter
 from gpujobs.manifests import GPU_CONTAINER
@@ -31,6 +33,7 @@ from gpujobs.specs import DNS_SUBDOMAIN_RE
 from portal.openapi import ErrorSerializer
 from portal.params import whole_number
 from tenants.api.filters import StableOrderingFilter
+from tenants.selectors import teams_visible_to
 
 TAIL = OpenApiParameter(
     "tail", int, description=f"Last N lines (default 100, at most {cluster_reads.MAX_TAIL_LINES})."
@@ -79,9 +82,13 @@ def _int_param(request, name: str, default: int, *, low: int, high: int) -> int:
     list=extend_schema(summary="GPU jobs of your teams (admins: all)"),
     create=extend_schema(
         summary="Submit a GPU job",
-        description="Refused with 400 naming the field when the team's quota on the cluster "
-        "has too few GPUs left (`gpus`) or the image comes from a registry the cluster does "
-        "not allow (`image`). Leads and members may submit; viewers may not (403).",
+        description="Refused with 400 naming the field when the image comes from a registry "
+        "the cluster does not allow (`image`), or when the GPUs can never be had: under quota "
+        "only, when the team's quota on the cluster has too few GPUs left (`gpus`); on a Kueue "
+        "cluster, where a job that does not fit now waits in the team's queue instead, only "
+        "when it could never run (`gpus`: more than one node has, a guaranteed job beyond the "
+        "team's own quota, an opportunistic one beyond what it may borrow). Leads and members "
+        "may submit; viewers may not (403).",
         request=s.GpuJobCreateSerializer,
         responses={201: s.GpuJobSerializer},
     ),
@@ -227,3 +234,36 @@ class GpuJobViewSet(
     def events(self, request, pk=None):
         events = cluster_reads.job_events(self.get_object())
         return Response(s.JobEventSerializer([e.__dict__ for e in events], many=True).data)
+
+
+@extend_schema(
+    summary="A team's queue on a cluster: GPUs own, borrowed, lent and idle; admitted and "
+    "waiting jobs with why they wait, their positions and estimated start",
+    parameters=[
+        OpenApiParameter("cluster", str, required=True, description="The cluster's name."),
+    ],
+    responses={200: s.TeamQueueSerializer},
+)
+class TeamQueueView(APIView):
+    """``GET /api/v1/teams/{slug}/queue/?cluster=``: for everyone in the team (and admins);
+    another team's is a 404."""
+
+    permission_classes = [IsAuthenticated]
+
+    def get(self, request, team_slug: str):
+        team = teams_visible_to(request.user).filter(slug=team_slug).first()
+        if team is None:
+            raise NotFound("No such team.")
+        name = request.query_params.get("cluster") or ""
+        if not name:
+            raise ValidationError({"cluster": ["Give the cluster's name: ?cluster=<name>."]})
+        cluster = Cluster.objects.filter(name=name).first()
+        if cluster is None:
+            raise ValidationError({"cluster": [f"There is no cluster named {name!r}."]})
+        jobs = (
+            selectors.jobs_visible_to(request.user)
+            .filter(team=team, cluster=cluster, state__in=selectors.ACTIVE_STATES)
+            .order_by("pk")
+        )
+        queue = queue_reads.team_queue(team=team, cluster=cluster, jobs=list(jobs))
+        return Response(s.TeamQueueSerializer(queue).data)

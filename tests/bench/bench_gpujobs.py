@@ -24,7 +24,6 @@ import contextlib
 import datetime
 import json
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -51,7 +50,6 @@ from django.db.models import ProtectedError  # noqa: E402
 from django.test import Client, override_settings  # noqa: E402
 from django.utils import timezone  # noqa: E402
 from kubernetes import client, watch  # noqa: E402
-from kubernetes.client.rest import ApiException  # noqa: E402
 
 from clusters.models import Cluster, GpuCapacity  # noqa: E402
 from clusters.vocabulary import JOB_ID_LABEL  # noqa: E402
@@ -61,6 +59,7 @@ from gpujobs import manifests  # noqa: E402
 from gpujobs.models import GpuJob  # noqa: E402
 from gpujobs.specs import ContainerRequest, JobRequest  # noqa: E402
 from tenants.models import Membership, QuotaGrant, QuotaRequest, Team  # noqa: E402
+from tests.bench.helpers import patiently, percentile, start, stop  # noqa: E402
 from tests.bench.summary import Goal, Summary  # noqa: E402
 
 JOBS = int(os.environ.get("BENCH_GPUJOBS", "500"))
@@ -77,14 +76,6 @@ RESULTS = REPO_ROOT / "bench-results"
 
 def log(message: str) -> None:
     print(f"[bench_gpujobs {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-def percentile(values: list[float], q: float) -> float | None:
-    ordered = sorted(values)
-    if not ordered:
-        return None
-    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
-    return ordered[index]
 
 
 def summary(values: list[float]) -> dict:
@@ -142,29 +133,11 @@ def make_namespace(core, name: str, *, gpus: int | None) -> None:
     sys.exit(f"the quota controller never counted usage in {name}")
 
 
-def patiently(what: str, action, *, seconds: float = 120) -> None:
-    """Run a cleanup step, retrying while the shared cluster's API server is away."""
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            action()
-            return
-        except ApiException as error:
-            if error.status == 404:
-                return
-            problem = error
-        except Exception as error:
-            problem = error
-        if time.monotonic() > deadline:
-            log(f"could not {what}: {problem}")
-            return
-        time.sleep(2)
-
-
 def delete_namespace(core, name: str) -> None:
     patiently(
         f"delete namespace {name}",
         lambda: core.delete_namespace(name, propagation_policy="Background"),
+        log=log,
     )
 
 
@@ -207,31 +180,6 @@ class PodWatch(threading.Thread):
             except Exception as error:  # the shared cluster's API server may restart
                 log(f"pod watch interrupted ({type(error).__name__}); resuming")
                 time.sleep(1)
-
-
-# --- the portal's processes --------------------------------------------------------------------
-
-
-def start(command: list[str], log_path: Path, ready: str, env: dict) -> subprocess.Popen:
-    with open(log_path, "w") as out:
-        process = subprocess.Popen(
-            command, cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT
-        )
-    deadline = time.monotonic() + 120
-    while ready not in log_path.read_text():
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            sys.exit(f"{command[2:4]} did not start:\n{log_path.read_text()[-3000:]}")
-        time.sleep(0.2)
-    return process
-
-
-def stop(process: subprocess.Popen) -> None:
-    process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        process.kill()
 
 
 # --- the two sides -----------------------------------------------------------------------------
@@ -529,7 +477,9 @@ def run() -> dict:
         delete_namespace(core, portal_ns)
         delete_namespace(core, kubectl_ns)
         for name in nodes:
-            patiently(f"remove node {name}", lambda n=name: handle.remove_node(n, wait=False))
+            patiently(
+                f"remove node {name}", lambda n=name: handle.remove_node(n, wait=False), log=log
+            )
     results["load_average_at_end"] = round(os.getloadavg()[0], 2)
     results["finished_at"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     return results

@@ -8,3 +8,7 @@ from tests.integration.gpujobs.fixtures import (  # noqa: F401 (fixtures)
     running_services,
     watcher_process,
 )
+from tests.integration.gpujobs.kueue import (  # noqa: F401 (fixtures)
+    kueue_cluster,
+    make_kueue_team,
+)

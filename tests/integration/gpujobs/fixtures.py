@@ -149,6 +149,19 @@ class GpuTeam:
     grants: list = field(default_factory=list)
 
 
+def team_with_members(name: str, *, prefix: str):
+    """A team of a unique slug (``<prefix>-<8 hex>``) with a lead, a member and a viewer;
+    returns the team and the users by role."""
+    slug = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    team = factories.TeamFactory(slug=slug, name=f"{name.title()} {slug[-4:]}")
+    users = {}
+    for role in ("lead", "member", "viewer"):
+        user = factories.UserFactory(username=f"{role}-{slug}")
+        Membership.objects.create(team=team, user=user, role=role)
+        users[role] = user
+    return team, users
+
+
 @pytest.fixture
 def make_gpu_team(transactional_db, gpu_cluster, core, celery_worker_process):
     """``make_gpu_team(gpus=2)``: a team with a lead, a member and a viewer, and a grant of
@@ -159,13 +172,8 @@ def make_gpu_team(transactional_db, gpu_cluster, core, celery_worker_process):
     admin = factories.AdminFactory(username="gj-admin")
 
     def make(gpus: int = 2, *, name: str = "team", quota: int | None = None) -> GpuTeam:
-        slug = f"gj-{uuid.uuid4().hex[:8]}"
-        team = factories.TeamFactory(slug=slug, name=f"{name.title()} {slug[-4:]}")
-        users = {}
-        for role in ("lead", "member", "viewer"):
-            user = factories.UserFactory(username=f"{role}-{slug}")
-            Membership.objects.create(team=team, user=user, role=role)
-            users[role] = user
+        team, users = team_with_members(name, prefix="gj")
+        slug = team.slug
         grants = []
         if gpus:
             made.append(slug)

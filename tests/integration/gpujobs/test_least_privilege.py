@@ -1,6 +1,7 @@
 """deploy/rbac.yaml lets the portal run GPU jobs (read the team's namespace to check it is the
-portal's; create and delete Jobs; follow Jobs, pods and events; read logs) and no more: it never
-creates or changes pods, nor execs into them. Every cluster test of jobs runs with exactly these
+portal's; create and delete Jobs; follow Jobs, pods and events, and Kueue's Workloads; read logs
+and Kueue's queues) and no more: it never creates or changes pods, nor execs into them, nor
+changes what Kueue decided about a Workload. Every cluster test of jobs runs with exactly these
 credentials."""
 
 import pytest
@@ -29,6 +30,11 @@ def portal_api(portal_kubeconfig):
         ("watch", "pods", "", "", None),
         ("watch", "events", "", "", None),
         ("get", "pods", "", "log", "any-team"),
+        # Kueue mode: following Workloads and reading the queues (their usage and positions).
+        ("watch", "workloads", "kueue.x-k8s.io", "", None),
+        ("list", "clusterqueues", "kueue.x-k8s.io", "", None),
+        ("list", "resourceflavors", "kueue.x-k8s.io", "", None),
+        ("get", "clusterqueues", "visibility.kueue.x-k8s.io", "pendingworkloads", None),
     ],
 )
 def test_the_portal_may_do_what_gpu_jobs_need(
@@ -49,6 +55,8 @@ def test_the_portal_may_do_what_gpu_jobs_need(
         ("patch", "jobs", "batch", ""),
         ("create", "cronjobs", "batch", ""),
         ("create", "events", "", ""),
+        ("patch", "workloads", "kueue.x-k8s.io", ""),
+        ("update", "workloads", "kueue.x-k8s.io", "status"),
     ],
 )
 def test_the_portal_may_not_do_more_with_workloads(portal_api, verb, resource, group, subresource):

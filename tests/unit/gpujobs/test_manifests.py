@@ -284,3 +284,31 @@ def test_pods_run_as_non_root_where_the_cluster_enforces_restricted():
         "seccompProfile": {"type": "RuntimeDefault"},
         "runAsNonRoot": True,
     }
+
+
+def queued(*, queue="opportunistic", priority="opportunistic") -> dict:
+    base = spec(priority=priority)
+    queued_spec = JobSpec(
+        job_id=base.job_id,
+        namespace=base.namespace,
+        request=base.request,
+        ttl_seconds_after_finished=base.ttl_seconds_after_finished,
+        queue=queue,
+    )
+    return manifests.job_manifest(queued_spec, PLACEMENT)
+
+
+def test_a_queued_job_is_suspended_in_the_teams_local_queue_at_its_priority_class():
+    job = queued()
+
+    assert job["spec"]["suspend"] is True
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "opportunistic"
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "gpu-portal-opportunistic"
+    assert "kueue.x-k8s.io/queue-name" not in job["spec"]["template"]["metadata"]["labels"]
+
+
+def test_a_job_under_quota_only_has_no_queue_and_is_not_suspended():
+    job = build(priority="opportunistic")
+
+    assert "suspend" not in job["spec"]
+    assert not [label for label in job["metadata"]["labels"] if label.startswith("kueue.")]

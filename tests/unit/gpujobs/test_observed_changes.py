@@ -24,6 +24,11 @@ def row(**kwargs):
         "finished_at": None,
         "kube_uid": "uid-1",
         "submitted_at": NOW,
+        "admitted_at": None,
+        "admitted_flavor": "",
+        "preemptions": 0,
+        "preempted_at": None,
+        "preempted_by": "",
     }
     values.update(kwargs)
     return values

@@ -106,3 +106,15 @@ def test_a_stored_job_gives_back_its_request():
     )
 
     assert JobRequest.from_model(SimpleNamespace(**request.model_fields())) == request
+
+
+def test_a_job_is_guaranteed_unless_it_asks_to_be_opportunistic():
+    base = {"name": "j", "image": "registry.example.com/a:1", "gpus": 1}
+
+    assert JobRequest.parse(base).priority == "guaranteed"
+    assert JobRequest.parse({**base, "priority": "opportunistic"}).priority == "opportunistic"
+    assert parse_errors({**base, "priority": "urgent"})["priority"] == [
+        "Choose 'guaranteed' or 'opportunistic'. Guaranteed: runs within the team's own quota "
+        "and is never preempted. Opportunistic: may also borrow GPUs other teams leave idle, and "
+        "is preempted (then requeued) when they need them back."
+    ]

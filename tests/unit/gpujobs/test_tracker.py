@@ -187,3 +187,35 @@ def test_a_forged_event_from_another_namespace_leaves_the_jobs_observation_alone
     assert state.apply("Event", "ADDED", forged) is None
     assert state.observation(("vision", 7)).state == State.SUBMITTED
     assert not state.events
+
+
+def workload(owner_uid="uid-1", job_name="gpujob-7", namespace="vision", name="job-gpujob-7-x"):
+    return {
+        "kind": "Workload",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "creationTimestamp": "2026-03-10T10:00:00Z",
+            "ownerReferences": [
+                {"apiVersion": "batch/v1", "kind": "Job", "name": job_name, "uid": owner_uid}
+            ],
+        },
+        "spec": {},
+        "status": {"conditions": []},
+    }
+
+
+def test_a_workload_is_keyed_by_its_owner_job_and_counts_only_for_that_very_job():
+    state = ClusterState()
+    queued = job()
+    queued["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "guaranteed"
+    queued["spec"]["suspend"] = True
+    state.apply("Job", "ADDED", queued)
+
+    assert key_of("Workload", workload()) == ("vision", 7)
+    assert key_of("Workload", workload(job_name="someone-elses")) is None
+    state.apply("Workload", "ADDED", workload(owner_uid="old-uid", name="old"))
+    assert state.workload(("vision", 7)) is None
+    state.apply("Workload", "ADDED", workload())
+    assert state.workload(("vision", 7))["metadata"]["name"] == "job-gpujob-7-x"
+    assert state.observation(("vision", 7)).reason == "InQueue"

@@ -1,0 +1,249 @@
+"""Reads for the pages and the API about Kueue's queues: why a job waits (in words and numbers),
+where it stands, when it may start; a team's queue on a cluster (admitted and waiting jobs, GPUs
+own, borrowed, lent and idle); a cluster's cohort usage per team. From the cluster's
+``QueueSnapshot`` (written by the watcher) and the jobs' rows; the arithmetic is ``waiting``'s.
+No cluster calls: a page costs a few queries however busy the queues are.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from django.utils import timezone
+
+from clusters.models import Cluster, QuotaMode
+from clusters.vocabulary import GUARANTEED
+from gpujobs import selectors, waiting
+from gpujobs.models import GpuJob, QueueSnapshot
+from gpujobs.observe import Reason
+from gpujobs.queues import Snapshot
+from tenants.models import Team
+
+State = GpuJob.State
+
+# A job that waits in Kueue (not admitted): the states and reasons that say so.
+WAITING_REASONS = (Reason.IN_QUEUE, Reason.PREEMPTED, Reason.EVICTED)
+ADMITTED_STATES = (State.PENDING, State.RUNNING)
+
+
+def cluster_snapshot(cluster: Cluster) -> Snapshot:
+    return Snapshot.from_row(QueueSnapshot.objects.filter(cluster=cluster).first())
+
+
+def waits_in_kueue(job: GpuJob) -> bool:
+    """Whether the job waits for Kueue: in its queue (or about to be), or in the portal while
+    Kueue does not admit."""
+    if job.state == State.QUEUED:
+        return job.reason == Reason.KUEUE_NOT_ADMITTING
+    if not job.queue_name:
+        return False
+    if job.state == State.SUBMITTED:
+        return True
+    return job.state == State.PENDING and job.reason in WAITING_REASONS
+
+
+def is_admitted(job: GpuJob) -> bool:
+    return bool(job.queue_name) and (
+        job.state == State.RUNNING or (job.state == State.PENDING and job.reason == Reason.ADMITTED)
+    )
+
+
+@dataclass(frozen=True)
+class QueueStatus:
+    """Where a job waiting in Kueue stands: why it waits, its places in the queues, when it
+    may start (None: no estimate), the figures behind the words, and whether Kueue answers."""
+
+    why: str
+    positions: waiting.Positions = field(default_factory=waiting.Positions)
+    estimated_start: datetime.datetime | None = None
+    explanation: waiting.Explanation | None = None
+    kueue_admitting: bool = True
+    as_of: datetime.datetime | None = None
+
+
+def _releases(
+    *, cluster: Cluster, flavor: str, team: Team | None, priority: str | None
+) -> list[waiting.Release]:
+    """The admitted jobs holding GPUs of the flavor, each with the time it ends at the latest
+    (its maximum run time after it was last admitted or started)."""
+    jobs = GpuJob.objects.filter(
+        cluster=cluster, admitted_flavor=flavor, state__in=ADMITTED_STATES
+    ).exclude(reason__in=WAITING_REASONS)
+    if team is not None:
+        jobs = jobs.filter(team=team)
+    if priority is not None:
+        jobs = jobs.filter(priority=priority)
+    releases = []
+    for admitted, started, runtime, gpus in jobs.values_list(
+        "admitted_at", "started_at", "max_runtime_seconds", "gpus"
+    ):
+        since = admitted or started
+        if since is not None:
+            releases.append(
+                waiting.Release(end_by=since + datetime.timedelta(seconds=runtime), gpus=gpus)
+            )
+    return releases
+
+
+def queue_status(
+    job: GpuJob, *, snapshot: Snapshot | None = None, now: datetime.datetime | None = None
+) -> QueueStatus | None:
+    """Where the job stands in Kueue's queues, or None when it does not wait there."""
+    if not waits_in_kueue(job):
+        return None
+    snapshot = snapshot if snapshot is not None else cluster_snapshot(job.cluster)
+    now = now or timezone.now()
+    if job.state == State.QUEUED:
+        return QueueStatus(why=job.message, kueue_admitting=False, as_of=job.state_changed_at)
+    facts = waiting.WaitingJob(
+        job_id=job.pk,
+        team=job.team.slug,
+        priority=job.priority,
+        gpus=job.gpus,
+        gpu_model=job.gpu_model,
+        message=job.message,
+    )
+    explanation = waiting.explain(snapshot, facts, cluster_name=job.cluster.name)
+    places = waiting.positions(snapshot, job_id=job.pk, namespace=job.team.slug)
+    estimate = None
+    if explanation.flavor and not snapshot.kueue_error:
+        ahead = waiting.ahead_in_queue(snapshot, job_id=job.pk, namespace=job.team.slug)
+        gpus_of = dict(
+            GpuJob.objects.filter(
+                cluster=job.cluster, pk__in=[p.job_id for p in ahead if p.job_id]
+            ).values_list("pk", "gpus")
+        )
+        guaranteed = job.priority == GUARANTEED
+        estimate = waiting.estimated_start(
+            needed=waiting.needed_gpus(snapshot, facts, gpus_of=gpus_of),
+            free_now=explanation.free_now,
+            releases=_releases(
+                cluster=job.cluster,
+                flavor=explanation.flavor,
+                team=job.team if guaranteed else None,
+                priority=GUARANTEED if guaranteed else None,
+            ),
+            now=now,
+        )
+    return QueueStatus(
+        why=explanation.words,
+        positions=places,
+        estimated_start=estimate,
+        explanation=explanation if explanation.flavor else None,
+        kueue_admitting=not snapshot.kueue_error,
+        as_of=snapshot.taken_at,
+    )
+
+
+def queue_statuses(jobs: Iterable[GpuJob]) -> dict[int, QueueStatus]:
+    """The queue status of each waiting job, reading each cluster's snapshot once."""
+    snapshots: dict[int, Snapshot] = {}
+    statuses = {}
+    for job in jobs:
+        if not waits_in_kueue(job):
+            continue
+        if job.cluster_id not in snapshots:
+            snapshots[job.cluster_id] = cluster_snapshot(job.cluster)
+        status = queue_status(job, snapshot=snapshots[job.cluster_id])
+        if status is not None:
+            statuses[job.pk] = status
+    return statuses
+
+
+@dataclass(frozen=True)
+class TeamQueue:
+    """A team's place in a Kueue cluster: its GPUs per flavor (own, in use, borrowed, lent,
+    idle), its admitted jobs, and its waiting jobs in queue order with their status."""
+
+    team: Team
+    cluster: Cluster
+    kueue: bool
+    usage: list[waiting.TeamFlavorUsage]
+    admitted: list[GpuJob]
+    waiting: list[tuple[GpuJob, QueueStatus]]
+    kueue_error: str = ""
+    as_of: datetime.datetime | None = None
+
+    @property
+    def borrowed(self) -> int:
+        return sum(row.borrowed for row in self.usage)
+
+    @property
+    def lent(self) -> int:
+        return sum(row.lent for row in self.usage)
+
+
+def _queue_order(item: tuple[GpuJob, QueueStatus]) -> tuple:
+    job, status = item
+    place = status.positions.cluster
+    return (place is None, place or 0, job.created_at, job.pk)
+
+
+def team_queue(*, team: Team, cluster: Cluster, jobs=None) -> TeamQueue:
+    """The team's queue on the cluster. ``jobs``: the team's jobs the reader may see there
+    (every unfinished one by default)."""
+    if jobs is None:
+        jobs = selectors.active_jobs(team=team, cluster=cluster).select_related(
+            "team", "cluster", "submitted_by"
+        )
+    jobs = [j for j in jobs if j.cluster_id == cluster.pk and not j.is_final]
+    snapshot = cluster_snapshot(cluster)
+    statuses = {}
+    for job in jobs:
+        status = queue_status(job, snapshot=snapshot)
+        if status is not None:
+            statuses[job.pk] = status
+    return TeamQueue(
+        team=team,
+        cluster=cluster,
+        kueue=selectors.kueue_mode(cluster),
+        usage=waiting.team_usage(snapshot, team=team.slug),
+        admitted=sorted((j for j in jobs if is_admitted(j)), key=lambda j: j.pk),
+        waiting=sorted(((j, statuses[j.pk]) for j in jobs if j.pk in statuses), key=_queue_order),
+        kueue_error=snapshot.kueue_error,
+        as_of=snapshot.taken_at,
+    )
+
+
+def team_queues(
+    *, team: Team, jobs: list[GpuJob], clusters: list[Cluster] | None = None
+) -> list[TeamQueue]:
+    """The team's queue on every Kueue cluster where it has unfinished jobs or a queue: among
+    ``clusters`` (the team's clusters, when the caller has them), else where the watcher last
+    saw a queue of the team."""
+    kueue = {j.cluster_id: j.cluster for j in jobs if selectors.kueue_mode(j.cluster)}
+    if clusters is not None:
+        kueue.update({c.pk: c for c in clusters if selectors.kueue_mode(c)})
+    else:
+        for row in QueueSnapshot.objects.select_related("cluster").filter(
+            cluster__quota_mode=QuotaMode.KUEUE
+        ):
+            if Snapshot.from_row(row).team_queue(team.slug, GUARANTEED) is not None:
+                kueue.setdefault(row.cluster_id, row.cluster)
+    return [
+        team_queue(team=team, cluster=cluster, jobs=[j for j in jobs if j.cluster_id == pk])
+        for pk, cluster in sorted(kueue.items(), key=lambda item: item[1].name)
+    ]
+
+
+@dataclass(frozen=True)
+class CohortUsage:
+    """A Kueue cluster's cohorts: per team and GPU flavor, own, borrowed, lent and idle."""
+
+    cluster: Cluster
+    cohorts: dict[str, list[waiting.TeamFlavorUsage]]
+    kueue_error: str = ""
+    as_of: datetime.datetime | None = None
+
+
+def cohort_usage(cluster: Cluster) -> CohortUsage:
+    snapshot = cluster_snapshot(cluster)
+    cohorts = sorted({q.cohort for q in snapshot.cluster_queues.values() if q.cohort})
+    return CohortUsage(
+        cluster=cluster,
+        cohorts={c: waiting.cohort_usage(snapshot, cohort=c) for c in cohorts},
+        kueue_error=snapshot.kueue_error,
+        as_of=snapshot.taken_at,
+    )

@@ -1,5 +1,6 @@
-"""Workloads on a cluster: create and delete Jobs, read pod logs, and list and watch Jobs, Pods
-and Events from a resourceVersion. The job app's only way to the cluster.
+"""Workloads on a cluster: create and delete Jobs, read pod logs, and list and watch Jobs, Pods,
+Events, Deployments and ReplicaSets from a resourceVersion. The workload apps' only way to the
+cluster (the job app's, and the serving app's besides ``KubeClient.apply``).
 
 ``WorkloadClient`` is a ``KubeClient`` (same connection per cluster, same field manager, same
 request counters and the same readable ``KubeError``s), with the calls that Jobs need on top.
@@ -33,7 +34,16 @@ from clusters.kube import (
 JOBS = Kind("batch/v1", "jobs", namespaced=True)
 PODS = Kind("v1", "pods", namespaced=True)
 EVENTS = Kind("v1", "events", namespaced=True)
-WORKLOAD_KINDS = {"Job": JOBS, "Pod": PODS, "Event": EVENTS}
+# An inference service's: a Deployment per revision, and the ReplicaSets that make its pods.
+DEPLOYMENTS = Kind("apps/v1", "deployments", namespaced=True)
+REPLICA_SETS = Kind("apps/v1", "replicasets", namespaced=True)
+WORKLOAD_KINDS = {
+    "Job": JOBS,
+    "Pod": PODS,
+    "Event": EVENTS,
+    "Deployment": DEPLOYMENTS,
+    "ReplicaSet": REPLICA_SETS,
+}
 
 LIST_PAGE_SIZE = 500
 # A watch ends after this many seconds (the API server closes it); the caller simply resumes.
@@ -367,9 +377,11 @@ class WorkloadClient(KubeClient):
 
 
 __all__ = [
+    "DEPLOYMENTS",
     "EVENTS",
     "JOBS",
     "PODS",
+    "REPLICA_SETS",
     "Listing",
     "WatchEvent",
     "WorkloadClient",

@@ -63,6 +63,7 @@ INSTALLED_APPS = [
     "tenants",
     "monitoring",
     "gpujobs",
+    "serving",
 ]
 
 MIDDLEWARE = [
@@ -186,6 +187,7 @@ SPECTACULAR_SETTINGS = {
         "QuotaGrantStateEnum": "tenants.models.QuotaGrant.State",
         "MembershipRoleEnum": "tenants.models.Membership.Role",
         "AuditActionEnum": "tenants.models.AuditEvent.Action",
+        "ProbeEnum": "serving.models.Revision.Probe",
     },
 }
 
@@ -214,6 +216,7 @@ PORTAL_RECONCILE_SWEEP_SECONDS = env_float("PORTAL_RECONCILE_SWEEP_SECONDS", 300
 PORTAL_INVENTORY_SYNC_SECONDS = env_float("PORTAL_INVENTORY_SYNC_SECONDS", 60)
 PORTAL_IDLE_CHECK_EVERY_SECONDS = env_float("PORTAL_IDLE_CHECK_EVERY_SECONDS", 60)
 GPUJOBS_RESYNC_SECONDS = env_float("GPUJOBS_RESYNC_SECONDS", 60)
+SERVING_RESYNC_SECONDS = env_float("SERVING_RESYNC_SECONDS", 60)
 CELERY_BEAT_SCHEDULE = {
     # Expires grants whose period is over, then reconciles every team on every cluster: repairs
     # hand edits and shrinks the quotas of expired grants.
@@ -235,6 +238,16 @@ CELERY_BEAT_SCHEDULE = {
     "resync-gpu-jobs": {
         "task": "gpujobs.tasks.resync_jobs",
         "schedule": GPUJOBS_RESYNC_SECONDS,
+    },
+    # Inference services: reconcile every one (repairs hand edits, finishes deletions), and
+    # bring their revisions' states in line from full lists (whatever the watcher missed).
+    "reconcile-services": {
+        "task": "serving.tasks.reconcile_services",
+        "schedule": PORTAL_RECONCILE_SWEEP_SECONDS,
+    },
+    "resync-services": {
+        "task": "serving.tasks.resync_services",
+        "schedule": SERVING_RESYNC_SECONDS,
     },
 }
 
@@ -295,6 +308,12 @@ GPUJOBS_REFRESH_SECONDS = env_int("GPUJOBS_REFRESH_SECONDS", 2)
 GPUJOBS_LOG_FOLLOW_MAX_SECONDS = env_int("GPUJOBS_LOG_FOLLOW_MAX_SECONDS", 600)
 # What the watcher process (``manage.py watch_jobs``) follows: one ``run`` per workload app.
 PORTAL_WATCHERS = ["gpujobs.watcher.run", "serving.watcher.run"]
+
+# Inference services: the Gateway (``namespace/name``) their HTTPRoutes attach to on clusters
+# with the Gateway API (empty: routes name no parent, for a gateway controller that adopts
+# them, or to be attached by hand); how often service pages refresh.
+SERVING_GATEWAY = env("SERVING_GATEWAY", "")
+SERVING_REFRESH_SECONDS = env_int("SERVING_REFRESH_SECONDS", 2)
 
 PORTAL_LOG_LEVEL = env("PORTAL_LOG_LEVEL", "INFO")
 LOGGING = {

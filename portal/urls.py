@@ -11,8 +11,10 @@ urlpatterns = [
     path("api/v1/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("api/v1/", include("tenants.api.urls")),
     path("api/v1/", include("gpujobs.api.urls")),
+    path("api/v1/", include("serving.api.urls")),
     path("api/v1/", include("monitoring.api.urls")),
     path("monitoring/", include("monitoring.urls")),
     path("jobs/", include("gpujobs.urls")),
+    path("services/", include("serving.urls")),
     path("", include("tenants.urls")),
 ]

@@ -35,6 +35,8 @@ READ_ONLY = {
     "tenants.QuotaGrant",
     "tenants.AuditEvent",
     "tenants.TeamQueuePolicy",
+    "serving.InferenceService",
+    "serving.Revision",
 }
 
 
@@ -95,6 +97,8 @@ ROWS = {
     "monitoring.IdlePod": lambda: factories.IdlePodFactory(),
     "monitoring.Notification": lambda: factories.NotificationFactory(),
     "gpujobs.GpuJob": lambda: factories.GpuJobFactory(),
+    "serving.InferenceService": lambda: factories.RevisionFactory().service,
+    "serving.Revision": lambda: factories.RevisionFactory(),
 }
 
 

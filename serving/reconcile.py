@@ -52,7 +52,7 @@ ADVISORY_LOCK_CLASS = 0x7376  # "sv"
 # What a service is made of on the cluster (HTTPRoutes only where the Gateway API is served),
 # and what is left of it while it is being deleted.
 APPLIED_KINDS = ("Deployment", "Service")
-LEFTOVER_KINDS = ("Deployment", "ReplicaSet", "Pod", "Service")
+LEFTOVER_WORKLOAD_KINDS = ("Deployment", "ReplicaSet", "Pod")
 
 Service = InferenceService
 
@@ -157,12 +157,12 @@ def leftovers(kube: WorkloadClient, *, service: InferenceService, gateway: bool)
     namespace = service.team.slug
     selector = manifests.ownership_selector(settings.PORTAL_NAME, service.pk)
     found = []
-    for kind in LEFTOVER_KINDS:
+    for kind in LEFTOVER_WORKLOAD_KINDS:
         items = kube.list_objects(kind, namespace=namespace, label_selector=selector).items
         found += [f"{kind} {item['metadata']['name']}" for item in items]
-    if gateway:
-        items = kube.list("HTTPRoute", namespace=namespace, label_selector=selector)
-        found += [f"HTTPRoute {item['metadata']['name']}" for item in items]
+    for kind in ("Service", *(("HTTPRoute",) if gateway else ())):
+        items = kube.list(kind, namespace=namespace, label_selector=selector)
+        found += [f"{kind} {item['metadata']['name']}" for item in items]
     return found
 
 

@@ -192,6 +192,13 @@ class InferenceServiceSerializer(serializers.ModelSerializer):
         return RevisionSerializer(revisions, many=True).data
 
 
+def refused(errors: Errors) -> serializers.ValidationError:
+    """One 400 naming every bad field, each with a list of messages."""
+    return serializers.ValidationError(
+        {key: value if isinstance(value, list) else [value] for key, value in errors.items()}
+    )
+
+
 def _mapping(data, error_messages) -> Mapping:
     if not isinstance(data, Mapping):
         message = error_messages["invalid"].format(datatype=type(data).__name__)
@@ -239,7 +246,7 @@ class RevisionFieldsSerializer(serializers.Serializer):
         errors: Errors = {}
         values = self.read(data, errors)
         if errors:
-            raise serializers.ValidationError(errors)
+            raise refused(errors)
         return values
 
 
@@ -365,7 +372,7 @@ class TrafficSerializer(serializers.Serializer):
         live = {r.number for r in selectors.live_revisions(self.context["service"])}
         split = specs.read_split(data.get("split"), errors=errors, live=live)
         if errors:
-            raise serializers.ValidationError(errors)
+            raise refused(errors)
         return {"split": split}
 
 
@@ -385,7 +392,7 @@ class ScaleSerializer(serializers.Serializer):
                 what="Revision",
             )  # fmt: skip
         if errors:
-            raise serializers.ValidationError(errors)
+            raise refused(errors)
         return values
 
 

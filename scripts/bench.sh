@@ -17,3 +17,4 @@ export DJANGO_DEBUG=0 DJANGO_SECRET_KEY=bench-only-secret
 .venv/bin/python tests/bench/bench_reconcile.py
 .venv/bin/python tests/bench/bench_monitoring.py
 .venv/bin/python tests/bench/bench_gpujobs.py
+.venv/bin/python tests/bench/bench_serving.py

@@ -16,4 +16,7 @@ RUN DJANGO_SECRET_KEY=build-only python manage.py collectstatic --noinput -v0
 RUN useradd --system --uid 10001 portal
 USER portal
 EXPOSE 8000
-CMD ["gunicorn", "portal.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3"]
+# ASGI under gunicorn (its own asgi worker): a followed job log streams on the event loop instead
+# of holding a worker for minutes (gpujobs/log_follows.py); pages run as before, in threads.
+CMD ["gunicorn", "portal.asgi:application", "--worker-class", "asgi", \
+     "--bind", "0.0.0.0:8000", "--workers", "3"]

@@ -1,6 +1,7 @@
 # The README's commands. `make demo` runs the portal; `make test` runs the whole suite;
-# `make test-fast` runs every test that needs no service, on SQLite in memory, in seconds.
-.PHONY: demo test test-fast bench lint format services-up services-down devcluster-build devcluster-up devcluster-down
+# `make test-fast` runs every test that needs no service, on SQLite in memory, in seconds;
+# `make test-abuse` the bad-input suites the same way, in minutes.
+.PHONY: demo test test-fast test-abuse bench lint format services-up services-down devcluster-build devcluster-up devcluster-down
 
 demo:
 	scripts/demo.sh
@@ -10,6 +11,10 @@ test:
 
 test-fast:
 	scripts/test.sh --fast
+
+# The bad-input suites (schemathesis, the nasty-input corpus) on SQLite, no services: minutes.
+test-abuse:
+	scripts/test.sh --fast -m abuse
 
 bench:
 	scripts/bench.sh

@@ -10,6 +10,7 @@ from clusters.vocabulary import (
     DEFAULT_GPU_RESOURCE,
     DEFAULT_GPU_TAINT_KEY,
 )
+from portal.redaction import redact
 from portal.validators import (
     DNS1123_LABEL_MAX_LENGTH,
     dns1123_label_validator,
@@ -149,6 +150,11 @@ class Cluster(models.Model):
 
     def __str__(self) -> str:
         return self.display_name or self.name
+
+    @property
+    def prometheus_url_shown(self) -> str:
+        """The Prometheus URL as pages show it: any credentials in it masked."""
+        return redact(self.prometheus_url)
 
 
 class GpuCapacity(models.Model):

@@ -10,10 +10,13 @@ Objects go in and come out as plain dicts (the API's JSON).
 from __future__ import annotations
 
 import json
+import ssl
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 
+import httpx
+from kubernetes.client import Configuration
 from kubernetes.client.rest import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 from urllib3.exceptions import HTTPError
@@ -71,6 +74,18 @@ class WatchEvent:
     @property
     def resource_version(self) -> str:
         return (self.object.get("metadata") or {}).get("resourceVersion") or ""
+
+
+def _ssl_context(configuration: Configuration) -> ssl.SSLContext:
+    """TLS for a request of our own as the kubernetes client would make it: the kubeconfig's
+    CA (or the system's), its client certificate, and its choice about verifying."""
+    context = ssl.create_default_context(cafile=configuration.ssl_ca_cert or None)
+    if not configuration.verify_ssl:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    if configuration.cert_file:
+        context.load_cert_chain(configuration.cert_file, configuration.key_file or None)
+    return context
 
 
 class WorkloadClient(KubeClient):
@@ -320,26 +335,49 @@ class WorkloadClient(KubeClient):
         *,
         container: str | None = None,
         tail_lines: int | None = None,
-        stop: threading.Event | None = None,
-    ) -> Iterator[str]:
-        """The pod's log line by line as it is written, until the container ends (or ``stop``)."""
+    ) -> AsyncIterator[str]:
+        """The pod's log line by line as it is written, until the container ends.
+
+        An async iterator, read on the event loop rather than in a thread: a followed log may
+        last many minutes, and must not hold a web worker (or a thread) all that time. The
+        credentials are read here; the connection opens when the iterator is first read, and
+        every failure comes out of it as a ``KubeError``. ``FOLLOW_READ_TIMEOUT`` seconds
+        without a byte end it (``ClusterUnreachable``).
+        """
+        configuration = self.api.configuration
+        url = configuration.host + PODS.path(namespace=namespace, name=pod) + "/log"
         query = [*self._log_query(container, tail_lines, None), ("follow", "true")]
+        headers = {"Accept": "*/*"}
+        # The bearer token, if the kubeconfig has one (refreshed here when it expires).
+        for auth in configuration.auth_settings().values():
+            if auth["in"] == "header" and auth["value"]:
+                headers[auth["key"]] = auth["value"]
         what = f"the log of pod {pod}" + (f" ({container})" if container else "")
-        response = self._stream(
-            PODS.path(namespace=namespace, name=pod) + "/log",
-            query=query,
-            what=what,
-            read_timeout=FOLLOW_READ_TIMEOUT,
-        )
+        with self._count_lock:
+            self.reads += 1
+        return self._follow(url, query=query, headers=headers, what=what)
+
+    async def _follow(self, url: str, *, query: list, headers: dict, what: str):
+        configuration = self.api.configuration
+        timeout = httpx.Timeout(REQUEST_TIMEOUT[0], read=FOLLOW_READ_TIMEOUT)
         try:
-            for line in iter_resp_lines(response):
-                if stop is not None and stop.is_set():
-                    return
-                yield line
-        except (HTTPError, OSError) as error:
+            async with (
+                httpx.AsyncClient(
+                    verify=_ssl_context(configuration),
+                    proxy=configuration.proxy or None,
+                    trust_env=False,
+                    timeout=timeout,
+                ) as http,
+                http.stream("GET", url, params=query, headers=headers) as response,
+            ):
+                if response.status_code != 200:
+                    error = ApiException(status=response.status_code, reason=response.reason_phrase)
+                    error.body = (await response.aread()).decode("utf-8", errors="replace")
+                    raise self._translate(error, method="GET", what=what) from None
+                async for line in response.aiter_lines():
+                    yield line
+        except (httpx.TransportError, OSError) as error:
             raise ClusterUnreachable(self._unreachable(error)) from error
-        finally:
-            response.release_conn()
 
     @staticmethod
     def _log_query(container, tail_lines, limit_bytes, *, previous: bool = False) -> list:

@@ -93,24 +93,30 @@ def _wait_for_exec(process: subprocess.Popen, timeout: float = 5.0) -> None:
         time.sleep(0.01)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return not _is_zombie(pid)
-
-
 def _reap(pid: int) -> None:
     """Collect the exit status when the process is our own child (started in this Python)."""
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
 
 
+def _group_alive(group: int) -> bool:
+    """Whether any process of the group is still alive (zombies, dead but not yet reaped by
+    whoever adopted them, do not count)."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[3]) == group and fields[0] != "Z":
+            return True
+    return False
+
+
 def stop(run_dir: Path, name: str, marker: str, timeout: float = 15.0) -> bool:
-    """Stop a process group started by start(): SIGTERM, then SIGKILL. True if one was running."""
+    """Stop a process group started by start(): SIGTERM, then SIGKILL, and return once none of
+    the group is alive (its leader and every child it started). True if one was running."""
     pid = running_pid(run_dir, name, marker)
     pid_file(run_dir, name).unlink(missing_ok=True)
     if pid is None:
@@ -122,14 +128,12 @@ def stop(run_dir: Path, name: str, marker: str, timeout: float = 15.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         _reap(pid)
-        if not _alive(pid):
+        if not _group_alive(pid):
             return True
         time.sleep(0.1)
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        return True
-    while _alive(pid):
+    while _group_alive(pid):
         _reap(pid)
         time.sleep(0.05)
     return True

@@ -37,7 +37,7 @@ def check_team(team: Team, *, errors: Errors, what: str = "jobs") -> None:
         errors["team"] = f"Team {team.slug} is archived and cannot run {what}."
 
 
-def check_namespace(team: Team, *, cluster: Cluster, errors: Errors, what: str = "jobs") -> None:
+def check_namespace(team: Team, *, cluster: Cluster, errors: Errors, what: str = "job") -> None:
     """Refuse at once when the last reconcile found the team's namespace someone else's (the
     worker checks the cluster itself again before it creates anything there)."""
     if namespace_ownership(cluster=cluster, namespace=team.slug) is False:
@@ -105,7 +105,7 @@ def workload_refusals(
     ``what`` names the workload in the messages ("jobs", "services")."""
     errors: Errors = {}
     check_team(team, errors=errors, what=what)
-    check_namespace(team, cluster=cluster, errors=errors, what=what)
+    check_namespace(team, cluster=cluster, errors=errors, what=what.removesuffix("s"))
     check_image(main.image, cluster=cluster, errors=errors, key="image")
     check_gpus(cluster=cluster, gpu_resource=gpu_resource, gpu_model=gpu_model, errors=errors)
     if second is not None:

@@ -10,7 +10,7 @@ has not started has no log yet, which is an answer (``LogResult.detail``), not a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 from clusters.kube import Invalid, NotFound
@@ -127,9 +127,10 @@ def follow_job_log(
     container: str = manifests.GPU_CONTAINER,
     pod: str | None = None,
     kube: WorkloadClient | None = None,
-) -> tuple[str | None, Iterator[str] | None, str]:
+) -> tuple[str | None, AsyncIterator[str] | None, str]:
     """``(pod, lines, detail)``: the log's last ``tail`` lines and then each new one as it is
-    written, until the container ends. ``lines`` is None when there is nothing to follow."""
+    written, until the container ends, as an async iterator (read on the event loop: see
+    ``gpujobs.log_follows``). ``lines`` is None when there is nothing to follow."""
     kube = _client(job, kube)
     name, detail = _pick_pod(job, pod, kube)
     if name is None:

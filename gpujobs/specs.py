@@ -315,8 +315,10 @@ class PreprocessRequest:
             return None
         local: Errors = {}
         container = ContainerRequest.read(data, errors=local)
-        mode = data.get("mode") or PreprocessMode.BEFORE
-        if mode not in PREPROCESS_MODES:
+        mode = data.get("mode")
+        if mode is None or mode == "":
+            mode = PreprocessMode.BEFORE
+        elif mode not in PREPROCESS_MODES:
             local["mode"] = "Mode must be 'before' (an init container) or 'beside' (alongside)."
         if local:
             errors["preprocess"] = joined(local)

@@ -12,8 +12,7 @@ import datetime
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied, ValidationError
-from django.core.paginator import Paginator
+from django.core.exceptions import BadRequest, PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -28,6 +27,7 @@ from gpujobs.filtersets import GpuJobFilter
 from gpujobs.forms import JobForm, add_job_errors
 from gpujobs.models import GpuJob
 from gpujobs.permissions import can_stop_job
+from portal.params import page_of
 from tenants.errors import InvalidTransition
 from tenants.models import Membership
 from tenants.selectors import teams_visible_to
@@ -66,7 +66,7 @@ def job_list(request: HttpRequest) -> HttpResponse:
         request=request,
         teams=teams_visible_to(request.user).order_by("name", "slug"),
     )
-    page = Paginator(filterset.page_rows(), JOBS_PAGE_SIZE).get_page(request.GET.get("page"))
+    page = page_of(request, filterset.page_rows(), JOBS_PAGE_SIZE)
     return render(
         request,
         "gpujobs/job_list.html",
@@ -152,8 +152,13 @@ def job_live(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 def _tail(request: HttpRequest) -> int:
+    """``?tail=``: one of the log panel's choices (the first when not given), else a 400."""
     raw = request.GET.get("tail", "")
-    return int(raw) if raw.isdigit() and int(raw) in LOG_TAIL_CHOICES else LOG_TAIL_CHOICES[0]
+    if not raw:
+        return LOG_TAIL_CHOICES[0]
+    if raw not in {str(choice) for choice in LOG_TAIL_CHOICES}:
+        raise BadRequest(f"tail: Must be one of {', '.join(map(str, LOG_TAIL_CHOICES))}.")
+    return int(raw)
 
 
 @login_required

@@ -13,6 +13,7 @@ from django.utils.dateparse import parse_date, parse_datetime
 from monitoring import promql, reports
 
 MAX_WINDOW = datetime.timedelta(days=400)  # Prometheus keeps 400 days in the devcluster
+MAX_REPORT_SPAN = datetime.timedelta(days=3660)  # ten years
 WINDOW_CHOICES = [
     ("1h", "Last hour"),
     ("6h", "Last 6 hours"),
@@ -40,6 +41,19 @@ class WindowForm(forms.Form):
         super().__init__(data, **kwargs)
         self.now = now or timezone.now()
 
+    def _in_range(self, moment: datetime.datetime | None) -> datetime.datetime | None:
+        """A start or end no further from now than the metrics kept (``MAX_WINDOW``); an end
+        ahead of now is read as now."""
+        if moment is not None and abs(moment - self.now) > MAX_WINDOW:
+            raise ValidationError(f"Must be within {MAX_WINDOW.days} days of now.")
+        return moment
+
+    def clean_start(self):
+        return self._in_range(self.cleaned_data.get("start"))
+
+    def clean_end(self):
+        return self._in_range(self.cleaned_data.get("end"))
+
     def clean(self):
         data = super().clean()
         name = data.get("window") or "1h"
@@ -52,10 +66,11 @@ class WindowForm(forms.Form):
             return data
         end = min(end, self.now)
         if end <= start:
-            raise ValidationError("The window must end after it starts, and start in the past.")
-        if end - start > MAX_WINDOW:
-            raise ValidationError(f"A window may span at most {MAX_WINDOW.days} days.")
-        data["end"] = end
+            self.add_error("end", "The window must end after it starts, and start in the past.")
+        elif end - start > MAX_WINDOW:
+            self.add_error("start", f"A window may span at most {MAX_WINDOW.days} days.")
+        else:
+            data["end"] = end
         return data
 
     @property
@@ -73,15 +88,22 @@ def _moment(value: str, *, end: bool) -> datetime.datetime:
     """A date (the start of that day, or for an end the start of the next) or a date-time."""
     value = value.strip()
     tz = timezone.get_current_timezone()
-    day = parse_date(value) if len(value) == 10 else None
-    if day is not None:
-        if end:
-            day += datetime.timedelta(days=1)
-        return datetime.datetime.combine(day, datetime.time(), tzinfo=tz)
-    moment = parse_datetime(value)
+    # parse_* answer None for what is not shaped like a date, and raise for a date that does
+    # not exist (2030-02-30); the day after 9999-12-31 does not exist either.
+    try:
+        day = parse_date(value) if len(value) == 10 else None
+        if day is not None:
+            if end:
+                day += datetime.timedelta(days=1)
+            return datetime.datetime.combine(day, datetime.time(), tzinfo=tz)
+        moment = parse_datetime(value)
+        if moment is not None and not timezone.is_aware(moment):
+            moment = timezone.make_aware(moment, tz)
+    except (ValueError, OverflowError):
+        moment = None
     if moment is None:
         raise ValidationError("Enter a date (YYYY-MM-DD) or a date and time (ISO 8601).")
-    return moment if timezone.is_aware(moment) else timezone.make_aware(moment, tz)
+    return moment
 
 
 class UsageReportForm(forms.Form):
@@ -120,14 +142,25 @@ class UsageReportForm(forms.Form):
         data["bucket"] = data.get("bucket") or "month"
         if start is None or end is None:
             return data
-        if end <= start:
-            raise ValidationError("The report must end after it starts.")
+        # Each error names the field to change, for the page and the API's 400 alike.
         if start >= self.now:
-            raise ValidationError("The report must start in the past.")
+            self.add_error("start", "The report must start in the past.")
+            return data
+        if end <= start:
+            self.add_error("end", "The report must end after it starts.")
+            return data
+        tomorrow = timezone.localdate(self.now) + datetime.timedelta(days=1)
+        tz = timezone.get_current_timezone()
+        if end > datetime.datetime.combine(tomorrow, datetime.time(), tzinfo=tz):
+            self.add_error("end", "The report may end today at the latest.")
+            return data
+        if end - start > MAX_REPORT_SPAN:
+            self.add_error("start", f"A report may span at most {MAX_REPORT_SPAN.days} days.")
+            return data
         try:
             reports.periods(start, end, data["bucket"])
         except ValueError as error:
-            raise ValidationError(str(error)) from error
+            self.add_error("bucket", str(error))
         return data
 
 

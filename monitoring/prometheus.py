@@ -24,6 +24,8 @@ import httpx
 from django.conf import settings
 from django.core.cache import cache
 
+from portal.redaction import without_credentials
+
 logger = logging.getLogger(__name__)
 
 
@@ -120,7 +122,10 @@ class PrometheusClient:
     ) -> None:
         if not base_url:
             raise PrometheusNotConfigured("No Prometheus URL is set for this cluster.")
-        self.base_url = base_url.rstrip("/")
+        # Credentials in the URL (http://user:password@host/) go with each request as HTTP basic
+        # auth and nowhere else: not into messages, nor into httpx's log of the URLs it asks.
+        url, self._auth = without_credentials(base_url.rstrip("/"))
+        self.base_url = url
         self.timeout = settings.MONITORING_PROMETHEUS_TIMEOUT if timeout is None else timeout
         self.cache_seconds = (
             settings.MONITORING_CACHE_SECONDS if cache_seconds is None else cache_seconds
@@ -188,12 +193,13 @@ class PrometheusClient:
                 timeout=httpx.Timeout(self.timeout, connect=min(self.timeout, 3.0)),
                 transport=self._transport,
                 headers={"Accept": "application/json"},
+                auth=self._auth,
             )
         return self._http
 
     def _cache_key(self, path: str, params: dict[str, str]) -> str:
         digest = hashlib.sha256(
-            json.dumps([self.base_url, path, params], sort_keys=True).encode()
+            json.dumps([self.base_url, self._auth, path, params], sort_keys=True).encode()
         ).hexdigest()
         return f"monitoring:prometheus:{digest}"
 

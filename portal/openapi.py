@@ -4,25 +4,26 @@ once and added to every operation that can give them.
 Views declare their successful answers (and may override an error's description); the schema
 class adds the errors from what the operation is:
 
-* 400 when it takes input: a request body, a FilterSet on a list, or query parameters;
+* 400 for every operation: any query string may hold what is not text
+  (``portal.middleware``), besides the body, filters, ordering, pagination and parameters an
+  operation takes;
 * 401 for views that need a signed-in user, and 403 where such a user may still be refused (a
   write, or an action in the view's ``admin_actions``);
-* 404 when the path names an object (another team's is a 404 too, never a 403);
+* 404 when the path names an object (another team's is a 404 too, never a 403), and on a
+  paginated list (a page that does not exist);
 * 409 for an action on one object (a state change the object's state may not allow), and for
   views that read a team's namespace (``reads_team_namespace``: not confirmed as the portal's);
-* 502 and 503 for views that read the cluster (``reads_cluster``), 503 for those that read
-  Prometheus (``reads_prometheus``).
+* 502 for views that read the cluster (``reads_cluster``); 503 for every operation, as any may
+  find the database away (besides the cluster or Prometheus, for those that read them).
 """
 
-from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
+from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers
 from rest_framework.permissions import IsAuthenticated
 
 WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
-INPUT_METHODS = ("POST", "PUT", "PATCH")
 
 
 class ErrorSerializer(serializers.Serializer):
@@ -57,8 +58,8 @@ ERROR_RESPONSES = {
     502: OpenApiResponse(ErrorSerializer, description="The cluster refused or failed."),
     503: OpenApiResponse(
         ErrorSerializer,
-        description="The cluster or Prometheus is unreachable, slow or busy: try again after "
-        "Retry-After seconds.",
+        description="The portal's database, the cluster or Prometheus is unreachable, slow or "
+        "busy: try again after Retry-After seconds.",
     ),
 }
 
@@ -80,38 +81,23 @@ class PortalAutoSchema(AutoSchema):
         view = self.view
         signed_in = any(issubclass(p, IsAuthenticated) for p in view.permission_classes)
         action = getattr(view, "action", None)
-        statuses = []
-        if self._takes_input():
-            statuses.append(400)
+        statuses = [400]
         if signed_in:
             statuses.append(401)
             if self.method in WRITE_METHODS or action in getattr(view, "admin_actions", {}):
                 statuses.append(403)
-        if "{" in self.path:
+        if "{" in self.path or self._paginated():
             statuses.append(404)
         if (self.method == "POST" and getattr(view, "detail", False)) or getattr(
             view, "reads_team_namespace", False
         ):
             statuses.append(409)
         if getattr(view, "reads_cluster", False):
-            statuses += [502, 503]
-        elif getattr(view, "reads_prometheus", False):
-            statuses.append(503)
+            statuses.append(502)
+        # Any operation may find the database away (restarting, out of connections).
+        statuses.append(503)
         return statuses
 
-    def _filters(self) -> bool:
-        """A FilterSet that answers 400 to a bad filter value runs on this operation."""
-        backends = getattr(self.view, "filter_backends", None) or []
-        return getattr(self.view, "filterset_class", None) is not None and any(
-            issubclass(backend, DjangoFilterBackend) for backend in backends
-        )
-
-    def _takes_input(self) -> bool:
-        if self.method in INPUT_METHODS and self.get_request_serializer() is not None:
-            return True
-        if self._is_list_view() and self._filters():
-            return True
-        return any(
-            isinstance(p, OpenApiParameter) and p.location == OpenApiParameter.QUERY
-            for p in self.get_override_parameters()
-        )
+    def _paginated(self) -> bool:
+        """A paginated list: a page that does not exist is a 404."""
+        return self._is_list_view() and self._get_paginator() is not None

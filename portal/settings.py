@@ -4,10 +4,12 @@ Every value has a safe default for the demo (SQLite, a local Redis, DEBUG on). P
 test suite override through environment variables; secrets may come from ``NAME_FILE`` paths.
 """
 
+import datetime
 from pathlib import Path
 
 import dj_database_url
 import plotly
+from csp.constants import NONE, SELF, UNSAFE_HASHES
 from django.core.exceptions import ImproperlyConfigured
 
 from portal.env import env, env_bool, env_float, env_int, env_list, refuse_renamed
@@ -42,6 +44,26 @@ if not SECRET_KEY:
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS")
 
+# HTTPS. With DEBUG off the portal assumes it is served over HTTPS by a TLS-terminating proxy in
+# front, which says so in X-Forwarded-Proto: plain http is redirected, cookies are sent over
+# HTTPS only, and browsers are told to use HTTPS for a year (HSTS). Every one can be switched
+# off (for a deployment without TLS, e.g. behind a proxy on a private network, or while trying
+# HSTS with a short max-age first); the demo (DEBUG on) has them all off.
+# DJANGO_SECURE_PROXY_SSL_HEADER names the header ("none": trust no header). Only a proxy that
+# sets that header on every request (dropping the client's own) may be trusted with it.
+_proxy_ssl_header = env("DJANGO_SECURE_PROXY_SSL_HEADER", "none" if DEBUG else "X-Forwarded-Proto")
+SECURE_PROXY_SSL_HEADER = (
+    None
+    if _proxy_ssl_header.lower() == "none"
+    else ("HTTP_" + _proxy_ssl_header.upper().replace("-", "_"), "https")
+)
+SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", not DEBUG)
+SESSION_COOKIE_SECURE = env_bool("DJANGO_SESSION_COOKIE_SECURE", not DEBUG)
+CSRF_COOKIE_SECURE = env_bool("DJANGO_CSRF_COOKIE_SECURE", not DEBUG)
+SECURE_HSTS_SECONDS = env_int("DJANGO_SECURE_HSTS_SECONDS", 0 if DEBUG else 365 * 24 * 3600)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", not DEBUG)
+SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", not DEBUG)
+
 PORTAL_NAME = env("PORTAL_NAME", "gpu-portal")
 
 INSTALLED_APPS = [
@@ -53,12 +75,15 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
+    "knox",
+    "axes",
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_htmx",
     "django_celery_beat",
+    "csp",
+    "accounts",
     "clusters",
     "tenants",
     "monitoring",
@@ -68,14 +93,18 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    "portal.middleware.RefuseUntextualInput",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last: answers 429 to a sign-in attempt once its client is locked out (accounts.lockout).
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "portal.urls"
@@ -100,9 +129,16 @@ TEMPLATES = [
 WSGI_APPLICATION = "portal.wsgi.application"
 
 # SQLite is the embedded default for the demo; tests and docker compose use PostgreSQL.
+# Connections are closed at the end of each request (DJANGO_CONN_MAX_AGE=0): under the ASGI
+# worker every request runs its database work in a thread of its own, whose persistent
+# connection would outlive it unused; put a connection pooler in front to save the connects.
 DATABASES = {
     "default": dj_database_url.parse(
-        env("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}"), conn_max_age=60
+        env("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}"),
+        conn_max_age=env_int("DJANGO_CONN_MAX_AGE", 0),
+        # A kept connection is checked before a request or task reuses it: after the database
+        # restarted, the first request of each web worker would otherwise be a 500.
+        conn_health_checks=True,
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -121,12 +157,45 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Sign-in. Username/password today; single sign-on (e.g. an OIDC backend) is added by listing its
 # backend here and pointing LOGIN_URL at its start view: no view checks how a user signed in.
-AUTHENTICATION_BACKENDS = env_list(
-    "DJANGO_AUTHENTICATION_BACKENDS", "django.contrib.auth.backends.ModelBackend"
-)
+# axes' backend goes first whatever the list: it refuses every attempt of a locked-out client.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    *env_list("DJANGO_AUTHENTICATION_BACKENDS", "django.contrib.auth.backends.ModelBackend"),
+]
 LOGIN_URL = env("DJANGO_LOGIN_URL", "login")
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
+
+# Sign-in lockouts (accounts/lockout.py): this many failures for one username from one address,
+# or PORTAL_LOGIN_ADDRESS_FAILURE_LIMIT from one address, within the cool-off lock them out for
+# the cool-off; each attempt while locked out starts it again. Behind reverse proxies, say how
+# many append to X-Forwarded-For (PORTAL_PROXY_COUNT), or every client shares the proxy's address.
+AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = datetime.timedelta(seconds=env_int("AXES_COOLOFF_SECONDS", 900))
+PORTAL_LOGIN_ADDRESS_FAILURE_LIMIT = env_int("PORTAL_LOGIN_ADDRESS_FAILURE_LIMIT", 20)
+PORTAL_PROXY_COUNT = env_int("PORTAL_PROXY_COUNT", 0)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "ip_address"]
+AXES_HANDLER = "accounts.lockout.LoginLockoutHandler"
+AXES_LOCKOUT_CALLABLE = "accounts.lockout.lockout_response"
+AXES_CLIENT_IP_CALLABLE = "accounts.lockout.client_address"
+
+# API tokens (django-rest-knox): stored as hashes, each with an expiry. A token made by signing in
+# through the API lasts PORTAL_API_TOKEN_DAYS; one made on the "API tokens" page up to
+# PORTAL_API_TOKEN_MAX_DAYS; a user holds at most PORTAL_API_TOKENS_PER_USER at once.
+PORTAL_API_TOKEN_DAYS = env_int("PORTAL_API_TOKEN_DAYS", 30)
+PORTAL_API_TOKEN_MAX_DAYS = env_int("PORTAL_API_TOKEN_MAX_DAYS", 365)
+PORTAL_API_TOKENS_PER_USER = env_int("PORTAL_API_TOKENS_PER_USER", 50)
+KNOX_TOKEN_MODEL = "accounts.ApiToken"
+# knox's own migrations create its table even when its model is swapped for ours: a table nothing
+# uses, whose foreign key to auth_user blocks emptying the users table (a test flush).
+MIGRATION_MODULES = {"knox": None}
+REST_KNOX = {
+    "TOKEN_MODEL": KNOX_TOKEN_MODEL,
+    "TOKEN_TTL": datetime.timedelta(days=PORTAL_API_TOKEN_DAYS),
+    # Recognisable in a leaked file or log (secret scanners look for such prefixes).
+    "TOKEN_PREFIX": "gpup_",
+    "AUTO_REFRESH": False,
+}
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -157,12 +226,49 @@ STORAGES = {
     },
 }
 
+# Content-Security-Policy (django-csp): every script, style, font and request comes from the
+# portal itself, and no page runs inline script or eval (so an injected <script> or onclick=
+# does nothing). Plotly figures are data in <script type="application/json"> blocks, which a
+# policy does not restrict; htmx is told not to inject its indicator styles or eval anything
+# (templates/base.html). Images may also be data: URIs (plotly's and Swagger UI's icons).
+# No inline style either, but for the three that plotly.js writes, allowed by their hashes
+# (tests/unit/test_content_security_policy.py recomputes them from the plotly.js served):
+PLOTLY_INLINE_STYLES = [
+    # Empty: the <style> elements plotly then fills through the CSSOM, and the style="" it sets.
+    "'sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU='",
+    # The stylesheet of the map library plotly.js bundles, added once at load.
+    "'sha256-ji27qzEtxXZW+7dun6UwjHXJ18e6WAin1VvNtkzIE/o='",
+    # style="image-rendering: ..." on heatmap images.
+    "'sha256-AR/cKIZjWPcPmBUPDA6oti9XBiTbJvz0Cro2J1VzzS8='",
+]
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        # 'unsafe-hashes' lets the hashes match style attributes too, never any other value.
+        "style-src": [SELF, UNSAFE_HASHES, *PLOTLY_INLINE_STYLES],
+        "img-src": [SELF, "data:"],
+        "font-src": [SELF],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
+}
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "accounts.auth.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # JSON, forms and multipart as DRF parses them, refusing strings that are not text.
+    "DEFAULT_PARSER_CLASSES": [
+        "portal.parsers.TextJSONParser",
+        "portal.parsers.TextFormParser",
+        "portal.parsers.TextMultiPartParser",
+    ],
     "DEFAULT_PAGINATION_CLASS": "portal.api.PortalPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": [
@@ -171,6 +277,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_SCHEMA_CLASS": "portal.openapi.PortalAutoSchema",
     "EXCEPTION_HANDLER": "portal.api.exception_handler",
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "portal.negotiation.PortalContentNegotiation",
 }
 
 SPECTACULAR_SETTINGS = {
@@ -178,6 +285,8 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Teams, GPU quota requests, grants and their audit trail.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # The schema (and its docs page, portal/urls.py) are for signed-in users only.
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
@@ -193,6 +302,8 @@ SPECTACULAR_SETTINGS = {
 
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")
 CELERY_RESULT_BACKEND = env("CELERY_RESULT_BACKEND", "") or None
+# The Redis the web tier keeps shared counts in (followed logs): the broker's, unless said.
+PORTAL_REDIS_URL = env("PORTAL_REDIS_URL", CELERY_BROKER_URL)
 # Publishing must fail fast when Redis is down: the request that enqueues is a person waiting.
 CELERY_BROKER_CONNECTION_TIMEOUT = 2
 CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 2, "interval_start": 0, "interval_step": 0.5}
@@ -306,6 +417,10 @@ GPUJOBS_CLAIM_SECONDS = env_int("GPUJOBS_CLAIM_SECONDS", 60)
 GPUJOBS_REQUEUE_AFTER_SECONDS = env_int("GPUJOBS_REQUEUE_AFTER_SECONDS", 30)
 GPUJOBS_REFRESH_SECONDS = env_int("GPUJOBS_REFRESH_SECONDS", 2)
 GPUJOBS_LOG_FOLLOW_MAX_SECONDS = env_int("GPUJOBS_LOG_FOLLOW_MAX_SECONDS", 600)
+# Followed logs at once (gpujobs/log_follows.py), per user and in all, counted in Redis.
+GPUJOBS_LOG_FOLLOWS_PER_USER = env_int("GPUJOBS_LOG_FOLLOWS_PER_USER", 4)
+GPUJOBS_LOG_FOLLOWS_TOTAL = env_int("GPUJOBS_LOG_FOLLOWS_TOTAL", 200)
+
 # What the watcher process (``manage.py watch_jobs``) follows: one ``run`` per workload app.
 PORTAL_WATCHERS = ["gpujobs.watcher.run", "serving.watcher.run"]
 
@@ -319,6 +434,8 @@ PORTAL_LOG_LEVEL = env("PORTAL_LOG_LEVEL", "INFO")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    # No URL credentials in any log line, whoever logs it (portal/redaction.py).
+    "filters": {"redact": {"()": "portal.redaction.RedactingFilter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["redact"]}},
     "root": {"handlers": ["console"], "level": PORTAL_LOG_LEVEL},
 }

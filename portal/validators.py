@@ -3,6 +3,7 @@
 import re
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 
@@ -16,6 +17,17 @@ dns1123_label_validator = RegexValidator(
     ),
     code="dns1123_label",
 )
+
+
+def unreserved_namespace_validator(value: str) -> None:
+    """A team's namespace may not be one the cluster or the portal itself lives in: ``default``,
+    ``kube-*`` (kube-system, kube-public, kube-node-lease) or the portal's own."""
+    if value == "default" or value.startswith("kube-") or value == settings.PORTAL_NAME:
+        raise ValidationError(
+            f"{value!r} is a namespace of the cluster or the portal itself; choose another slug.",
+            code="reserved_namespace",
+        )
+
 
 # A Kubernetes extended resource name such as nvidia.com/gpu or nvidia.com/mig-1g.10gb.
 extended_resource_name_validator = RegexValidator(
@@ -134,3 +146,16 @@ def _requires_a_value(matcher: LabelMatcher) -> bool:
 
 def validate_label_matchers(text: str) -> None:
     parse_label_matchers(text)
+
+
+# How long free text may be, in the API and on the pages alike. The columns are unbounded text;
+# these bound what a person would write, so that no one stores megabytes in a note.
+MAX_NAME_LENGTH = 200  # a team's name (its column's length)
+MAX_NOTE_LENGTH = 2_000  # a note on a decision, a revocation or an archive
+MAX_TEXT_LENGTH = 10_000  # a justification, a team's description
+
+
+def one_line_validator(value: str) -> None:
+    """Names are shown on one line: no line breaks or tabs."""
+    if any(char in value for char in "\r\n\t"):
+        raise ValidationError("Give it on one line: no line breaks or tabs.", code="one_line")

@@ -63,4 +63,5 @@ cat <<MSG
   Logs:        $STATE/  (worker.log, beat.log, watcher.log)    Stop with Ctrl-C.
 
 MSG
-.venv/bin/python manage.py runserver "127.0.0.1:$PORT" --noreload
+# The ASGI application, as in production (a followed job log streams on the event loop).
+.venv/bin/python -m uvicorn portal.asgi:application --host 127.0.0.1 --port "$PORT"

@@ -6,6 +6,7 @@ import django_filters
 from django import forms
 from django.db.models import QuerySet
 
+from portal.params import BIGINT_MAX
 from tenants.models import AuditEvent, QuotaGrant, QuotaRequest
 
 
@@ -70,7 +71,8 @@ class QuotaGrantFilter(QuotaFilterSet):
 class AuditEventFilter(TeamFilterSet):
     action = django_filters.CharFilter(help_text="e.g. quota_request.approved")
     target_type = django_filters.CharFilter(help_text="e.g. QuotaRequest, QuotaGrant, Team")
-    target_id = IntegerFilter(min_value=0)
+    # Its column's range: a larger id is no audit event's.
+    target_id = IntegerFilter(min_value=0, max_value=BIGINT_MAX)
 
     class Meta:
         model = AuditEvent

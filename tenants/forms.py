@@ -9,6 +9,7 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from clusters.models import Cluster, GpuCapacity, GpuModelCapacity, QuotaMode
+from portal.validators import MAX_NOTE_LENGTH, MAX_TEXT_LENGTH
 
 
 class DateInput(forms.DateInput):
@@ -94,7 +95,9 @@ class QuotaRequestForm(forms.Form):
         help_text="Leave empty for open-ended quota.",
     )
     justification = forms.CharField(
-        widget=forms.Textarea(attrs={"rows": 4}), help_text="What will the GPUs be used for?"
+        max_length=MAX_TEXT_LENGTH,
+        widget=forms.Textarea(attrs={"rows": 4}),
+        help_text="What will the GPUs be used for?",
     )
 
     def __init__(self, *args, cluster: Cluster | None = None, **kwargs):
@@ -125,20 +128,25 @@ class ApproveForm(forms.Form):
         widget=DateInput(),
         help_text="Leave empty to keep the requested end.",
     )
-    note = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+    note = forms.CharField(
+        required=False, max_length=MAX_NOTE_LENGTH, widget=forms.Textarea(attrs={"rows": 2})
+    )
 
 
 class RejectForm(forms.Form):
     # The service requires the note and says why; the browser's check spares a round trip.
     note = forms.CharField(
         required=False,
+        max_length=MAX_NOTE_LENGTH,
         widget=forms.Textarea(attrs={"rows": 2, "required": True}),
         help_text="Required: tell the team why.",
     )
 
 
 class RevokeForm(forms.Form):
-    note = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+    note = forms.CharField(
+        required=False, max_length=MAX_NOTE_LENGTH, widget=forms.Textarea(attrs={"rows": 2})
+    )
 
 
 class ShrinkForm(forms.Form):
@@ -146,7 +154,9 @@ class ShrinkForm(forms.Form):
         label="GPUs", required=False, widget=forms.NumberInput(attrs={"min": 1})
     )
     ends_on = forms.DateField(label="End date", required=False, widget=DateInput())
-    note = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+    note = forms.CharField(
+        required=False, max_length=MAX_NOTE_LENGTH, widget=forms.Textarea(attrs={"rows": 2})
+    )
 
 
 class QueuePolicyForm(forms.Form):

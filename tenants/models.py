@@ -11,6 +11,7 @@ from portal.validators import (
     DNS1123_LABEL_MAX_LENGTH,
     dns1123_label_validator,
     extended_resource_name_validator,
+    unreserved_namespace_validator,
 )
 
 # Upper bounds of what one request may ask for: anything above them is a typo (and would not fit
@@ -25,7 +26,7 @@ class Team(models.Model):
     slug = models.CharField(
         max_length=DNS1123_LABEL_MAX_LENGTH,
         unique=True,
-        validators=[dns1123_label_validator],
+        validators=[dns1123_label_validator, unreserved_namespace_validator],
         help_text="Becomes the team's Kubernetes namespace name.",
     )
     name = models.CharField(max_length=200)

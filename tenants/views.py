@@ -8,7 +8,6 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.core.paginator import Paginator
 from django.db.models import Count, Q, Sum
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -16,6 +15,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from clusters.models import Cluster, QuotaMode
+from portal.params import page_of
 from tenants import queueing, selectors, services
 from tenants.errors import InvalidTransition
 from tenants.filtersets import AuditEventFilter, QuotaRequestFilter
@@ -689,7 +689,7 @@ def audit_list(request: HttpRequest) -> HttpResponse:
         request=request,
         teams=selectors.teams_visible_to(request.user).order_by("name", "slug"),
     )
-    page = Paginator(filterset.page_rows(), AUDIT_PAGE_SIZE).get_page(request.GET.get("page"))
+    page = page_of(request, filterset.page_rows(), AUDIT_PAGE_SIZE)
     page_events = list(page.object_list)
     _describe_events(page_events)
     for event in page_events:

@@ -11,6 +11,10 @@ Two runs, chosen here and nowhere else:
   from the models rather than by replaying the migrations: the full run replays them, and checks
   that they match the models.
 
+The bad-input suites (``tests/abuse``, marked ``abuse``) need no service but take minutes of CPU:
+the fast loop leaves them out unless asked (``make test-abuse``: ``pytest --fast -m abuse``), and
+the full run runs them on PostgreSQL.
+
 A test gets its service markers from the fixtures it uses (``SERVICE_FIXTURES``), so a new test that
 asks for the ``devcluster`` or a worker is marked without saying so; mark by hand only what needs
 PostgreSQL without such a fixture (``@pytest.mark.postgres``).
@@ -51,15 +55,21 @@ SERVICE_FIXTURES = {
     "watcher_process": ["worker"],
     "beat": ["worker", "redis"],
     "own_queue": ["redis"],
+    "redis_url": ["redis"],
     "own_redis": ["redis"],
     "devcluster": ["devcluster"],
+    # The fault tests' own PostgreSQL, Redis and portal processes (tests/integration/faults).
+    "private_portal": ["postgres", "redis", "worker"],
     "promtool": ["prometheus"],
     "own_prometheus": ["prometheus"],
     "start_prometheus": ["prometheus"],
+    "guarded_prometheus": ["prometheus"],
     "relabelling_prometheus": ["prometheus"],
     "browser": ["browser"],
 }
 SERVICE_MARKERS = sorted({marker for markers in SERVICE_FIXTURES.values() for marker in markers})
+# Left out of the fast loop by default for their time alone: they can run there (``-m``).
+SLOW_MARKERS = ["abuse"]
 FAST_DATABASE = {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}
 
 
@@ -68,7 +78,7 @@ def pytest_addoption(parser):
         "--fast",
         action="store_true",
         help="SQLite in memory and no services: deselects tests marked "
-        + ", ".join(SERVICE_MARKERS)
+        + ", ".join(SERVICE_MARKERS + SLOW_MARKERS)
         + " (unless -m says otherwise)",
     )
 
@@ -81,7 +91,7 @@ def pytest_configure(config):
     if not _fast(config):
         return
     if not config.option.markexpr:
-        config.option.markexpr = "not (" + " or ".join(SERVICE_MARKERS) + ")"
+        config.option.markexpr = "not (" + " or ".join(SERVICE_MARKERS + SLOW_MARKERS) + ")"
     config.option.nomigrations = True
     _use_database(FAST_DATABASE)
 

@@ -61,7 +61,9 @@ class GpuJobSerializer(serializers.ModelSerializer):
     team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
     submitted_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
-    cancelled_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    cancelled_by = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, allow_null=True
+    )
     env = EnvVarSerializer(many=True, read_only=True)
     preprocess = PreprocessSerializer(read_only=True, allow_null=True)
     command = serializers.ListField(child=serializers.CharField(), read_only=True)

@@ -7,9 +7,6 @@ Cluster reads (logs, events) that fail raise ``KubeError``, which ``portal.api``
 cluster's reason in words. Error answers are declared in the schema by ``portal.openapi``.
 """
 
-import time
-
-from django.conf import settings
 from django.http import StreamingHttpResponse
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.types import OpenApiTypes
@@ -21,17 +18,18 @@ from drf_spectacular.utils import (
 )
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import Throttled, ValidationError
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.response import Response
 
-from clusters.kube import KubeError
-from gpujobs import cluster_reads, selectors, services
+from gpujobs import cluster_reads, log_follows, selectors, services
 from gpujobs.api import serializers as s
 from gpujobs.filtersets import GpuJobFilter
 from gpujobs.manifests import GPU_CONTAINER
+from gpujobs.specs import DNS_SUBDOMAIN_RE
 from portal.openapi import ErrorSerializer
+from portal.params import whole_number
 from tenants.api.filters import StableOrderingFilter
 
 TAIL = OpenApiParameter(
@@ -47,7 +45,9 @@ POD = OpenApiParameter("pod", str, description="One of the job's pods (default: 
 FOLLOW = OpenApiParameter(
     "follow",
     bool,
-    description="Stream the log as text/plain while the container runs (after the last N lines).",
+    description="Stream the log as text/plain while the container runs (after the last N "
+    "lines), for up to GPUJOBS_LOG_FOLLOW_MAX_SECONDS. A user may follow "
+    "GPUJOBS_LOG_FOLLOWS_PER_USER logs at once.",
 )
 
 
@@ -70,12 +70,9 @@ def _int_param(request, name: str, default: int, *, low: int, high: int) -> int:
     if raw in (None, ""):
         return default
     try:
-        value = int(raw)
-    except ValueError:
-        raise ValidationError({name: [f"Must be a whole number from {low} to {high}."]}) from None
-    if not low <= value <= high:
-        raise ValidationError({name: [f"Must be a whole number from {low} to {high}."]})
-    return value
+        return whole_number(raw, low=low, high=high)
+    except ValueError as error:
+        raise ValidationError({name: [str(error)]}) from None
 
 
 @extend_schema_view(
@@ -97,6 +94,7 @@ class GpuJobViewSet(
 ):
     serializer_class = s.GpuJobSerializer
     permission_classes = [IsAuthenticated]
+    lookup_value_regex = r"\d+"
     filter_backends = [DjangoFilterBackend, StableOrderingFilter]
     filterset_class = GpuJobFilter
     ordering_fields = ["created_at", "state", "gpus", "started_at", "finished_at"]
@@ -105,6 +103,16 @@ class GpuJobViewSet(
 
     def get_queryset(self):
         return selectors.jobs_visible_to(self.request.user).select_related("cancelled_by")
+
+    def finalize_response(self, request, response, *args, **kwargs):
+        # An error answers JSON even to a client that asked for the log as text: its body names
+        # the field that was wrong, which the text renderer would drop.
+        if response.status_code >= 400 and isinstance(
+            getattr(request, "accepted_renderer", None), PlainTextRenderer
+        ):
+            request.accepted_renderer = JSONRenderer()
+            request.accepted_media_type = JSONRenderer.media_type
+        return super().finalize_response(request, response, *args, **kwargs)
 
     def get_serializer_class(self):
         if self.action == "create":
@@ -137,6 +145,11 @@ class GpuJobViewSet(
             409: OpenApiResponse(
                 ErrorSerializer, description="follow: the container is not running."
             ),
+            429: OpenApiResponse(
+                ErrorSerializer,
+                description="follow: you (or the portal) follow as many logs as allowed at once; "
+                "try again after the Retry-After header's seconds.",
+            ),
         },
     )
     @action(
@@ -160,9 +173,11 @@ class GpuJobViewSet(
                 {"container": [f"Must be one of: {', '.join(cluster_reads.CONTAINERS)}."]}
             )
         pod = request.query_params.get("pod") or None
+        if pod is not None and (len(pod) > 253 or not DNS_SUBDOMAIN_RE.match(pod)):
+            raise ValidationError({"pod": ["Not a pod name (a DNS subdomain)."]})
         follow = request.query_params.get("follow", "").lower() in ("1", "true", "yes")
         if follow:
-            return self._follow(job, tail=tail, container=container, pod=pod)
+            return self._follow(request, job, tail=tail, container=container, pod=pod)
         result = cluster_reads.job_log(job, tail=tail, container=container, pod=pod)
         return Response(
             {
@@ -174,27 +189,25 @@ class GpuJobViewSet(
             }
         )
 
-    def _follow(self, job, *, tail: int, container: str, pod: str | None):
-        name, lines, detail = cluster_reads.follow_job_log(
-            job, tail=tail, container=container, pod=pod
-        )
+    def _follow(self, request, job, *, tail: int, container: str, pod: str | None):
+        try:
+            slot = log_follows.take_slot(user_id=request.user.pk)
+        except log_follows.TooManyFollows as error:
+            raise Throttled(wait=log_follows.RETRY_AFTER_SECONDS, detail=str(error)) from None
+        try:
+            name, lines, detail = cluster_reads.follow_job_log(
+                job, tail=tail, container=container, pod=pod
+            )
+        except BaseException:
+            slot.release()
+            raise
         if lines is None:
+            slot.release()
             return Response({"detail": detail}, status=status.HTTP_409_CONFLICT)
-        deadline = time.monotonic() + settings.GPUJOBS_LOG_FOLLOW_MAX_SECONDS
-
-        def stream():
-            try:
-                for line in lines:
-                    yield f"{line}\n"
-                    if time.monotonic() > deadline:
-                        yield "[the portal stopped following this log; ask again to go on]\n"
-                        return
-            except KubeError as error:
-                yield f"[log ended: {error}]\n"
-            finally:
-                lines.close()
-
-        response = StreamingHttpResponse(stream(), content_type="text/plain; charset=utf-8")
+        # An async iterator: under the ASGI worker the stream holds no worker or thread.
+        response = StreamingHttpResponse(
+            log_follows.stream(lines, slot=slot), content_type="text/plain; charset=utf-8"
+        )
         response["X-Pod"] = name
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"  # proxies must pass lines on as they come

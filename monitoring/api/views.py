@@ -31,11 +31,14 @@ END = OpenApiParameter("end", str, description="ISO 8601 (window=custom; default
 
 class MetricsAPIView(APIView):
     permission_classes = [IsAuthenticated]
-    reads_prometheus = True
     reads_team_namespace = True
 
-    def team_and_cluster(self, slug: str):
+    def team_and_cluster(self, slug: str, *, form=None):
+        """The team (404 when not one of the user's), then the query string (400 when ``form``
+        refuses it), then the cluster: bad input is a 400 before any cluster is asked."""
         team = get_object_or_404(teams_visible_to(self.request.user), slug=slug)
+        if form is not None and form.is_bound and not form.is_valid():
+            raise ValidationError(form.errors.get_json_data())
         clusters = selectors.team_clusters(team)
         wanted = self.request.query_params.get("cluster")
         cluster = next((c for c in clusters if c.name == wanted), None)
@@ -54,10 +57,8 @@ class TeamUtilisationView(MetricsAPIView):
         responses=s.TeamUtilisationSerializer,
     )
     def get(self, request, slug: str):
-        team, cluster = self.team_and_cluster(slug)
         form = WindowForm(request.query_params or None)
-        if form.is_bound and not form.is_valid():
-            raise ValidationError(form.errors.get_json_data())
+        team, cluster = self.team_and_cluster(slug, form=form)
         series = dashboards.team_series(team=team, cluster=cluster, window=form.window_value)
         return Response(s.TeamUtilisationSerializer(series).data)
 

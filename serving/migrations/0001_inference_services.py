@@ -12,7 +12,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('clusters', '0005_cluster_gateway_api'),
-        ('tenants', '0008_inference_service_audit_actions'),
+        ('tenants', '0009_inference_service_audit_actions'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -12,6 +12,13 @@ from rest_framework import serializers
 
 from clusters.models import Cluster, QuotaMode
 from clusters.vocabulary import DEFAULT_GPU_RESOURCE
+from portal.fields import StringField
+from portal.validators import (
+    MAX_NAME_LENGTH,
+    MAX_NOTE_LENGTH,
+    MAX_TEXT_LENGTH,
+    one_line_validator,
+)
 from tenants.models import (
     AuditEvent,
     Membership,
@@ -48,9 +55,11 @@ class TeamSerializer(serializers.ModelSerializer):
 class TeamCreateSerializer(serializers.Serializer):
     # The slug's rules (DNS-1123 label, length, uniqueness) are checked by the model in
     # services.team_create, so the API and the forms give the same messages.
-    slug = serializers.CharField(trim_whitespace=False)
-    name = serializers.CharField()
-    description = serializers.CharField(required=False, allow_blank=True, default="")
+    slug = StringField(trim_whitespace=False)
+    name = StringField(max_length=MAX_NAME_LENGTH, validators=[one_line_validator])
+    description = StringField(
+        required=False, allow_blank=True, default="", max_length=MAX_TEXT_LENGTH
+    )
 
 
 class UserSummarySerializer(serializers.ModelSerializer):
@@ -115,7 +124,7 @@ class MeSerializer(serializers.ModelSerializer):
 
 
 class TeamArchiveSerializer(serializers.Serializer):
-    note = serializers.CharField(required=False, allow_blank=True, default="")
+    note = StringField(required=False, allow_blank=True, default="", max_length=MAX_NOTE_LENGTH)
 
 
 class TeamClusterSerializer(serializers.ModelSerializer):
@@ -336,7 +345,9 @@ class QuotaRequestSerializer(serializers.ModelSerializer):
     team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
     requested_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
-    decided_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    decided_by = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, allow_null=True
+    )
 
     class Meta:
         model = QuotaRequest
@@ -375,7 +386,7 @@ class QuotaRequestCreateSerializer(serializers.Serializer):
     )
     ends_on = serializers.DateField(required=False, allow_null=True, help_text="Null: open-ended.")
     # Blank is a business rule ("say what the GPUs are for"): the service words it.
-    justification = serializers.CharField(allow_blank=True, trim_whitespace=False)
+    justification = StringField(allow_blank=True, trim_whitespace=False, max_length=MAX_TEXT_LENGTH)
 
     def validate_team(self, slug: str) -> Team:
         # Invisible teams read as unknown: the answer never says whether they exist.
@@ -396,11 +407,11 @@ class QuotaRequestApproveSerializer(serializers.Serializer):
         min_value=1, required=False, help_text="Approve fewer GPUs than requested."
     )
     ends_on = serializers.DateField(required=False, help_text="Approve a shorter period.")
-    note = serializers.CharField(required=False, allow_blank=True, default="")
+    note = StringField(required=False, allow_blank=True, default="", max_length=MAX_NOTE_LENGTH)
 
 
 class DecisionNoteSerializer(serializers.Serializer):
-    note = serializers.CharField(required=False, allow_blank=True, default="")
+    note = StringField(required=False, allow_blank=True, default="", max_length=MAX_NOTE_LENGTH)
 
 
 class QuotaGrantSerializer(serializers.ModelSerializer):
@@ -425,7 +436,7 @@ class QuotaGrantSerializer(serializers.ModelSerializer):
 class QuotaGrantShrinkSerializer(serializers.Serializer):
     gpus = serializers.IntegerField(min_value=1, required=False)
     ends_on = serializers.DateField(required=False)
-    note = serializers.CharField(required=False, allow_blank=True, default="")
+    note = StringField(required=False, allow_blank=True, default="", max_length=MAX_NOTE_LENGTH)
 
 
 # --- review queue ------------------------------------------------------------------------------

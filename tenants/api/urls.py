@@ -1,7 +1,6 @@
 """The REST API under /api/v1/ (included by portal/urls.py)."""
 
 from django.urls import path
-from rest_framework.authtoken.views import obtain_auth_token
 from rest_framework.routers import DefaultRouter
 
 from tenants.api import views
@@ -10,13 +9,17 @@ router = DefaultRouter()
 router.include_format_suffixes = False
 router.register("teams", views.TeamViewSet, basename="team")
 router.register(
-    r"teams/(?P<team_slug>[^/.]+)/members", views.TeamMembershipViewSet, basename="team-member"
+    rf"teams/(?P<team_slug>{views.SLUG})/members",
+    views.TeamMembershipViewSet,
+    basename="team-member",
 )
 router.register(
-    r"teams/(?P<team_slug>[^/.]+)/clusters", views.TeamClusterViewSet, basename="team-cluster"
+    rf"teams/(?P<team_slug>{views.SLUG})/clusters",
+    views.TeamClusterViewSet,
+    basename="team-cluster",
 )
 router.register(
-    r"teams/(?P<team_slug>[^/.]+)/queue-policies",
+    rf"teams/(?P<team_slug>{views.SLUG})/queue-policies",
     views.TeamQueuePolicyViewSet,
     basename="team-queue-policy",
 )
@@ -26,7 +29,6 @@ router.register("quota-grants", views.QuotaGrantViewSet, basename="quota-grant")
 router.register("audit-events", views.AuditEventViewSet, basename="audit-event")
 
 urlpatterns = [
-    path("auth/token/", obtain_auth_token, name="api-token"),
     path("me/", views.MeView.as_view(), name="api-me"),
     *router.urls,
 ]

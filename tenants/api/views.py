@@ -33,6 +33,10 @@ from tenants.filtersets import AuditEventFilter, QuotaGrantFilter, QuotaRequestF
 from tenants.models import Membership, TeamCluster, TeamQueuePolicy
 from tenants.permissions import is_portal_admin
 
+# What a team slug or cluster name in a URL may be (anything else, a NUL byte say, is a 404
+# before any query: PostgreSQL refuses NUL in text).
+SLUG = r"[-a-zA-Z0-9_]+"
+
 
 class AdminOnlyActions(BasePermission):
     """The view's ``admin_actions`` (action -> what only admins may do) need a portal admin.
@@ -122,6 +126,7 @@ class TeamViewSet(
     serializer_class = s.TeamSerializer
     action_serializers = {"create": s.TeamCreateSerializer}
     lookup_field = "slug"
+    lookup_value_regex = SLUG
     ordering_fields = ["slug", "name", "created_at"]
     admin_actions = {"create": "create teams", "archive": "archive teams"}
 
@@ -247,6 +252,7 @@ class TeamClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TeamN
     action_serializers = {"delete_namespace": s.NamespaceDeleteSerializer}
     lookup_field = "cluster__name"
     lookup_url_kwarg = "cluster"
+    lookup_value_regex = SLUG
     ordering_fields = ["last_applied_at"]
     admin_actions = {"delete_namespace": "delete a team's namespace"}
 
@@ -290,6 +296,7 @@ class ClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalVie
     serializer_class = s.ClusterSerializer
     action_serializers = {"partial_update": s.ClusterSettingsSerializer}
     lookup_field = "name"
+    lookup_value_regex = SLUG
     ordering_fields = ["name", "created_at"]
     http_method_names = ["get", "patch", "head", "options"]
     admin_actions = {"partial_update": "change a cluster's overcommit ratio or quota mode"}
@@ -338,7 +345,7 @@ class TeamQueuePolicyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, T
     action_serializers = {"update": s.TeamQueuePolicySetSerializer}
     lookup_field = "cluster__name"
     lookup_url_kwarg = "cluster"
-    lookup_value_regex = r"[^/]+"
+    lookup_value_regex = SLUG
     ordering_fields = ["updated_at"]
     http_method_names = ["get", "put", "head", "options"]
     admin_actions = {"update": "set a team's queue policy"}

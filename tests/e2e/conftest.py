@@ -3,7 +3,9 @@ pytest-django's live server.
 
 One browser per session; each ``new_page()`` gets its own context (its own cookies), so a lead
 and an admin can be signed in side by side. Any console error or uncaught page error fails the
-test unless the test said it expects it (``console.expect(...)``, e.g. a deliberate 404).
+test unless the test said it expects it (``console.expect(...)``, e.g. a deliberate 404). Any
+Content-Security-Policy violation on any page (a ``securitypolicyviolation`` event: an inline
+script or style, an eval, a resource from elsewhere) fails the test, always.
 """
 
 import os
@@ -53,22 +55,43 @@ def browser() -> Browser:
         browser.close()
 
 
+# Runs in every frame before the page's own scripts (Playwright injects it past the CSP) and
+# reports each violation of the page's Content-Security-Policy as it happens.
+CSP_VIOLATION_LISTENER = """
+document.addEventListener("securitypolicyviolation", (event) => {
+  window.__reportCspViolation([
+    event.effectiveDirective, event.blockedURI, event.sourceFile, event.lineNumber, event.sample,
+  ]);
+});
+"""
+
+
 class Console:
-    """Console errors and uncaught exceptions seen by every page of one test."""
+    """Console errors, uncaught exceptions and CSP violations seen by every page of one test."""
 
     def __init__(self):
         self.errors: list[str] = []
         self.expected: list[re.Pattern] = []
+        self.csp_violations: list[str] = []
 
     def record(self, where: str, text: str) -> None:
         self.errors.append(f"{where}: {text}")
+
+    def record_csp_violation(self, where: str, violation: list) -> None:
+        directive, blocked, source, line, sample = violation
+        self.csp_violations.append(
+            f"{where}: CSP {directive} refused {blocked or 'inline'} "
+            f"(at {source}:{line}{f', {sample!r}' if sample else ''})"
+        )
 
     def expect(self, pattern: str) -> None:
         """Allow errors matching the pattern (say, the 404 a test opens on purpose)."""
         self.expected.append(re.compile(pattern))
 
     def unexpected(self) -> list[str]:
-        return [e for e in self.errors if not any(p.search(e) for p in self.expected)]
+        """Errors no test expected, and every CSP violation (no test may expect one)."""
+        errors = [e for e in self.errors if not any(p.search(e) for p in self.expected)]
+        return errors + self.csp_violations
 
 
 @pytest.fixture
@@ -86,6 +109,11 @@ def new_page(browser, live_server, console, transactional_db):
         context.set_default_timeout(ACTION_TIMEOUT_MS)
         context.set_default_navigation_timeout(NAVIGATION_TIMEOUT_MS)
         contexts.append(context)
+        context.expose_binding(
+            "__reportCspViolation",
+            lambda source, violation: console.record_csp_violation(source["page"].url, violation),
+        )
+        context.add_init_script(CSP_VIOLATION_LISTENER)
         page = context.new_page()
 
         def on_console(message) -> None:
@@ -98,10 +126,15 @@ def new_page(browser, live_server, console, transactional_db):
 
     yield make
     for context in contexts:
+        for page in context.pages:
+            # A round trip to each page: the violations it reported before this are recorded.
+            page.evaluate("0")
         context.close()
     unexpected = console.unexpected()
     if unexpected:
-        pytest.fail("browser console errors:\n" + "\n".join(unexpected), pytrace=False)
+        pytest.fail(
+            "browser console errors or CSP violations:\n" + "\n".join(unexpected), pytrace=False
+        )
 
 
 @pytest.fixture

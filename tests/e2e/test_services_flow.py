@@ -54,7 +54,9 @@ def test_member_deploys_canaries_promotes_and_rolls_back(
     page.get_by_label("Probe path (optional)", exact=True).fill("/healthz")
     page.get_by_label("Replicas", exact=True).fill("1")
     page.get_by_label("GPUs per replica", exact=True).fill("1")
-    page.get_by_label("Sidecar image (optional)", exact=True).fill("registry.example.com/vision/tok:1.0")
+    page.get_by_label("Sidecar image (optional)", exact=True).fill(
+        "registry.example.com/vision/tok:1.0"
+    )
     page.get_by_label("Sidecar environment (optional)", exact=True).fill("MODE=tokenize")
     page.get_by_role("button", name="Deploy").click()
 

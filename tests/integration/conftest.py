@@ -6,6 +6,8 @@ and exports DATABASE_URL and CELERY_BROKER_URL; tests/conftest.py refuses any ot
 the full run, and marks every test using these fixtures so that ``make test-fast`` leaves it out.
 """
 
+import asyncio
+import concurrent.futures
 import os
 import shutil
 import signal
@@ -16,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+import redis
 from django.conf import settings
 from django.db import connection
 from kubernetes import client
@@ -118,6 +121,31 @@ def celery_worker_process(postgres_database, tmp_path_factory):
         worker.kill()
 
 
+# A Redis database for the tests that count in Redis (the broker uses database 0).
+REDIS_TEST_DB = 15
+
+
+@pytest.fixture
+def redis_url(settings) -> str:
+    """The suite's Redis (a database of its own, without the portal's keys before and after
+    the test), as the portal's shared-counts Redis (``PORTAL_REDIS_URL``)."""
+    url = settings.CELERY_BROKER_URL.rsplit("/", 1)[0] + f"/{REDIS_TEST_DB}"
+    client = redis.Redis.from_url(url)
+
+    def clear():
+        for key in client.scan_iter(match="gpuportal:*"):
+            client.delete(key)
+
+    try:
+        clear()
+    except redis.ConnectionError as error:
+        pytest.fail(f"Redis at {url} does not answer ({error}): start it with `make test`.")
+    settings.PORTAL_REDIS_URL = url
+    yield url
+    clear()
+    client.close()
+
+
 @pytest.fixture(scope="session")
 def promtool() -> str:
     """Prometheus's own checker, from Debian's prometheus package; the full suite needs it."""
@@ -128,6 +156,13 @@ def promtool() -> str:
             pytrace=False,
         )
     return path
+
+
+def run_in_new_loop(coroutine):
+    """Run ``coroutine`` to its end on an event loop of its own, in a thread of its own: the
+    browser tests leave Playwright's loop running in the main thread for the whole session."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
 
 
 def free_port() -> int:

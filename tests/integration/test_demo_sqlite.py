@@ -133,8 +133,17 @@ def sqlite_demo(devcluster, tmp_path):
         for name, argv, marker in (
             (
                 "web",
-                [*manage, "runserver", f"127.0.0.1:{port}", "--noreload"],
-                "Quit the server with",
+                [
+                    sys.executable,
+                    "-m",
+                    "uvicorn",
+                    "portal.asgi:application",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                ],
+                "Application startup complete",
             ),
             (
                 "worker",

@@ -56,6 +56,14 @@
       }
     });
   });
+  // Auto refresh polls only while its box is ticked (a check here rather than an htmx trigger
+  // filter, which htmx would have to eval).
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    var box = document.getElementById("auto-refresh");
+    if (event.detail.elt.hasAttribute("data-auto-refresh") && box && !box.checked) {
+      event.preventDefault();
+    }
+  });
   document.addEventListener("htmx:beforeSwap", function (event) {
     purge(event.detail.target);
   });

@@ -111,8 +111,12 @@ def test_schema_endpoint_serves_openapi_3_with_the_api_paths(api, outsider):
         "/api/v1/teams/{team_slug}/members/{username}/",
         "/api/v1/audit-events/",
         "/api/v1/auth/token/",
+        "/api/v1/tokens/",
+        "/api/v1/tokens/{id}/",
     ]:
         assert path in schema["paths"]
+    assert schema["components"]["securitySchemes"]["knoxApiToken"]["name"] == "Authorization"
+    assert "security" not in schema["paths"]["/api/v1/auth/token/"]["post"]  # no credentials
 
 
 def test_schema_generates_without_warnings_and_validates(tmp_path):
@@ -126,11 +130,32 @@ def test_schema_generates_without_warnings_and_validates(tmp_path):
     assert (tmp_path / "schema.yml").read_text().startswith("openapi: 3")
 
 
-def test_docs_page_loads_swagger_ui_from_local_static_files_only(client):
+def test_anonymous_client_gets_401_from_the_schema(api):
+    response = api.get("/api/v1/schema/", HTTP_ACCEPT="application/json")
+
+    assert response.status_code == 401
+    assert "openapi" not in response.json()
+
+
+def test_anonymous_visitor_of_the_docs_page_is_sent_to_sign_in(client):
     response = client.get("/api/v1/docs/")
+
+    assert response.status_code == 302
+    assert response["Location"] == "/login/?next=/api/v1/docs/"
+
+
+def test_docs_page_loads_swagger_ui_from_local_static_files_only(client_as, outsider):
+    client = client_as(outsider)
+
+    response = client.get("/api/v1/docs/")
+    script = client.get("/api/v1/docs/?script=")
 
     html = response.content.decode()
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/html")
     assert "/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js" in html
     assert not re.search(r"https?://", html)
+    assert not re.search(r"<script>", html)  # its start-up script is a file of its own
+    assert script.status_code == 200
+    assert script["Content-Type"].startswith("application/javascript")
+    assert "/api/v1/schema/" in script.content.decode()

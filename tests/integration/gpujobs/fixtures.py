@@ -249,3 +249,20 @@ def finishing(seconds: float = 2, exit_code: int | None = None) -> dict:
 
 def gpu_nodes(core) -> set[str]:
     return {n.metadata.name for n in core.list_node(label_selector="hardware-type=gpu").items}
+
+
+LOG_LINES = 50
+
+
+@pytest.fixture
+def running_job(make_gpu_team, gpu_cluster, devcluster):
+    """``(gpu_team, job)``: a job of a new team running on the devcluster, whose one pod's
+    main container has written ``LOG_LINES`` lines (``<pod>/main line <n>``)."""
+    gpu = make_gpu_team(gpus=1)
+    job_id = submit(gpu.member, gpu.team, gpu_cluster, name="logs").data["id"]
+    job = wait_for_state(job_id, "running")
+    (pod,) = job.pods
+    lines = [f"{pod}/main line {i}" for i in range(1, LOG_LINES + 1)]
+    devcluster.write_pod_log(job.team.slug, pod, lines)
+    yield gpu, job
+    api_client_for(gpu.member).post(f"/api/v1/jobs/{job_id}/cancel/")

@@ -8,7 +8,9 @@ import time
 import pytest
 from django.test import Client
 
+from tests.integration.conftest import run_in_new_loop
 from tests.integration.gpujobs.fixtures import (
+    LOG_LINES,
     api_client_for,
     finishing,
     submit,
@@ -17,24 +19,20 @@ from tests.integration.gpujobs.fixtures import (
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.devcluster]
 
-LOG_LINES = 50
+
+def streamed(response) -> bytes:
+    """A followed log's whole body. It streams from an async iterator (served on the event loop
+    under the ASGI worker); the test client hands that iterator over as it is."""
+
+    async def read() -> bytes:
+        return b"".join([chunk async for chunk in response.streaming_content])
+
+    return run_in_new_loop(read())
 
 
 @pytest.fixture(autouse=True)
 def _services(running_services):
     """Every test here needs the worker and the watcher."""
-
-
-@pytest.fixture
-def running_job(make_gpu_team, gpu_cluster, devcluster):
-    gpu = make_gpu_team(gpus=1)
-    job_id = submit(gpu.member, gpu.team, gpu_cluster, name="logs").data["id"]
-    job = wait_for_state(job_id, "running")
-    (pod,) = job.pods
-    lines = [f"{pod}/main line {i}" for i in range(1, LOG_LINES + 1)]
-    devcluster.write_pod_log(job.team.slug, pod, lines)
-    yield gpu, job
-    api_client_for(gpu.member).post(f"/api/v1/jobs/{job_id}/cancel/")
 
 
 def test_last_lines_of_the_log_are_readable_through_the_api(running_job):
@@ -85,7 +83,7 @@ def test_log_is_followed_while_the_container_writes(running_job, devcluster, set
         assert response.status_code == 200
         assert response.streaming
         assert response["X-Pod"] == pod
-        lines = b"".join(response.streaming_content).decode().splitlines()
+        lines = streamed(response).decode().splitlines()
     finally:
         writing.set()
         writer.join()

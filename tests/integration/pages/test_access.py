@@ -208,3 +208,13 @@ def test_pages_load_no_assets_from_other_hosts(
 def test_htmx_and_the_stylesheet_are_local_static_files():
     for path in ("django_htmx/htmx-2.min.js", "css/portal.css", "img/favicon.svg"):
         assert finders.find(path), path
+
+
+def test_pages_carry_a_content_security_policy_without_inline_script(client_as, lead):
+    response = client_as(lead).get("/")
+
+    policy = response["Content-Security-Policy"]
+    assert "script-src 'self';" in policy
+    assert "unsafe-inline" not in policy
+    assert "unsafe-eval" not in policy
+    assert "frame-ancestors 'none'" in policy

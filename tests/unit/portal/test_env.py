@@ -1,17 +1,11 @@
 """The settings' environment reads: a value that is not what the setting needs stops the portal
 with the variable's name, instead of quietly becoming False, 0 or the default."""
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from portal.env import env, env_bool, env_float, env_int, env_list, refuse_renamed
-
-REPO_ROOT = Path(__file__).resolve().parents[3]
+from tests.unit.portal.settings_probe import load_settings
 
 
 @pytest.mark.parametrize("value", ["1", "true", "True", "YES", "on", " on "])
@@ -107,42 +101,29 @@ def test_a_renamed_variable_is_an_error_naming_its_new_name():
         refuse_renamed(renamed, environ={"PORTAL_LOGIN_URL": "/sso/"})
 
 
-def with_settings(code: str, **variables: str) -> subprocess.CompletedProcess:
-    """Run ``code`` after importing the portal's settings as ``s``, in a fresh interpreter with
-    these variables set."""
-    return subprocess.run(
-        [sys.executable, "-c", f"from portal import settings as s; {code}"],
-        cwd=REPO_ROOT,
-        env={**os.environ, **variables},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
 def test_settings_refuse_a_misspelt_debug_flag():
-    loaded = with_settings("pass", DJANGO_DEBUG="ture")
-
-    assert loaded.returncode != 0
-    assert "ImproperlyConfigured: DJANGO_DEBUG='ture' is not a boolean" in loaded.stderr
+    with pytest.raises(ImproperlyConfigured, match="DJANGO_DEBUG='ture' is not a boolean"):
+        load_settings(DJANGO_DEBUG="ture")
 
 
 def test_settings_read_each_variable_under_the_settings_name():
-    loaded = with_settings(
-        "print(s.PORTAL_CONTAINER_DEFAULT_CPU_REQUEST_MILLICORES, s.EMAIL_PORT, s.LOGIN_URL)",
+    s = load_settings(
         PORTAL_CONTAINER_DEFAULT_CPU_REQUEST_MILLICORES="250",
         DJANGO_EMAIL_PORT="2525",
         DJANGO_LOGIN_URL="/sso/start/",
     )
 
-    assert loaded.stdout.split() == ["250", "2525", "/sso/start/"], loaded.stderr
+    assert (s.PORTAL_CONTAINER_DEFAULT_CPU_REQUEST_MILLICORES, s.EMAIL_PORT, s.LOGIN_URL) == (
+        250,
+        2525,
+        "/sso/start/",
+    )
 
 
 def test_settings_refuse_an_old_variable_name():
-    loaded = with_settings("pass", PORTAL_CONTAINER_CPU_REQUEST_M="250")
-
-    assert loaded.returncode != 0
-    assert (
-        "PORTAL_CONTAINER_CPU_REQUEST_M is now called "
-        "PORTAL_CONTAINER_DEFAULT_CPU_REQUEST_MILLICORES" in loaded.stderr
-    )
+    with pytest.raises(
+        ImproperlyConfigured,
+        match="PORTAL_CONTAINER_CPU_REQUEST_M is now called "
+        "PORTAL_CONTAINER_DEFAULT_CPU_REQUEST_MILLICORES",
+    ):
+        load_settings(PORTAL_CONTAINER_CPU_REQUEST_M="250")

@@ -1,0 +1,26 @@
+from django.db import models
+from knox.models import AbstractAuthToken
+from knox.settings import CONSTANTS
+
+
+class ApiToken(AbstractAuthToken):
+    """One API token of a user. Only a hash of the token is stored (it is shown once, when it
+    is made); ``token_key`` is its first characters, which identify it in lists. Every token
+    expires; revoking it deletes the row.
+
+    knox's own model keys tokens by their digest; this one has a plain id so that a token can
+    be named in a URL (revoke) without showing its digest.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    digest = models.CharField(max_length=CONSTANTS.DIGEST_LENGTH, unique=True)
+    expiry = models.DateTimeField()
+    name = models.CharField(max_length=100, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created", "-id"]
+        verbose_name = "API token"
+
+    def __str__(self) -> str:
+        return f"{self.token_key}… of {self.user}"

@@ -1,0 +1,85 @@
+"""One small world for the bad-input suites: two teams on one cluster, a pending request, an
+active grant, a job, a notification and audit events, so that generated and hand-written inputs
+reach real objects as well as missing ones.
+
+The cluster points at ports nothing listens on: reads of the cluster or of Prometheus fail at
+once, and must answer as the schema says (502/503), never 500. Nothing reaches a worker: the
+test's transaction never commits, so what services enqueue on commit is never sent.
+"""
+
+import datetime
+
+import pytest
+from django.core.signals import request_finished, request_started
+from django.db import close_old_connections
+from django.utils import timezone
+
+from tenants import services
+from tests import factories
+
+UNREACHABLE = "http://127.0.0.1:9"
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "tests/abuse" in str(item.path):
+            item.add_marker(pytest.mark.abuse)
+
+
+@pytest.fixture
+def world(db, cluster, team, other_team, lead, member, other_lead, admin, outsider):
+    """The objects every suite here points at, by name."""
+    cluster.prometheus_url = UNREACHABLE
+    # A careful deployment's cluster: images from its own registry only.
+    cluster.allowed_registries = ["registry.example.com/"]
+    cluster.save(update_fields=["prometheus_url", "allowed_registries"])
+    today = timezone.localdate()
+    granted = services.quota_request_create(
+        requested_by=lead, team=team, cluster=cluster, gpus=4, justification="Training."
+    )
+    grant = services.quota_request_approve(reviewer=admin, quota_request=granted)
+    pending = services.quota_request_create(
+        requested_by=lead,
+        team=team,
+        cluster=cluster,
+        gpus=2,
+        starts_on=today + datetime.timedelta(days=1),
+        ends_on=today + datetime.timedelta(days=10),
+        justification="Evaluation.",
+    )
+    job = factories.GpuJobFactory(team=team, cluster=cluster, submitted_by=member)
+    archived = factories.TeamFactory(slug="archived", name="Archived")
+    factories.TeamClusterFactory(team=archived, cluster=cluster)
+    services.team_archive(actor=admin, team=archived, note="Done.")
+    notification = factories.NotificationFactory(user=lead, team=team)
+    audit_event = grant.request.team.audit_events.order_by("pk").first()
+    return {
+        "cluster": cluster,
+        "team": team,
+        "other_team": other_team,
+        "lead": lead,
+        "member": member,
+        "admin": admin,
+        "pending": pending,
+        "grant": grant,
+        "job": job,
+        "notification": notification,
+        "audit_event": audit_event,
+        "outsider": outsider,
+        "archived": archived,
+        "today": today,
+        "in_a_week": today + datetime.timedelta(days=7),
+        "in_a_month": today + datetime.timedelta(days=30),
+    }
+
+
+@pytest.fixture
+def in_process_requests():
+    """Requests served by Django's WSGI handler inside the test's transaction. The handler closes
+    "old" connections when a request starts and ends, which inside a test's transaction would
+    close the test's own connection; Django's test client disconnects it the same way."""
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    yield
+    request_started.connect(close_old_connections)
+    request_finished.connect(close_old_connections)

@@ -1,0 +1,87 @@
+"""The portal served as the Dockerfile serves it, for tests that need a real server process:
+``collectstatic`` with DEBUG off, then gunicorn running the ASGI application in its asgi
+worker, on the test database. Plain http on loopback: the test plays the TLS-terminating proxy
+that production has in front, sending ``X-Forwarded-Proto: https`` (``BEHIND_TLS_PROXY``)."""
+
+import contextlib
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.integration.conftest import REPO_ROOT, _database_url, free_port, wait_for
+
+# The Dockerfile's server: gunicorn running the ASGI application in its own asgi worker.
+DOCKERFILE_SERVER = ["portal.asgi:application", "--worker-class", "asgi"]
+
+# What the TLS-terminating proxy in front of the portal adds to every request it passes on.
+BEHIND_TLS_PROXY = {"X-Forwarded-Proto": "https"}
+
+
+def dockerfile_command() -> list[str]:
+    """The Dockerfile's CMD, as a list."""
+    text = (REPO_ROOT / "Dockerfile").read_text().replace("\\\n", " ")
+    match = re.search(r"^CMD (\[.*\])$", text, re.M)
+    assert match, "the Dockerfile has no CMD [...]"
+    return json.loads(match[1])
+
+
+def production_environment(database: dict, directory: Path, **variables: str) -> dict:
+    """The environment the portal runs under in production (DEBUG off), on the test database;
+    ``variables`` add to or override it."""
+    return {
+        **os.environ,
+        "DJANGO_DEBUG": "0",
+        "DJANGO_SECRET_KEY": "production-server-test-only-" + "x" * 40,
+        "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
+        "DJANGO_STATIC_ROOT": str(directory / "static"),
+        "DATABASE_URL": _database_url(database),
+        **variables,
+    }
+
+
+@contextlib.contextmanager
+def portal_server(
+    database: dict, directory: Path, *, workers: int = 1, **variables: str
+) -> Iterator[str]:
+    """Serve the portal on a free port and yield its base URL; ``variables`` add to (or
+    override) the production environment."""
+    env = production_environment(database, directory, **variables)
+    subprocess.run(
+        [sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"],
+        cwd=REPO_ROOT, env=env, check=True, capture_output=True,
+    )  # fmt: skip
+    port = free_port()
+    log_path = directory / "gunicorn.log"
+    with open(log_path, "w") as log:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", *DOCKERFILE_SERVER, "--bind", f"127.0.0.1:{port}",
+             "--workers", str(workers)],
+            cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+
+    def answering():
+        if server.poll() is not None:
+            pytest.fail(f"gunicorn exited:\n{log_path.read_text()[-3000:]}")
+        try:
+            return httpx.get(f"{base}/login/", headers=BEHIND_TLS_PROXY, timeout=5)
+        except httpx.HTTPError:
+            return None
+
+    try:
+        wait_for(answering, timeout=60, interval=0.5, what="gunicorn to answer")
+        server.log_path = log_path
+        yield base
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()

@@ -10,7 +10,12 @@ reads (logs, events) that fail raise ``KubeError``, which ``portal.api`` answers
 
 from django.db.models import Prefetch
 from django_filters.rest_framework import DjangoFilterBackend
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_view,
+)
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
@@ -20,6 +25,7 @@ from rest_framework.response import Response
 from gpujobs import cluster_reads as workload_reads
 from gpujobs.api.serializers import JobEventSerializer, LogSerializer
 from gpujobs.api.views import TAIL, _int_param
+from portal.openapi import ErrorSerializer
 from serving import cluster_reads, selectors, services
 from serving.api import serializers as s
 from serving.filtersets import InferenceServiceFilter
@@ -62,7 +68,10 @@ def _action(summary: str, request=None, *, description: str = ""):
     ),
     destroy=extend_schema(
         summary="Delete the service: its objects are removed, it shows deleted once none is left",
-        responses={202: s.InferenceServiceSerializer},
+        responses={
+            202: s.InferenceServiceSerializer,
+            409: OpenApiResponse(ErrorSerializer, description="It is being deleted already."),
+        },
     ),
 )
 class InferenceServiceViewSet(

@@ -455,3 +455,25 @@ def test_the_list_filters_by_state(api, member, service):
 
     assert api.as_user(member).get("/api/v1/services/", {"state": "active"}).data["count"] == 0
     assert api.as_user(member).get("/api/v1/services/", {"state": "stopped"}).data["count"] == 1
+
+
+def test_in_kueue_mode_a_service_is_not_queued_but_held_to_the_teams_own_quota(
+    api, member, grant, cluster
+):
+    cluster.quota_mode = "kueue"
+    cluster.save()
+
+    response = api.as_user(member).post("/api/v1/services/", deploy_body(replicas=5))
+
+    assert response.status_code == 400
+    assert "ask for 5, exceeding it by 1" in response.data["replicas"][0]
+    assert deploy(api, member, replicas=4)["gpus_held"] == 4
+
+
+def test_a_namespace_someone_else_made_takes_no_service(api, member, grant, team, cluster):
+    factories.TeamClusterFactory(team=team, cluster=cluster, namespace_owned=False)
+
+    response = api.as_user(member).post("/api/v1/services/", deploy_body())
+
+    assert response.status_code == 400
+    assert "so the portal runs no service in it" in response.data["cluster"][0]

@@ -88,8 +88,11 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(f"kueue:      webhooks {settings.kueue_webhook_url}, visibility API "
                   f"127.0.0.1:{settings.kueue_visibility_port} (via the apiserver)")  # fmt: skip
         served = gateway_api.serves_http_routes(cluster.admin_api_client(settings))
-        crds = f"CRDs {versions.GATEWAY_API_VERSION}" if served else "not installed"
-        print(f"gateway api: {crds} (no controller: routes are stored, no traffic served)")
+        if served:
+            print(f"gateway api: CRDs {versions.GATEWAY_API_VERSION} (no controller: routes are "
+                  "stored, no traffic is served)")  # fmt: skip
+        else:
+            print("gateway api: not installed")
         core = cluster.client.CoreV1Api(cluster.admin_api_client(settings))
         for node in core.list_node().items:
             gpus = (node.status.allocatable or {}).get("nvidia.com/gpu", "0")

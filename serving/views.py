@@ -251,12 +251,7 @@ def _act(request: HttpRequest, service: InferenceService, do, *, done: str) -> H
     except InvalidTransition as error:
         messages.error(request, str(error))
     except ValidationError as error:
-        text = (
-            " ".join(m for ms in error.message_dict.values() for m in ms)
-            if hasattr(error, "error_dict")
-            else " ".join(error.messages)
-        )
-        messages.error(request, text)
+        messages.error(request, " ".join(error.messages))
     else:
         messages.success(request, done)
     return redirect("service-detail", pk=service.pk)

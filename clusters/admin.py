@@ -57,7 +57,7 @@ class ClusterAdmin(admin.ModelAdmin):
     list_display = ["name", "display_name", "overcommit_ratio", "quota_mode", "prometheus"]
     # Switched on the portal's quota mode page (or the API), which audits the switch and moves
     # every team on the cluster; a plain field edit here would do neither.
-    readonly_fields = ["quota_mode"]
+    readonly_fields = ["quota_mode", "gateway_api"]
     inlines = [GpuCapacityInline, GpuModelCapacityInline]
     # API servers and Prometheus are reached over https unless a URL says otherwise.
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}

@@ -30,7 +30,7 @@ from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
 from clusters.models import Cluster
-from clusters.vocabulary import KUEUE_API_VERSION
+from clusters.vocabulary import GATEWAY_API_VERSION, KUEUE_API_VERSION
 
 # (connect, read) seconds: a cluster that does not answer is an error to retry, not a hang.
 REQUEST_TIMEOUT = (5, 30)
@@ -184,6 +184,11 @@ KINDS: dict[str, Kind] = {
     "WorkloadPriorityClass": Kind(KUEUE_API_VERSION, "workloadpriorityclasses", namespaced=False),
     "ClusterQueue": Kind(KUEUE_API_VERSION, "clusterqueues", namespaced=False),
     "LocalQueue": Kind(KUEUE_API_VERSION, "localqueues", namespaced=True),
+    # An inference service's: a Deployment per live revision, Services, and on a cluster with
+    # the Gateway API's CRDs the HTTPRoute that splits its traffic.
+    "Deployment": Kind("apps/v1", "deployments", namespaced=True),
+    "Service": Kind("v1", "services", namespaced=True),
+    "HTTPRoute": Kind(GATEWAY_API_VERSION, "httproutes", namespaced=True),
 }
 
 
@@ -447,6 +452,17 @@ class KubeClient:
             item.setdefault("kind", kind)
             item.setdefault("apiVersion", KINDS[kind].api_version)
         return items
+
+    def serves(self, kind: str) -> bool:
+        """Whether the cluster serves the kind (its CRD is installed), from the API's discovery
+        of the kind's group and version: one GET, allowed to every authenticated user."""
+        resource = KINDS[kind]
+        base = "/api/v1" if resource.api_version == "v1" else f"/apis/{resource.api_version}"
+        try:
+            body = self._call("GET", base, what=f"the API's discovery of {resource.api_version}")
+        except NotFound:
+            return False
+        return any(item.get("name") == resource.plural for item in body.get("resources") or [])
 
     def apply(self, obj: dict) -> dict:
         """Server-side apply as the portal's field manager, taking back fields someone else

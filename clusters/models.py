@@ -188,6 +188,14 @@ class Cluster(models.Model):
         default=QuotaMode.QUOTA_ONLY,
         help_text="Kueue needs Kueue v0.17+ installed on the cluster.",
     )
+    gateway_api = models.BooleanField(
+        null=True,
+        blank=True,
+        help_text="Whether the cluster serves the Gateway API's HTTPRoute: inference services "
+        "then split traffic between revisions with HTTPRoute weights, otherwise by replica "
+        "counts behind one Service. Detected from the API's discovery by each pass over the "
+        "cluster's services; empty until first detected.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -4,10 +4,16 @@ The pod's owning Job is deleted when a Job owns it (deleting only the pod would 
 start another), else the pod itself, only that very object (by uid), and only when it carries
 the portal's managed-by label. ``stop_target``, which decides what to delete, is pure and
 tested without a cluster; the rest goes through ``clusters.workloads``.
+
+A pod of a workload that is neither a Job nor a bare pod (an inference service's replica, whose
+ReplicaSet would only start another) is stopped through its workload: the app that runs it
+registers the label naming the workload and how to stop it (``register_stopper``; the serving
+app scales the service to zero through the portal, so its reconcile does not start it again).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -19,6 +25,24 @@ from clusters.workloads import WorkloadClient
 
 class StopRefused(Exception):
     """The pod is not the portal's to stop (or is already gone)."""
+
+
+@dataclass(frozen=True)
+class Stopper:
+    """How to stop a workload the idle policy finds idle, by its pods' ``label``: ``stop(
+    cluster, namespace, value of the label)`` (raises ``StopRefused``)."""
+
+    label: str
+    kind: str
+    stop: Callable[[Cluster, str, str], None]
+
+
+_stoppers: dict[str, Stopper] = {}
+
+
+def register_stopper(*, label: str, kind: str, stop: Callable[[Cluster, str, str], None]) -> None:
+    """Stop pods carrying ``label`` through their workload (``kind``) instead of deleting them."""
+    _stoppers[kind] = Stopper(label=label, kind=kind, stop=stop)
 
 
 @dataclass(frozen=True)
@@ -42,6 +66,10 @@ def stop_target(pod: dict, *, managed_by: str) -> Stopped:
     for owner in metadata.get("ownerReferences") or []:
         if owner.get("kind") == "Job" and owner.get("apiVersion", "").startswith("batch/"):
             return Stopped(kind="Job", name=owner["name"], uid=owner.get("uid", ""))
+    labels = metadata.get("labels") or {}
+    for stopper in _stoppers.values():
+        if labels.get(stopper.label):
+            return Stopped(kind=stopper.kind, name=labels[stopper.label])
     return Stopped(kind="Pod", name=metadata["name"], uid=metadata.get("uid", ""))
 
 
@@ -68,6 +96,9 @@ def stop_managed_pod(cluster: Cluster, *, namespace: str, pod: str) -> Stopped:
     itself, only that very object (by uid). Anything else is refused with ``StopRefused``."""
     kube = WorkloadClient.for_cluster(cluster)
     target = check_stoppable(cluster, namespace=namespace, pod=pod, kube=kube)
+    if target.kind in _stoppers:
+        _stoppers[target.kind].stop(cluster, namespace, target.name)
+        return target
     if target.kind == "Job":
         deleted = kube.delete_job(
             namespace, target.name, propagation="Background", uid=target.uid or None

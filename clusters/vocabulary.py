@@ -28,6 +28,13 @@ JOB_NAME_ANNOTATION = f"{PORTAL_PREFIX}/job-name"
 SUBMITTED_BY_ANNOTATION = f"{PORTAL_PREFIX}/submitted-by"
 # A team's objects: the hash of what the portal last applied, to tell drift from no change.
 DESIRED_HASH_ANNOTATION = f"{PORTAL_PREFIX}/desired-hash"
+# An inference service's objects (Deployments, Services, HTTPRoute) and pods: the service's id in
+# the portal; a revision's Deployment, Service and pods also the revision's number.
+SERVICE_ID_LABEL = f"{PORTAL_PREFIX}/service-id"
+REVISION_LABEL = f"{PORTAL_PREFIX}/revision"
+# What owns a pod the idle policy may stop, when it is no Job: an inference service (stopped by
+# scaling it to zero, through the portal, never by deleting its pods).
+INFERENCE_SERVICE_KIND = "InferenceService"
 
 # --- isolation ---------------------------------------------------------------------------------
 
@@ -95,6 +102,12 @@ DEFAULT_GPU_TAINT_KEY = "nvidia.com/gpu"
 NVIDIA_ENV_PREFIX = "NVIDIA_"
 NVIDIA_VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
 NO_GPUS = "void"
+
+# --- Gateway API --------------------------------------------------------------------------------
+
+# A service's traffic split between its revisions, as HTTPRoute backend weights, on a cluster that
+# serves the Gateway API's CRDs.
+GATEWAY_API_VERSION = "gateway.networking.k8s.io/v1"
 
 # --- Kueue -------------------------------------------------------------------------------------
 

@@ -1,7 +1,8 @@
-"""Workloads on a cluster: create and delete Jobs, read pod logs, list and watch Jobs, Pods and
-Events from a resourceVersion, and read Kueue's view of them (its Workloads, ClusterQueues and
-ResourceFlavors, and the pending workloads of its visibility API). The job app's only way to the
-cluster.
+"""Workloads on a cluster: create and delete Jobs, read pod logs, list and watch Jobs, Pods,
+Events, Deployments and ReplicaSets from a resourceVersion, and read Kueue's view of them (its
+Workloads, ClusterQueues and ResourceFlavors, and the pending workloads of its visibility API).
+The workload apps' only way to the cluster (the job app's, and the serving app's besides
+``KubeClient.apply``).
 
 ``WorkloadClient`` is a ``KubeClient`` (same connection per cluster, same field manager, same
 request counters and the same readable ``KubeError``s), with the calls that Jobs need on top.
@@ -44,6 +45,9 @@ EVENTS = Kind("v1", "events", namespaced=True)
 WORKLOADS = Kind(KUEUE_API_VERSION, "workloads", namespaced=True)
 CLUSTER_QUEUES = Kind(KUEUE_API_VERSION, "clusterqueues", namespaced=False)
 RESOURCE_FLAVORS = Kind(KUEUE_API_VERSION, "resourceflavors", namespaced=False)
+# An inference service's: a Deployment per revision, and the ReplicaSets that make its pods.
+DEPLOYMENTS = Kind("apps/v1", "deployments", namespaced=True)
+REPLICA_SETS = Kind("apps/v1", "replicasets", namespaced=True)
 WORKLOAD_KINDS = {
     "Job": JOBS,
     "Pod": PODS,
@@ -51,6 +55,8 @@ WORKLOAD_KINDS = {
     "Workload": WORKLOADS,
     "ClusterQueue": CLUSTER_QUEUES,
     "ResourceFlavor": RESOURCE_FLAVORS,
+    "Deployment": DEPLOYMENTS,
+    "ReplicaSet": REPLICA_SETS,
 }
 # Kueue's visibility API (an aggregated API served by Kueue itself): a ClusterQueue's pending
 # workloads in the order Kueue will admit them.
@@ -440,9 +446,11 @@ class WorkloadClient(KubeClient):
 
 __all__ = [
     "CLUSTER_QUEUES",
+    "DEPLOYMENTS",
     "EVENTS",
     "JOBS",
     "PODS",
+    "REPLICA_SETS",
     "RESOURCE_FLAVORS",
     "WORKLOADS",
     "Listing",

@@ -6,6 +6,8 @@ handle.mint("alice", ["team-a"])      # kubeconfig path for a user
 handle.add_gpu_node(gpus=8)           # another simulated GPU node
 handle.write_pod_log("ns", "pod", ["epoch 1"])  # what `kubectl logs ns/pod` will show
 with handle.kueue_stopped(): ...      # Kueue down for a moment (jobs stay suspended)
+with handle.gateway_api_removed(): ...  # no Gateway API CRDs for a moment
+handle.ensure_gateway_api()           # the Gateway API CRDs, on a cluster started without
 with handle.tenant_metrics(text): ...  # a tenant's pod publishing metrics, scraped meanwhile
 """
 
@@ -25,7 +27,16 @@ from pathlib import Path
 from kubernetes import client
 
 from devcluster import backfill as backfill_module
-from devcluster import cluster, credentials, kueue, nodes, podlogs, processes, tenant_metrics
+from devcluster import (
+    cluster,
+    credentials,
+    gateway_api,
+    kueue,
+    nodes,
+    podlogs,
+    processes,
+    tenant_metrics,
+)
 from devcluster.gpu_models import DEFAULT_GPU_MODEL
 from devcluster.settings import Settings, current
 
@@ -116,6 +127,24 @@ class DevCluster:
                 )
 
         with self._stopped("kueue", then=visibility_api_available):
+            yield
+
+    def ensure_gateway_api(self) -> None:
+        """The Gateway API's CRDs, installed if the cluster lacks them (one started by an
+        older checkout, or without them). Applying them again changes nothing."""
+        with self.api_client() as api:
+            if not gateway_api.serves_http_routes(api):
+                gateway_api.install(api)
+
+    @contextmanager
+    def gateway_api_removed(self) -> Iterator[None]:
+        """No Gateway API CRDs for the block (every HTTPRoute goes with them); installed again
+        after it. Under the state lock: other sessions sharing the cluster see it too."""
+        with (
+            cluster.state_lock(self.settings),
+            self.api_client() as api,
+            gateway_api.removed(api),
+        ):
             yield
 
     @contextmanager

@@ -1,4 +1,5 @@
-"""Build the pinned control-plane binaries from their Go modules into a cache outside the repo.
+"""Build the pinned control-plane binaries from their Go modules into a cache outside the repo,
+and fetch the files other Go modules ship (the Gateway API's CRDs: ``FILE_MODULES``).
 
 Four small Go modules live under devcluster/gomodules/ so that their dependency versions do not
 fight: `kube` (k8s.io/kubernetes consumed as a dependency), `etcd` (a tiny main calling
@@ -140,6 +141,36 @@ MODULE_BUILDS = (
 ALL_BINARIES = tuple(binary for build in MODULE_BUILDS for binary in build.binaries)
 
 
+@dataclass(frozen=True)
+class GoModuleFiles:
+    """Files a Go module ships beside its code, copied into the cache without building anything
+    (gomodules/<name>/ pins the module in its go.mod and go.sum; no `go mod tidy`, which would
+    drop a requirement nothing imports). They have a stamp of their own, apart from the
+    binaries': adding or moving them never rebuilds a binary."""
+
+    name: str
+    files_module: str
+    files_from: tuple[str, ...]
+
+    def stamp(self) -> str:
+        digest = hashlib.sha256()
+        for filename in ("go.mod", "go.sum"):
+            digest.update((GO_MODULES_DIR / self.name / filename).read_bytes())
+        return f"{self.files_module} {self.files_from} gomodules-sha256={digest.hexdigest()}\n"
+
+
+# The Gateway API's CRDs (HTTPRoute and the rest of its standard channel), which inference
+# services' traffic splits use; installed by `up` (devcluster.gateway_api).
+FILE_MODULES = (
+    GoModuleFiles(
+        name="gateway-api",
+        files_module="sigs.k8s.io/gateway-api",
+        files_from=("config/crd/standard",),
+    ),
+)
+FILES_STAMP_NAME = ".devcluster-files-stamp"
+
+
 def cache_root() -> Path:
     """Root of the binary cache; DEVCLUSTER_CACHE overrides ~/.cache/gpuportal-devcluster."""
     override = os.environ.get("DEVCLUSTER_CACHE")
@@ -182,6 +213,21 @@ def expected_stamp() -> str:
     return f"{versions.versions_key()} gomodules-sha256={digest.hexdigest()}\n"
 
 
+def files_fetched(files: GoModuleFiles) -> bool:
+    stamp = module_files_dir(files.name) / FILES_STAMP_NAME
+    return stamp.exists() and stamp.read_text() == files.stamp()
+
+
+def fetch_files(force: bool = False) -> None:
+    """Copy every ``FILE_MODULES`` entry's files into the cache unless they are there for the
+    pinned version (from Go's module cache, downloading the module the first time)."""
+    for files in FILE_MODULES:
+        if files_fetched(files) and not force:
+            continue
+        _copy_module_files(files)
+        (module_files_dir(files.name) / FILES_STAMP_NAME).write_text(files.stamp())
+
+
 def is_built() -> bool:
     """True when every binary and copied directory is cached and the stamp matches the pins."""
     stamp = bin_dir() / STAMP_NAME
@@ -204,7 +250,7 @@ def _go_env() -> dict[str, str]:
     return {**os.environ, "GOFLAGS": go_flags, "GOTOOLCHAIN": "local"}
 
 
-def module_source_dir(build: GoModuleBuild, module: str) -> Path:
+def module_source_dir(build: GoModuleBuild | GoModuleFiles, module: str) -> Path:
     """A dependency's source tree in Go's module cache (downloaded first if it is not there),
     at the version the build's go.mod/go.sum pin."""
     output = subprocess.run(
@@ -243,7 +289,7 @@ def _write_overlay(build: GoModuleBuild, work_dir: Path) -> Path:
     return overlay
 
 
-def _copy_module_files(build: GoModuleBuild) -> None:
+def _copy_module_files(build: GoModuleBuild | GoModuleFiles) -> None:
     """Copy `files_from` out of the module cache, so that `up` needs neither Go nor the
     module cache once the build is done."""
     if not build.files_from:
@@ -318,6 +364,7 @@ def build(force: bool = False) -> Path:
     target = bin_dir()
     if is_built() and not force:
         progress(f"binaries for {versions.versions_key()} already cached in {target}")
+        fetch_files(force)
         return target
     progress(
         f"building {versions.versions_key()} into {target} (from nothing this takes many minutes)"
@@ -329,6 +376,7 @@ def build(force: bool = False) -> Path:
         progress(f"go build {module_build.name}: {' '.join(module_build.packages)}")
         _run_go_build(module_build, target)
     (target / STAMP_NAME).write_text(expected_stamp())
+    fetch_files(force)
     progress(f"build finished in {time.monotonic() - started:.0f}s")
     return target
 

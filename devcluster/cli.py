@@ -12,7 +12,7 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-from devcluster import backfill, builder, cluster, credentials
+from devcluster import backfill, builder, cluster, credentials, gateway_api, versions
 from devcluster.gpu_models import KNOWN_MODELS
 from devcluster.settings import current
 
@@ -53,6 +53,8 @@ def cmd_build(args: argparse.Namespace) -> int:
 def cmd_up(args: argparse.Namespace) -> int:
     if args.no_kueue:
         os.environ["DEVCLUSTER_KUEUE"] = "0"
+    if args.no_gateway_api:
+        os.environ["DEVCLUSTER_GATEWAY_API"] = "0"
     settings, _ = cluster.up(
         _node_options(args),
         reconcile_nodes_when_reused=_explicit_node_options(args),
@@ -85,6 +87,12 @@ def cmd_status(args: argparse.Namespace) -> int:
         if settings.kueue:
             print(f"kueue:      webhooks {settings.kueue_webhook_url}, visibility API "
                   f"127.0.0.1:{settings.kueue_visibility_port} (via the apiserver)")  # fmt: skip
+        served = gateway_api.serves_http_routes(cluster.admin_api_client(settings))
+        if served:
+            print(f"gateway api: CRDs {versions.GATEWAY_API_VERSION} (no controller: routes are "
+                  "stored, no traffic is served)")  # fmt: skip
+        else:
+            print("gateway api: not installed")
         core = cluster.client.CoreV1Api(cluster.admin_api_client(settings))
         for node in core.list_node().items:
             gpus = (node.status.allocatable or {}).get("nvidia.com/gpu", "0")
@@ -178,6 +186,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="when starting, leave Kueue out (env DEVCLUSTER_KUEUE=0); a running cluster is "
         "reused as it is",
+    )
+    up.add_argument(
+        "--no-gateway-api",
+        action="store_true",
+        help="when starting, leave the Gateway API's CRDs out (env DEVCLUSTER_GATEWAY_API=0): "
+        "services then split traffic by replica counts; a running cluster is reused as it is",
     )
     up.add_argument(
         "--fresh",

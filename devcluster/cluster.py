@@ -21,7 +21,17 @@ from pathlib import Path
 import yaml
 from kubernetes import client, config
 
-from devcluster import builder, kubeconfig, kueue, nodes, pki, podlogs, processes, tenant_metrics
+from devcluster import (
+    builder,
+    gateway_api,
+    kubeconfig,
+    kueue,
+    nodes,
+    pki,
+    podlogs,
+    processes,
+    tenant_metrics,
+)
 from devcluster.log import progress
 from devcluster.settings import Settings, current
 from monitoring import promql
@@ -703,6 +713,10 @@ def _start_cluster(settings: Settings, node_options: NodeOptions) -> None:
         kueue.install(api, settings)
     else:
         kueue.uninstall_hooks(api)
+    if settings.gateway_api:
+        gateway_api.install(api)
+    else:
+        gateway_api.uninstall(api)  # an etcd that had them keeps them otherwise
     after_apiserver = [c for c in components(settings) if c.name not in ("etcd", "kube-apiserver")]
     _start_and_wait(settings, after_apiserver)
     progress(

@@ -50,6 +50,8 @@ class Settings:
     kueue_visibility_port: int
     scrape_interval_seconds: int = 5
     kueue: bool = True  # whether `up` starts Kueue (DEVCLUSTER_KUEUE=0 leaves it out)
+    # whether `up` installs the Gateway API's CRDs (DEVCLUSTER_GATEWAY_API=0 leaves them out)
+    gateway_api: bool = True
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -62,6 +64,7 @@ class Settings:
             state_dir=Path(os.environ.get("DEVCLUSTER_STATE", DEFAULT_STATE_DIR)),
             scrape_interval_seconds=int(os.environ.get("DEVCLUSTER_SCRAPE_INTERVAL", 5)),
             kueue=_flag(os.environ.get("DEVCLUSTER_KUEUE", "1")),
+            gateway_api=_flag(os.environ.get("DEVCLUSTER_GATEWAY_API", "1")),
             **ports,
         )
 
@@ -155,9 +158,13 @@ def current() -> Settings:
     values = asdict(from_env)
     for field in fields(Settings):
         if field.name in data and field.name != "state_dir":
-            parse = _flag if field.name == "kueue" else int
+            parse = _flag if field.name in FLAGS else int
             values[field.name] = parse(data[field.name])
     return Settings(**values)
+
+
+# Settings that are on or off rather than numbers.
+FLAGS = ("kueue", "gateway_api")
 
 
 def _flag(value: str) -> bool:

@@ -29,3 +29,8 @@ def versions_key() -> str:
         f"kubernetes={KUBERNETES_VERSION} etcd={ETCD_VERSION} kwok={KWOK_VERSION} "
         f"kueue={KUEUE_VERSION}"
     )
+
+
+# Files only (its CRDs, no binary): pinned by gomodules/gateway-api/go.mod, which must say the
+# same (tests/unit/devcluster checks); not in ``versions_key``, so it never rebuilds a binary.
+GATEWAY_API_VERSION = "v1.6.3"

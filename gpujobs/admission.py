@@ -10,6 +10,10 @@ under the team's row lock). ``services.job_submit`` checks all of them.
 On a cluster whose quota Kueue enforces, a job that does not fit what the quota leaves now
 waits in the team's queue instead, and ``check_queue_fit`` refuses only a job that can never
 run there.
+
+The rules are every workload's: ``workload_refusals`` checks any workload's containers, GPUs
+and annotations, and ``check_quota`` counts what every kind of workload holds
+(``gpujobs.holdings``); inference services (``serving``) are admitted by the same functions.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from clusters.vocabulary import GUARANTEED, PORTAL_PREFIX
 from gpujobs import selectors
 from gpujobs.images import registry_refusal
 from gpujobs.observe import QUOTA_USED_UP
-from gpujobs.specs import EnvPairs, Errors, JobRequest
+from gpujobs.specs import ContainerRequest, EnvPairs, Errors, JobRequest, joined
 from tenants.models import Team
 from tenants.reconcile import team_queue_limits
 from tenants.selectors import namespace_ownership
@@ -33,19 +37,19 @@ from tenants.selectors import namespace_ownership
 RESERVED_ANNOTATION_DOMAINS = ("kubernetes.io", "k8s.io")
 
 
-def check_team(team: Team, *, errors: Errors) -> None:
+def check_team(team: Team, *, errors: Errors, what: str = "jobs") -> None:
     if team.archived_at is not None:
-        errors["team"] = f"Team {team.slug} is archived and cannot run jobs."
+        errors["team"] = f"Team {team.slug} is archived and cannot run {what}."
 
 
-def check_namespace(team: Team, *, cluster: Cluster, errors: Errors) -> None:
+def check_namespace(team: Team, *, cluster: Cluster, errors: Errors, what: str = "job") -> None:
     """Refuse at once when the last reconcile found the team's namespace someone else's (the
-    worker checks the cluster itself again before it creates the Job)."""
+    worker checks the cluster itself again before it creates anything there)."""
     if namespace_ownership(cluster=cluster, namespace=team.slug) is False:
         errors["cluster"] = (
             f"Namespace {team.slug} on cluster {cluster.name} was not created by the portal for "
-            f"team {team.slug}, so the portal runs no job in it. A cluster admin must delete or "
-            "rename it (or the team needs another slug)."
+            f"team {team.slug}, so the portal runs no {what} in it. A cluster admin must delete "
+            "or rename it (or the team needs another slug)."
         )
 
 
@@ -79,7 +83,7 @@ def check_gpus(*, cluster: Cluster, gpu_resource: str, gpu_model: str, errors: E
         )
 
 
-def check_annotations(annotations: EnvPairs, *, errors: Errors) -> None:
+def check_annotations(annotations: EnvPairs, *, errors: Errors, what: str = "jobs") -> None:
     for key, _ in annotations:
         prefix = key.rpartition("/")[0]
         if prefix == PORTAL_PREFIX or any(
@@ -87,31 +91,53 @@ def check_annotations(annotations: EnvPairs, *, errors: Errors) -> None:
             for domain in RESERVED_ANNOTATION_DOMAINS
         ):
             errors["annotations"] = (
-                f"{key} is reserved for Kubernetes and the portal; jobs cannot set it."
+                f"{key} is reserved for Kubernetes and the portal; {what} cannot set it."
             )
             return
 
 
+def workload_refusals(
+    *,
+    team: Team,
+    cluster: Cluster,
+    main: ContainerRequest,
+    gpu_resource: str,
+    gpu_model: str,
+    annotations: EnvPairs,
+    second: tuple[str, ContainerRequest] | None = None,
+    what: str = "jobs",
+) -> Errors:
+    """Every rule of the team and the cluster a workload breaks, by field (quota aside): the
+    GPU container ``main``, its GPUs, its pods' annotations, and a CPU-only ``second``
+    container given as (its field, the container) whose bad fields are named under its field.
+    ``what`` names the workload in the messages ("jobs", "services")."""
+    errors: Errors = {}
+    check_team(team, errors=errors, what=what)
+    check_namespace(team, cluster=cluster, errors=errors, what=what.removesuffix("s"))
+    check_image(main.image, cluster=cluster, errors=errors, key="image")
+    check_gpus(cluster=cluster, gpu_resource=gpu_resource, gpu_model=gpu_model, errors=errors)
+    if second is not None:
+        key, container = second
+        local: Errors = {}
+        check_image(container.image, cluster=cluster, errors=local, key="image")
+        if local:
+            errors[key] = joined(local)
+    check_annotations(annotations, errors=errors, what=what)
+    return errors
+
+
 def job_refusals(*, team: Team, cluster: Cluster, request: JobRequest) -> Errors:
     """Every rule of the team and the cluster the request breaks, by field (quota aside)."""
-    errors: Errors = {}
-    check_team(team, errors=errors)
-    check_namespace(team, cluster=cluster, errors=errors)
-    check_image(request.main.image, cluster=cluster, errors=errors, key="image")
-    check_gpus(
+    preprocess = request.preprocess
+    return workload_refusals(
+        team=team,
         cluster=cluster,
+        main=request.main,
         gpu_resource=request.gpu_resource,
         gpu_model=request.gpu_model,
-        errors=errors,
+        annotations=request.annotations,
+        second=("preprocess", preprocess.container) if preprocess is not None else None,
     )
-    if request.preprocess is not None:
-        local: Errors = {}
-        image = request.preprocess.container.image
-        check_image(image, cluster=cluster, errors=local, key="image")
-        if local:
-            errors["preprocess"] = " ".join(f"{k}: {v}" for k, v in local.items())
-    check_annotations(request.annotations, errors=errors)
-    return errors
 
 
 def check_job(*, team: Team, cluster: Cluster, request: JobRequest) -> None:
@@ -208,9 +234,20 @@ def check_queue_fit(*, team: Team, cluster: Cluster, request: JobRequest) -> Non
         raise ValidationError(errors)
 
 
-def check_quota(*, team: Team, cluster: Cluster, gpu_resource: str, gpus: int) -> None:
-    """The job's GPUs must fit in what the team's grants in effect leave after its unfinished
-    jobs. The caller must hold the team's row lock, or two submissions could both fit."""
+def check_quota(
+    *,
+    team: Team,
+    cluster: Cluster,
+    gpu_resource: str,
+    gpus: int,
+    asking: str = "this job asks for",
+    field: str = "gpus",
+) -> None:
+    """The workload's GPUs must fit in what the team's grants in effect leave after everything
+    it runs already: its unfinished jobs and its services' replicas (``quota_left``). The caller
+    must hold the team's row lock, or two submissions could both fit. ``asking`` says in the
+    message what asks for the ``gpus`` ("scaling up asks for 2 replicas x 2 GPUs ="), and
+    ``field`` which field is refused."""
     figures = selectors.quota_left(team=team, cluster=cluster, gpu_resource=gpu_resource)
     if gpus <= figures.left:
         return
@@ -218,13 +255,13 @@ def check_quota(*, team: Team, cluster: Cluster, gpu_resource: str, gpus: int) -
     if figures.granted == 0:
         text = (
             f"{QUOTA_USED_UP}: team {team.slug} has no {gpu_resource} quota in effect on "
-            f"cluster {cluster.name}, so 0 are left; this job asks for {gpus}, exceeding it by "
+            f"cluster {cluster.name}, so 0 are left; {asking} {gpus}, exceeding it by "
             f"{over}. A team lead can request quota."
         )
     else:
         text = (
             f"{QUOTA_USED_UP}: team {team.slug} has {figures.granted} × {gpu_resource} on "
-            f"cluster {cluster.name}, {figures.held} held by its unfinished jobs, so "
-            f"{figures.left} left; this job asks for {gpus}, exceeding it by {over}."
+            f"cluster {cluster.name}, {figures.held_words}, so {figures.left} left; {asking} "
+            f"{gpus}, exceeding it by {over}."
         )
-    raise ValidationError({"gpus": text})
+    raise ValidationError({field: text})

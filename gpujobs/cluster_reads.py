@@ -3,11 +3,14 @@ of its Job and pods. The caller has already decided the user may see the job.
 
 Failures are ``KubeError``s with messages that can be shown as they are; a pod whose container
 has not started has no log yet, which is an answer (``LogResult.detail``), not an error.
+
+``read_log`` and ``events_about`` read any workload's pod log and events (a service replica's:
+``serving.cluster_reads``); the ``job_*`` functions find a job's pods and objects for them.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 from clusters.kube import Invalid, NotFound
@@ -82,10 +85,18 @@ def job_log(
     name, detail = _pick_pod(job, pod, kube)
     if name is None:
         return LogResult(pod=None, container=container, text="", detail=detail)
+    return read_log(kube, namespace=job.team.slug, pod=name, container=container, tail=tail)
+
+
+def read_log(
+    kube: WorkloadClient, *, namespace: str, pod: str, container: str, tail: int
+) -> LogResult:
+    """The last ``tail`` lines of a container's log in a pod of any workload; a container with
+    no log to serve (not started, not in the pod, a node that keeps none) is an answer."""
     try:
         text = kube.pod_log(
-            job.team.slug,
-            name,
+            namespace,
+            pod,
             container=container,
             tail_lines=max(0, min(tail, MAX_TAIL_LINES)),
             limit_bytes=MAX_LOG_BYTES,
@@ -93,20 +104,20 @@ def job_log(
     except NotFound:
         # The pod exists (it was just listed), but its node serves no log for it.
         return LogResult(
-            pod=name,
+            pod=pod,
             container=container,
             text="",
-            detail=f"The node does not serve a log for pod {name} ({container}).",
+            detail=f"The node does not serve a log for pod {pod} ({container}).",
         )
     except Invalid as error:
         message = str(error)
         if "waiting to start" in message or "is not valid for pod" in message:
             reason = "has not started yet" if "waiting" in message else "is not in this pod"
             return LogResult(
-                pod=name, container=container, text="", detail=f"Container {container} {reason}."
+                pod=pod, container=container, text="", detail=f"Container {container} {reason}."
             )
         raise
-    return LogResult(pod=name, container=container, text=text)
+    return LogResult(pod=pod, container=container, text=text)
 
 
 def follow_job_log(
@@ -131,7 +142,7 @@ def follow_job_log(
 
 
 @dataclass(frozen=True)
-class JobEvent:
+class WorkloadEvent:
     time: object
     type: str
     reason: str
@@ -140,20 +151,32 @@ class JobEvent:
     count: int
 
 
-def job_events(job: GpuJob, *, kube: WorkloadClient | None = None) -> list[JobEvent]:
+def job_events(job: GpuJob, *, kube: WorkloadClient | None = None) -> list[WorkloadEvent]:
     """Events about the job's Job and its pods, oldest first."""
     if job.state == GpuJob.State.QUEUED and not job.kube_uid:
         return []
-    listing = _client(job, kube).list_objects("Event", namespace=job.team.slug)
     prefix = f"{job.kube_name}-"
+
+    def about(kind: str, name: str) -> bool:
+        return (kind == "Job" and name == job.kube_name) or (
+            kind == "Pod" and name.startswith(prefix)
+        )
+
+    return events_about(_client(job, kube), namespace=job.team.slug, about=about)
+
+
+def events_about(
+    kube: WorkloadClient, *, namespace: str, about: Callable[[str, str], bool]
+) -> list[WorkloadEvent]:
+    """The namespace's events whose involved object (kind, name) is ``about`` a workload's,
+    oldest first."""
+    listing = kube.list_objects("Event", namespace=namespace)
     events = []
     for event in listing.items:
         involved = event.get("involvedObject") or {}
         name = involved.get("name") or ""
         kind = involved.get("kind") or ""
-        if not (
-            (kind == "Job" and name == job.kube_name) or (kind == "Pod" and name.startswith(prefix))
-        ):
+        if not about(kind, name):
             continue
         when = (
             event.get("lastTimestamp")
@@ -161,7 +184,7 @@ def job_events(job: GpuJob, *, kube: WorkloadClient | None = None) -> list[JobEv
             or (event.get("metadata") or {}).get("creationTimestamp")
         )
         events.append(
-            JobEvent(
+            WorkloadEvent(
                 time=parse_time(when),
                 type=event.get("type") or "",
                 reason=event.get("reason") or "",
@@ -173,4 +196,13 @@ def job_events(job: GpuJob, *, kube: WorkloadClient | None = None) -> list[JobEv
     return sorted(events, key=lambda e: (e.time is None, e.time or 0))
 
 
-__all__ = ["LogResult", "follow_job_log", "job_events", "job_log", "job_pods"]
+__all__ = [
+    "LogResult",
+    "WorkloadEvent",
+    "events_about",
+    "follow_job_log",
+    "job_events",
+    "job_log",
+    "job_pods",
+    "read_log",
+]

@@ -45,14 +45,16 @@ def env_pairs(text: str) -> list[dict]:
     return pairs
 
 
-def add_job_errors(form: forms.Form, error: ValidationError) -> None:
+def add_job_errors(
+    form: forms.Form, error: ValidationError, fields: dict[str, str] = REQUEST_FIELDS
+) -> None:
     """A request's or a service's ValidationError on the form, each message beside its
-    field."""
+    field (``fields``: a request field -> the form field its errors belong to)."""
     if not hasattr(error, "error_dict"):
         form.add_error(None, error)
         return
     for key, messages in error.message_dict.items():
-        field = REQUEST_FIELDS.get(key, key)
+        field = fields.get(key, key)
         if field not in form.fields:
             messages = [f"{key.replace('_', ' ').capitalize()}: {m}" for m in messages]
             field = None

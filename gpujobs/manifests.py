@@ -27,7 +27,9 @@ What every Job gets:
   matching WorkloadPriorityClass (``kueue.x-k8s.io/priority-class``) on the Job, so that the Job
   waits in the queue until Kueue admits it (and un-suspends it, adding the flavor's node labels).
 
-``container`` builds any workload's container from a ``specs.ContainerRequest``.
+``container`` builds any workload's container from a ``specs.ContainerRequest``, and
+``cluster_placement``, ``gpu_node_affinity``, ``gpu_toleration`` and ``hide_gpus`` place any
+workload's GPU pods (``serving.manifests`` builds inference services' Deployments with them).
 """
 
 from __future__ import annotations
@@ -229,12 +231,17 @@ def preprocess_container(spec: JobSpec) -> dict:
 
 
 def node_affinity(spec: JobSpec, placement: Placement) -> dict:
-    """One required term: every GPU node label (``In [value]``), and the model when chosen."""
+    """The job's pod: on GPU nodes, of its GPU model when it chose one."""
+    return gpu_node_affinity(spec.request.gpu_model, placement)
+
+
+def gpu_node_affinity(gpu_model: str, placement: Placement) -> dict:
+    """One required term for any workload's GPU pods: every GPU node label (``In [value]``),
+    and the model when one was chosen."""
     expressions = [
         {"key": key, "operator": "In", "values": [value]}
         for key, value in sorted(placement.node_selector.items())
     ]
-    gpu_model = spec.request.gpu_model
     if gpu_model:
         expressions.append(
             {"key": placement.gpu_model_label, "operator": "In", "values": [gpu_model]}

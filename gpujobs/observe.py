@@ -218,8 +218,9 @@ def scheduling_message(detail: str) -> tuple[str, str]:
     )
 
 
-def _waiting_pod(pod: dict) -> tuple[str, str]:
-    """Why a pod that is not running yet waits: the scheduler, the image, or just starting."""
+def pod_waiting_reason(pod: dict) -> tuple[str, str]:
+    """Why a pod that is not running yet waits: the scheduler, the image, or just starting.
+    Any workload's pod (a job's, a service replica's)."""
     scheduled = next(
         (c for c in _status(pod).get("conditions") or [] if c.get("type") == "PodScheduled"), None
     )
@@ -366,7 +367,7 @@ def _observe_job(job: dict, pods: list[dict], events: list[dict]) -> Observation
     if current is not None and _status(current).get("phase") == "Running":
         return Observation(state=State.RUNNING, message=f"Running on node {node}.", **facts)
     if current is not None and _status(current).get("phase") == "Pending":
-        reason, message = _waiting_pod(current)
+        reason, message = pod_waiting_reason(current)
         return Observation(state=State.PENDING, reason=reason, message=message, **facts)
 
     refused = _failed_create(events, job_name=_metadata(job).get("name", ""))

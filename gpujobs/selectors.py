@@ -15,6 +15,7 @@ from django.utils import timezone
 from clusters.kube import connection_configured
 from clusters.models import Cluster, GpuCapacity, GpuModelCapacity, QuotaMode
 from clusters.vocabulary import DEFAULT_GPU_RESOURCE
+from gpujobs import holdings
 from gpujobs.models import GpuJob
 from gpujobs.observe import ACTIVE_STATES
 from tenants.models import QuotaGrant, Team, TeamCluster
@@ -42,14 +43,31 @@ def active_jobs(*, team: Team, cluster: Cluster | None = None) -> QuerySet[GpuJo
 @dataclass(frozen=True)
 class QuotaLeft:
     """A team's GPUs of one kind on one cluster: granted (grants in effect today), held by its
-    unfinished jobs, and what is left for new jobs."""
+    unfinished jobs and by its other workloads (``elsewhere``: what, GPUs; a service's
+    replicas), and what is left for new ones."""
 
     granted: int
-    held: int
+    held_by_jobs: int
+    elsewhere: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def held(self) -> int:
+        return self.held_by_jobs + sum(gpus for _, gpus in self.elsewhere)
 
     @property
     def left(self) -> int:
         return max(self.granted - self.held, 0)
+
+    @property
+    def held_words(self) -> str:
+        """``3 held by its unfinished jobs``, or with other holders ``5 held (3 by its
+        unfinished jobs, 2 by its services)``."""
+        others = [(what, gpus) for what, gpus in self.elsewhere if gpus]
+        if not others:
+            return f"{self.held_by_jobs} held by its unfinished jobs"
+        parts = [f"{self.held_by_jobs} by its unfinished jobs"]
+        parts += [f"{gpus} by {what}" for what, gpus in others]
+        return f"{self.held} held ({', '.join(parts)})"
 
 
 def quota_left(*, team: Team, cluster: Cluster, gpu_resource: str) -> QuotaLeft:
@@ -71,7 +89,8 @@ def quota_left(*, team: Team, cluster: Cluster, gpu_resource: str) -> QuotaLeft:
         .aggregate(total=Sum("gpus"))["total"]
         or 0
     )
-    return QuotaLeft(granted=granted, held=held)
+    elsewhere = holdings.held_elsewhere(team=team, cluster=cluster, gpu_resource=gpu_resource)
+    return QuotaLeft(granted=granted, held_by_jobs=held, elsewhere=elsewhere)
 
 
 def kueue_mode(cluster: Cluster) -> bool:

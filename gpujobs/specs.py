@@ -256,6 +256,31 @@ def read_annotations(value: Any, *, errors: Errors) -> EnvPairs:
     return tuple(value.items())
 
 
+def read_nested(
+    value: Any, *, errors: Errors, key: str, keys: set[str], what: str
+) -> Mapping[str, Any] | None:
+    """A second container given as a mapping under ``key`` (a job's preprocessing container, a
+    service's sidecar), with only ``keys``: None when it is not given or is refused (named in
+    ``errors`` under ``key``). Its fields are the caller's to read, and their errors to name
+    together under ``key`` (``joined``)."""
+    if not value:
+        return None
+    if not isinstance(value, Mapping):
+        errors[key] = f'Give the {what} container as {{"image": ..., ...}}.'
+        return None
+    unknown = set(value) - keys
+    if unknown:
+        known = ", ".join(sorted(keys))
+        errors[key] = f"Unknown keys {', '.join(sorted(unknown))}; allowed: {known}."
+        return None
+    return value
+
+
+def joined(local: Errors) -> str:
+    """A nested container's bad fields as one message: ``image: ... mode: ...``."""
+    return " ".join(f"{k}: {v}" for k, v in local.items())
+
+
 def _amount(value: Decimal | None) -> str | None:
     return str(value) if value is not None else None
 
@@ -314,25 +339,20 @@ class PreprocessRequest:
     def read(cls, value: Any, *, errors: Errors) -> PreprocessRequest | None:
         """From ``{"image": ..., "mode": ..., "command": ..., ...}``; its bad fields are named
         together under ``preprocess``."""
-        if not value:
-            return None
-        if not isinstance(value, Mapping):
-            errors["preprocess"] = 'Give the preprocessing container as {"image": ..., ...}.'
-            return None
-        unknown = set(value) - PREPROCESS_KEYS
-        if unknown:
-            known = ", ".join(sorted(PREPROCESS_KEYS))
-            errors["preprocess"] = f"Unknown keys {', '.join(sorted(unknown))}; allowed: {known}."
+        data = read_nested(
+            value, errors=errors, key="preprocess", keys=PREPROCESS_KEYS, what="preprocessing"
+        )
+        if data is None:
             return None
         local: Errors = {}
-        container = ContainerRequest.read(value, errors=local)
-        mode = value.get("mode")
+        container = ContainerRequest.read(data, errors=local)
+        mode = data.get("mode")
         if mode is None or mode == "":
             mode = PreprocessMode.BEFORE
         elif mode not in PREPROCESS_MODES:
             local["mode"] = "Mode must be 'before' (an init container) or 'beside' (alongside)."
         if local:
-            errors["preprocess"] = " ".join(f"{k}: {v}" for k, v in local.items())
+            errors["preprocess"] = joined(local)
             return None
         return cls(container=container, mode=mode)
 

@@ -25,32 +25,20 @@ import logging
 import queue
 import threading
 import time
-from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import close_old_connections, connection
 from django.db.utils import Error as DatabaseError
-from django.utils import timezone
 
-from clusters.kube import KubeError, ResourceVersionExpired, connection_configured
+from clusters import following
+from clusters.following import RETRY_MAX_SECONDS, RETRY_MIN_SECONDS, Change
+from clusters.kube import KubeError, connection_configured
 from clusters.models import Cluster, QuotaMode
 from clusters.workloads import WorkloadClient
 from gpujobs import queues
 from gpujobs import tracker as tracking
 
 logger = logging.getLogger(__name__)
-
-RETRY_MIN_SECONDS = 1.0
-RETRY_MAX_SECONDS = 30.0
-
-
-@dataclass(frozen=True)
-class Change:
-    kind: str
-    type: str  # ADDED / MODIFIED / DELETED, or LIST for a full list in ``items``
-    object: dict | None = None
-    items: list | None = None
-    listed_at: object = None
 
 
 class ClusterWatch:
@@ -108,53 +96,17 @@ class ClusterWatch:
     # -- following one kind
 
     def _follow(self, kind: str) -> None:
-        version = ""
-        delay = RETRY_MIN_SECONDS
-        selectors = tracking.object_selectors(kind)
-        while not self.stopping():
-            try:
-                if not version:
-                    listed_at = timezone.now()
-                    listing = self.kube.list_objects(kind, **selectors)
-                    self.changes.put(Change(kind, "LIST", items=listing.items, listed_at=listed_at))
-                    version = listing.resource_version
-                    self.lists += 1
-                    logger.info(
-                        "cluster %s: listed %d %s(s) at resourceVersion %s",
-                        self.cluster_name,
-                        len(listing.items),
-                        kind,
-                        version,
-                    )
-                else:
-                    self.resumes += 1
-                for event in self.kube.watch(
-                    kind,
-                    resource_version=version,
-                    timeout_seconds=self.watch_timeout,
-                    stop=self.stop,
-                    **selectors,
-                ):
-                    if self.stopping():
-                        return
-                    version = event.resource_version or version
-                    if event.type != "BOOKMARK":
-                        self.changes.put(Change(kind, event.type, object=event.object))
-                delay = RETRY_MIN_SECONDS
-            except ResourceVersionExpired as error:
-                logger.info("cluster %s: %s", self.cluster_name, error)
-                version = ""  # list everything again
-            except KubeError as error:
-                logger.warning("cluster %s: %s watch: %s", self.cluster_name, kind, error)
-                self.stop.wait(delay)
-                delay = min(delay * 2, RETRY_MAX_SECONDS)
-            except Exception:
-                logger.exception(
-                    "cluster %s: %s watch failed; listing again", self.cluster_name, kind
-                )
-                version = ""
-                self.stop.wait(delay)
-                delay = min(delay * 2, RETRY_MAX_SECONDS)
+        following.follow(
+            self.kube,
+            kind,
+            selectors=tracking.object_selectors(kind),
+            changes=self.changes,
+            stop=self.stop,
+            stopping=self.stopping,
+            watch_timeout=self.watch_timeout,
+            counts=self,
+            cluster_name=self.cluster_name,
+        )
 
     # -- Kueue's queues, read every few seconds
 
@@ -261,14 +213,20 @@ def run(
     discover_every: float = 5.0,
     watch_timeout: int = 240,
     once: bool = False,
+    watch_class=ClusterWatch,
+    resync=tracking.resync_cluster,
 ) -> dict[tuple, ClusterWatch]:
     """Follow every reachable cluster until ``stop`` is set. With ``once``, make one full pass
-    over each cluster (no watch) and return."""
+    over each cluster (no watch) and return.
+
+    Jobs by default; another workload app follows its objects through the same loop with a
+    ``watch_class`` of its own (started and closed per cluster as ``ClusterWatch`` is) and its
+    ``resync`` for one full pass (``serving.watcher``)."""
     if once:
         for cluster in Cluster.objects.all():
             if connection_configured(cluster):
                 try:
-                    result = tracking.resync_cluster(cluster)
+                    result = resync(cluster)
                     logger.info("cluster %s: %s", cluster.name, result)
                 except KubeError as error:
                     logger.warning("cluster %s: %s", cluster.name, error)
@@ -294,7 +252,7 @@ def run(
             if key in watches or retry_at.get(key, 0) > time.monotonic():
                 continue
             try:
-                watch = ClusterWatch(cluster, stop=stop, watch_timeout=watch_timeout)
+                watch = watch_class(cluster, stop=stop, watch_timeout=watch_timeout)
             except KubeError as error:
                 logger.warning("cannot watch cluster %s: %s", cluster.name, error)
                 retry_at[key] = time.monotonic() + RETRY_MAX_SECONDS

@@ -176,3 +176,13 @@ class IdlePolicyForm(forms.Form):
     warn_minutes_before_stop = forms.IntegerField(
         min_value=1, max_value=60 * 24, initial=15, label="Warn this many minutes before"
     )
+
+
+class IdleServicesPolicyForm(forms.Form):
+    """Whether the idle policy stops inference services too: posted with ``IdlePolicyForm``."""
+
+    stop_services = forms.BooleanField(
+        required=False,
+        label="Stop idle inference services too (scaled to zero)",
+        help_text="Off: an idle service is reported to the leads, never stopped.",
+    )

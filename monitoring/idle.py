@@ -7,6 +7,11 @@ its window); stopping one is ``clusters.pods``. Only pods in namespaces the reco
 portal's for their team count, and before warning about or stopping a pod the namespace is read
 again from the cluster (``tenants.namespaces``): the portal never acts in a namespace of a team's
 name that someone else made.
+
+An inference service's replica is reported like any pod, but stopped only when the team's policy
+says so (``IdlePolicy.stop_services``): a service answers requests, and a quiet hour is not
+waste the way an idle notebook is. Stopping one scales the whole service to zero through the
+portal (``clusters.pods`` hands the stop to the serving app).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from django.utils import timezone
 from clusters import pods
 from clusters.kube import KubeClient, KubeError
 from clusters.models import Cluster
+from clusters.vocabulary import INFERENCE_SERVICE_KIND
 from monitoring import permissions, selectors
 from monitoring.metrics import pod_usage, prometheus_for
 from monitoring.models import IdlePod, IdlePolicy, Notification
@@ -193,9 +199,15 @@ def _apply_stop_policy(
             return
         try:
             _check_namespace(cluster, episode.namespace)
-            pods.check_stoppable(cluster, namespace=episode.namespace, pod=episode.pod)
+            target = pods.check_stoppable(cluster, namespace=episode.namespace, pod=episode.pod)
         except (pods.StopRefused, KubeError) as error:
             _stop_failed(episode, error, doing=f"check {name} on {cluster.name}")
+            return
+        if target.kind == INFERENCE_SERVICE_KIND and not policy.stop_services:
+            IdlePod.objects.filter(pk=episode.pk).update(
+                stop_error=f"a replica of an inference service; {team}'s idle policy does not "
+                "stop services (its leads are told it is idle)"
+            )
             return
         with transaction.atomic():
             claimed = IdlePod.objects.filter(pk=episode.pk, warned_at__isnull=True).update(
@@ -211,8 +223,8 @@ def _apply_stop_policy(
                 body=(
                     f"Pod {episode.pod} in {episode.namespace} has left its {episode.gpus} GPU(s) "
                     f"on {cluster.name} idle for {idle_minutes:.0f} minutes. {team}'s idle policy "
-                    f"stops portal jobs idle for {stop_at} minutes: it will be stopped in "
-                    f"{minutes} minutes unless its GPUs get busy."
+                    f"stops portal {_what(target.kind)} idle for {stop_at} minutes: it will be "
+                    f"stopped in {minutes} minutes unless its GPUs get busy."
                 ),
                 link=_team_link(team, cluster),
                 idle_pod=episode,
@@ -252,12 +264,22 @@ def _apply_stop_policy(
             body=(
                 f"Pod {episode.pod} in {episode.namespace} left its GPU(s) on {cluster.name} idle "
                 f"for {idle_minutes:.0f} minutes, past {team}'s limit of {stop_at} minutes. The "
-                f"portal deleted {stopped.kind} {stopped.name} to free the GPUs."
+                f"portal {_how(stopped)} to free the GPUs."
             ),
             link=_team_link(team, cluster),
             idle_pod=episode,
         )
     result.stopped.append(name)
+
+
+def _what(kind: str) -> str:
+    return "inference services" if kind == INFERENCE_SERVICE_KIND else "jobs"
+
+
+def _how(stopped: pods.Stopped) -> str:
+    if stopped.kind == INFERENCE_SERVICE_KIND:
+        return f"stopped the inference service (#{stopped.name}: scaled to zero)"
+    return f"deleted {stopped.kind} {stopped.name}"
 
 
 def idle_check(*, now: datetime.datetime | None = None) -> list[IdleCheckResult]:
@@ -272,6 +294,7 @@ def idle_policy_set(
     notify_leads: bool,
     stop_after_minutes: int | None,
     warn_minutes_before_stop: int,
+    stop_services: bool = False,
 ) -> IdlePolicy:
     """Set the team's idle policy (its leads and admins may)."""
     permissions.check_can_set_idle_policy(actor, team)
@@ -283,13 +306,18 @@ def idle_policy_set(
     with transaction.atomic():
         policy, _ = IdlePolicy.objects.select_for_update().get_or_create(team=team)
         before = {f: getattr(policy, f) for f in fields}
+        before_stop_services = policy.stop_services
         policy.notify_leads = notify_leads
         policy.stop_after_minutes = stop_after_minutes
         policy.warn_minutes_before_stop = warn_minutes_before_stop
+        policy.stop_services = stop_services
         policy.updated_by = actor
         policy.full_clean(exclude=["team"])
         policy.save()
         after = {f: getattr(policy, f) for f in fields}
+        if before_stop_services != stop_services:
+            # Audited when it changes (services are stopped only when a lead said so).
+            before["stop_services"], after["stop_services"] = before_stop_services, stop_services
         if before != after:
             audit(
                 actor=actor,

@@ -28,6 +28,11 @@ class IdlePolicy(models.Model):
         validators=[MinValueValidator(1), MaxValueValidator(60 * 24)],
         help_text="Warn the leads this long before stopping.",
     )
+    stop_services = models.BooleanField(
+        default=False,
+        help_text="Also stop (scale to zero) inference services idle that long. Off: an idle "
+        "service is only reported to the leads.",
+    )
     updated_at = models.DateTimeField(auto_now=True)
     updated_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True

@@ -23,7 +23,7 @@ from django.views.decorators.http import require_POST
 
 from clusters.models import Cluster
 from monitoring import dashboards, idle, permissions, rules, selectors, usage
-from monitoring.forms import IdlePolicyForm, UsageReportForm, WindowForm
+from monitoring.forms import IdlePolicyForm, IdleServicesPolicyForm, UsageReportForm, WindowForm
 from monitoring.models import IdlePolicy
 from monitoring.notifications import notifications_mark_read
 from tenants.forms import add_service_errors
@@ -87,6 +87,9 @@ def team_monitoring(request: HttpRequest, slug: str) -> HttpResponse:
                 "warn_minutes_before_stop": policy.warn_minutes_before_stop,
             }
         )
+        context["services_policy_form"] = IdleServicesPolicyForm(
+            initial={"stop_services": policy.stop_services}
+        )
     return _render_live(request, "monitoring/team.html", "monitoring/_team_live.html", context)
 
 
@@ -122,9 +125,12 @@ def idle_policy_update(request: HttpRequest, slug: str) -> HttpResponse:
     team = _visible_team(request, slug)
     permissions.check_can_set_idle_policy(request.user, team)
     form = IdlePolicyForm(request.POST)
-    if form.is_valid():
+    services_form = IdleServicesPolicyForm(request.POST)
+    if form.is_valid() and services_form.is_valid():
         try:
-            idle.idle_policy_set(actor=request.user, team=team, **form.cleaned_data)
+            idle.idle_policy_set(
+                actor=request.user, team=team, **form.cleaned_data, **services_form.cleaned_data
+            )
         except ValidationError as error:
             add_service_errors(form, error)
         else:

@@ -90,6 +90,7 @@ INSTALLED_APPS = [
     "tenants",
     "monitoring",
     "gpujobs",
+    "serving",
 ]
 
 MIDDLEWARE = [
@@ -299,6 +300,7 @@ SPECTACULAR_SETTINGS = {
         "AuditActionEnum": "tenants.models.AuditEvent.Action",
         "GpuJobStateEnum": "gpujobs.models.GpuJob.State",
         "GpuJobPriorityEnum": "gpujobs.models.GpuJob.Priority",
+        "ProbeEnum": "serving.models.Revision.Probe",
     },
 }
 
@@ -329,6 +331,7 @@ PORTAL_RECONCILE_SWEEP_SECONDS = env_float("PORTAL_RECONCILE_SWEEP_SECONDS", 300
 PORTAL_INVENTORY_SYNC_SECONDS = env_float("PORTAL_INVENTORY_SYNC_SECONDS", 60)
 PORTAL_IDLE_CHECK_EVERY_SECONDS = env_float("PORTAL_IDLE_CHECK_EVERY_SECONDS", 60)
 GPUJOBS_RESYNC_SECONDS = env_float("GPUJOBS_RESYNC_SECONDS", 60)
+SERVING_RESYNC_SECONDS = env_float("SERVING_RESYNC_SECONDS", 60)
 CELERY_BEAT_SCHEDULE = {
     # Expires grants whose period is over, then reconciles every team on every cluster: repairs
     # hand edits and shrinks the quotas of expired grants.
@@ -350,6 +353,16 @@ CELERY_BEAT_SCHEDULE = {
     "resync-gpu-jobs": {
         "task": "gpujobs.tasks.resync_jobs",
         "schedule": GPUJOBS_RESYNC_SECONDS,
+    },
+    # Inference services: reconcile every one (repairs hand edits, finishes deletions), and
+    # bring their revisions' states in line from full lists (whatever the watcher missed).
+    "reconcile-services": {
+        "task": "serving.tasks.reconcile_services",
+        "schedule": PORTAL_RECONCILE_SWEEP_SECONDS,
+    },
+    "resync-services": {
+        "task": "serving.tasks.resync_services",
+        "schedule": SERVING_RESYNC_SECONDS,
     },
 }
 
@@ -431,6 +444,15 @@ GPUJOBS_LOG_FOLLOW_MAX_SECONDS = env_int("GPUJOBS_LOG_FOLLOW_MAX_SECONDS", 600)
 # Followed logs at once (gpujobs/log_follows.py), per user and in all, counted in Redis.
 GPUJOBS_LOG_FOLLOWS_PER_USER = env_int("GPUJOBS_LOG_FOLLOWS_PER_USER", 4)
 GPUJOBS_LOG_FOLLOWS_TOTAL = env_int("GPUJOBS_LOG_FOLLOWS_TOTAL", 200)
+
+# What the watcher process (``manage.py watch_jobs``) follows: one ``run`` per workload app.
+PORTAL_WATCHERS = ["gpujobs.watcher.run", "serving.watcher.run"]
+
+# Inference services: the Gateway (``namespace/name``) their HTTPRoutes attach to on clusters
+# with the Gateway API (empty: routes name no parent, for a gateway controller that adopts
+# them, or to be attached by hand); how often service pages refresh.
+SERVING_GATEWAY = env("SERVING_GATEWAY", "")
+SERVING_REFRESH_SECONDS = env_int("SERVING_REFRESH_SECONDS", 2)
 
 PORTAL_LOG_LEVEL = env("PORTAL_LOG_LEVEL", "INFO")
 LOGGING = {

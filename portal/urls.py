@@ -23,10 +23,12 @@ urlpatterns = [
     path("api/v1/", include("accounts.api.urls")),
     path("api/v1/", include("tenants.api.urls")),
     path("api/v1/", include("gpujobs.api.urls")),
+    path("api/v1/", include("serving.api.urls")),
     path("api/v1/", include("monitoring.api.urls")),
     path("monitoring/", include("monitoring.urls")),
     path("jobs/", include("gpujobs.urls")),
     path("account/", include("accounts.urls")),
+    path("services/", include("serving.urls")),
     path("", include("tenants.urls")),
 ]
 

@@ -28,3 +28,4 @@ trap '.venv/bin/python tests/bench/summary.py' EXIT
 .venv/bin/python tests/bench/bench_monitoring.py
 .venv/bin/python tests/bench/bench_gpujobs.py
 .venv/bin/python tests/bench/bench_kueue.py
+.venv/bin/python tests/bench/bench_serving.py

@@ -378,6 +378,14 @@ class AuditEvent(models.Model):
         GPU_JOB_CANCELLED = "gpu_job.cancelled", "GPU job cancelled"
         IDLE_POD_STOPPED = "idle_pod.stopped", "idle pod stopped"
         IDLE_POLICY_SET = "idle_policy.set", "idle policy set"
+        SERVICE_DEPLOYED = "inference_service.deployed", "inference service deployed"
+        SERVICE_REVISED = "inference_service.revised", "inference service revision made"
+        SERVICE_TRAFFIC_SET = "inference_service.traffic_set", "inference service traffic set"
+        SERVICE_PROMOTED = "inference_service.promoted", "inference service promoted"
+        SERVICE_ROLLED_BACK = "inference_service.rolled_back", "inference service rolled back"
+        SERVICE_SCALED = "inference_service.scaled", "inference service scaled"
+        SERVICE_STOPPED = "inference_service.stopped", "inference service stopped"
+        SERVICE_DELETED = "inference_service.deleted", "inference service deleted"
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     actor = models.ForeignKey(

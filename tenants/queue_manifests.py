@@ -1,5 +1,5 @@
 """What a cluster in Kueue mode should hold for the portal's queues, as the plain dicts the
-Kubernetes API takes. Pure functions: no database, no network. ``tenants.queue_reconcile``
+Kubernetes API takes. Pure functions: no database, no network. ``tenants.cluster_reconcile``
 applies the cluster-wide objects, ``tenants.reconcile`` a team's beside its namespace.
 
 Cluster-wide (labelled ``managed-by`` only, no team):

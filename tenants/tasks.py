@@ -27,7 +27,7 @@ RECONCILE_TASK = {
 }
 
 
-def _run_pass(run, *, gone: str) -> dict:
+def run_pass(run, *, gone: str) -> dict:
     """A reconcile pass's outcome, or the error that needs a person (recorded on the state, not
     retried); transient errors are raised for Celery to retry."""
     try:
@@ -48,7 +48,7 @@ def reconcile_team(*, team_id: int, cluster_id: int) -> dict:
     Transient cluster errors are retried; other errors are recorded on the team's cluster
     status, where a lead can read them, and not retried: they need a person.
     """
-    return _run_pass(
+    return run_pass(
         lambda: reconcile.reconcile_team_on_cluster(team_id=team_id, cluster_id=cluster_id),
         gone="the team or the cluster no longer exists",
     )
@@ -59,7 +59,7 @@ def reconcile_cluster(*, cluster_id: int) -> dict:
     """Bring the cluster's cluster-wide objects (admission policies; in Kueue mode flavors and
     priority classes) in line with its settings, quota mode and GPU models; retried like
     ``reconcile_team``."""
-    return _run_pass(
+    return run_pass(
         lambda: cluster_reconcile.reconcile_cluster(cluster_id=cluster_id),
         gone="the cluster no longer exists",
     )

@@ -11,6 +11,7 @@ from django.utils import timezone
 from clusters.models import Cluster, GpuCapacity, GpuModelCapacity
 from gpujobs.models import GpuJob
 from monitoring.models import IdlePod, IdlePolicy, Notification
+from serving.models import InferenceService, Revision
 from tenants.models import (
     AuditEvent,
     ClusterState,
@@ -213,3 +214,28 @@ class NotificationFactory(factory.django.DjangoModelFactory):
     team = factory.SubFactory(TeamFactory)
     kind = Notification.Kind.IDLE
     subject = factory.Sequence(lambda n: f"GPUs idle in pod-{n}")
+
+
+class InferenceServiceFactory(factory.django.DjangoModelFactory):
+    """A service row as if deployed; nothing is enqueued (the services do that on commit).
+    Give it revisions with ``RevisionFactory``."""
+
+    class Meta:
+        model = InferenceService
+
+    team = factory.SubFactory(TeamFactory)
+    cluster = factory.SubFactory(ClusterFactory)
+    created_by = factory.SubFactory(UserFactory)
+    name = factory.Sequence(lambda n: f"llm-{n}")
+
+
+class RevisionFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Revision
+
+    service = factory.SubFactory(InferenceServiceFactory)
+    number = factory.Sequence(lambda n: n + 1)
+    created_by = factory.SelfAttribute("service.created_by")
+    image = "registry.example.com/ml/llm-server:1.0"
+    gpus = 1
+    port = 8000

@@ -14,6 +14,8 @@ from django.core.signals import request_finished, request_started
 from django.db import close_old_connections
 from django.utils import timezone
 
+from serving import services as serving_services
+from serving.specs import DeployRequest
 from tenants import services
 from tests import factories
 
@@ -48,6 +50,14 @@ def world(db, cluster, team, other_team, lead, member, other_lead, admin, outsid
         justification="Evaluation.",
     )
     job = factories.GpuJobFactory(team=team, cluster=cluster, submitted_by=member)
+    service = serving_services.service_deploy(
+        user=member,
+        team=team,
+        cluster=cluster,
+        request=DeployRequest.parse(
+            {"name": "llm", "image": "registry.example.com/llm:1", "gpus": 1, "port": 8000}
+        ),
+    )
     archived = factories.TeamFactory(slug="archived", name="Archived")
     factories.TeamClusterFactory(team=archived, cluster=cluster)
     services.team_archive(actor=admin, team=archived, note="Done.")
@@ -63,6 +73,7 @@ def world(db, cluster, team, other_team, lead, member, other_lead, admin, outsid
         "pending": pending,
         "grant": grant,
         "job": job,
+        "service": service,
         "notification": notification,
         "audit_event": audit_event,
         "outsider": outsider,

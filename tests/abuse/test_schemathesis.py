@@ -89,6 +89,7 @@ def _real_path_parameters(world) -> dict[str, dict[str, str]]:
         "/api/v1/quota-requests/": {"id": str(world["pending"].pk)},
         "/api/v1/quota-grants/": {"id": str(world["grant"].pk)},
         "/api/v1/jobs/": {"id": str(world["job"].pk)},
+        "/api/v1/services/": {"id": str(world["service"].pk)},
         "/api/v1/audit-events/": {"id": str(world["audit_event"].pk)},
         "/api/v1/teams/": team,
         "/api/v1/monitoring/": team,

@@ -1,19 +1,25 @@
 """``python manage.py watch_jobs``: the watcher process (a docker compose service of its own).
 
 Follows every cluster's GPU Jobs, their pods and the Jobs' events, and writes each job's state
-to the database as it changes; see ``gpujobs.watcher``. Stops cleanly on SIGTERM or Ctrl-C.
+to the database as it changes (``gpujobs.watcher``); and, in threads of the same process, every
+other workload the portal runs: each ``run`` named in ``settings.PORTAL_WATCHERS`` (inference
+services' Deployments, ReplicaSets and pods: ``serving.watcher``). Stops cleanly on SIGTERM or
+Ctrl-C.
 """
 
 import signal
 import threading
 
+from django.conf import settings
 from django.core.management.base import BaseCommand
-
-from gpujobs import watcher
+from django.utils.module_loading import import_string
 
 
 class Command(BaseCommand):
-    help = "Follow the GPU jobs' Jobs, pods and events on every cluster and record their state."
+    help = (
+        "Follow the GPU jobs' Jobs, pods and events, and the inference services' Deployments, "
+        "ReplicaSets and pods, on every cluster and record their state."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument(
@@ -42,8 +48,23 @@ class Command(BaseCommand):
 
         signal.signal(signal.SIGTERM, request_stop)
         signal.signal(signal.SIGINT, request_stop)
+        runs = [import_string(path) for path in settings.PORTAL_WATCHERS]
         self.stderr.write("watch_jobs: following GPU jobs (SIGTERM to stop)")
-        watcher.run(
-            stop=stop, discover_every=discover_every, watch_timeout=watch_timeout, once=once
-        )
+        options = {
+            "stop": stop,
+            "discover_every": discover_every,
+            "watch_timeout": watch_timeout,
+            "once": once,
+        }
+        threads = [
+            threading.Thread(target=run, kwargs=options, name=path, daemon=True)
+            for run, path in zip(runs, settings.PORTAL_WATCHERS, strict=True)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            # Joined in short waits, so that the signal handler runs in this (the main) thread.
+            while thread.is_alive():
+                thread.join(timeout=0.5)
+        stop.set()
         self.stderr.write("watch_jobs: stopped")

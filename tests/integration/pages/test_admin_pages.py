@@ -37,6 +37,8 @@ READ_ONLY = {
     "tenants.AuditEvent",
     "tenants.TeamQueuePolicy",
     "accounts.ApiToken",
+    "serving.InferenceService",
+    "serving.Revision",
 }
 # Rows only django-axes writes: no add page (its admin's choice); the change page shows them.
 NO_ADD = {"axes.AccessAttempt", "axes.AccessFailureLog", "axes.AccessLog"}
@@ -116,6 +118,8 @@ ROWS = {
     "monitoring.IdlePod": lambda: factories.IdlePodFactory(),
     "monitoring.Notification": lambda: factories.NotificationFactory(),
     "gpujobs.GpuJob": lambda: factories.GpuJobFactory(),
+    "serving.InferenceService": lambda: factories.RevisionFactory().service,
+    "serving.Revision": lambda: factories.RevisionFactory(),
 }
 
 

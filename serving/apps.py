@@ -1,0 +1,19 @@
+from django.apps import AppConfig
+
+
+class ServingConfig(AppConfig):
+    name = "serving"
+    verbose_name = "Inference services"
+
+    def ready(self) -> None:
+        from clusters import pods
+        from clusters.vocabulary import INFERENCE_SERVICE_KIND, SERVICE_ID_LABEL
+        from gpujobs import holdings
+        from serving import selectors, services
+
+        # A service's replicas count against the team's quota beside its jobs.
+        holdings.register("its services", selectors.gpus_held_by_services)
+        # The idle policy stops a service's replica by stopping the service.
+        pods.register_stopper(
+            label=SERVICE_ID_LABEL, kind=INFERENCE_SERVICE_KIND, stop=services.service_stop_idle
+        )

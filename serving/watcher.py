@@ -1,0 +1,159 @@
+"""The services' side of the watcher process (``manage.py watch_jobs`` runs it beside the jobs'):
+follows every cluster's Deployments, ReplicaSets and pods that carry the portal's service
+labels and writes each revision's replicas and state back within seconds.
+
+Per cluster, one thread per kind lists it and then watches it from the list's resourceVersion,
+resuming after a watch ends and listing again after 410 Gone (``clusters.following``, the loop
+the jobs' watcher uses); one more thread owns the cluster's state (``tracker.Tracker``), takes
+the changes off a queue in order and writes the revisions they touch. Nothing is lost across a
+restart: a watcher that starts lists everything, and once every kind is listed it writes every
+revision the portal follows there, those whose objects are gone included; the periodic
+``resync_services`` does the same without a watch. Clusters are found as the jobs' watcher
+finds them (``gpujobs.watcher.run``, given this watch class and resync).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+
+from django.db import close_old_connections, connection
+from django.db.utils import Error as DatabaseError
+
+from clusters import following
+from clusters.following import RETRY_MIN_SECONDS, Change
+from clusters.kube import KubeError
+from clusters.models import Cluster
+from clusters.workloads import WorkloadClient
+from gpujobs import watcher as workload_watcher
+from serving import tracker as tracking
+
+logger = logging.getLogger(__name__)
+
+
+class ServiceWatch:
+    """The threads that follow one cluster's services."""
+
+    def __init__(self, cluster: Cluster, *, stop: threading.Event, watch_timeout: int):
+        self.cluster_id = cluster.pk
+        self.cluster_name = cluster.name
+        self.kube = WorkloadClient.for_cluster(cluster)
+        self.stop = threading.Event()
+        self.parent_stop = stop
+        self.watch_timeout = watch_timeout
+        self.changes: queue.Queue[Change] = queue.Queue()
+        self.tracker = tracking.Tracker(cluster_id=cluster.pk, cluster_name=cluster.name)
+        self.threads: list[threading.Thread] = []
+        self.lists = 0
+        self.resumes = 0
+
+    def stopping(self) -> bool:
+        return self.stop.is_set() or self.parent_stop.is_set()
+
+    def start(self) -> None:
+        for kind in tracking.KINDS:
+            self.threads.append(
+                threading.Thread(
+                    target=self._follow,
+                    args=(kind,),
+                    name=f"watch-services-{self.cluster_name}-{kind}",
+                    daemon=True,
+                )
+            )
+        self.threads.append(
+            threading.Thread(
+                target=self._apply, name=f"apply-services-{self.cluster_name}", daemon=True
+            )
+        )
+        for thread in self.threads:
+            thread.start()
+        logger.info("watching inference services on cluster %s", self.cluster_name)
+
+    def close(self) -> None:
+        self.stop.set()
+
+    def _follow(self, kind: str) -> None:
+        following.follow(
+            self.kube,
+            kind,
+            selectors=tracking.object_selectors(kind),
+            changes=self.changes,
+            stop=self.stop,
+            stopping=self.stopping,
+            watch_timeout=self.watch_timeout,
+            counts=self,
+            cluster_name=self.cluster_name,
+        )
+
+    def _apply(self) -> None:
+        state = self.tracker.state
+        dirty: set[tracking.Key] = set()
+        listed: set[str] = set()
+        write_all = False
+        try:
+            while not self.stopping():
+                try:
+                    change = self.changes.get(timeout=0.5 if (dirty or write_all) else 1.0)
+                except queue.Empty:
+                    change = None
+                while change is not None:
+                    if change.type == "LIST":
+                        dirty |= state.replace(change.kind, change.items or [])
+                        listed.add(change.kind)
+                        # Every kind listed (again): revisions gone meanwhile are written too.
+                        write_all = write_all or listed >= set(tracking.KINDS)
+                    else:
+                        key = state.apply(change.kind, change.type, change.object or {})
+                        if key is not None:
+                            dirty.add(key)
+                    try:
+                        change = self.changes.get_nowait()
+                    except queue.Empty:
+                        change = None
+                if listed >= set(tracking.KINDS):
+                    write_all = self._flush(dirty, write_all=write_all)
+        finally:
+            connection.close()
+
+    def _flush(self, dirty: set, *, write_all: bool) -> bool:
+        """Write the dirty revisions (all of them after a full list); whether a full write is
+        still owed (it failed)."""
+        try:
+            close_old_connections()
+            if write_all:
+                self.tracker.write_all()
+            elif dirty:
+                self.tracker.write_many(sorted(dirty))
+            dirty.clear()
+            return False
+        except DatabaseError:
+            logger.exception(
+                "cluster %s: writing service states failed; trying again", self.cluster_name
+            )
+            connection.close()
+        except KubeError as error:
+            logger.warning("cluster %s: %s", self.cluster_name, error)
+        except Exception:
+            logger.exception("cluster %s: writing service states failed", self.cluster_name)
+        self.stop.wait(RETRY_MIN_SECONDS)
+        return write_all
+
+
+def run(
+    *,
+    stop: threading.Event,
+    discover_every: float = 5.0,
+    watch_timeout: int = 240,
+    once: bool = False,
+) -> dict:
+    """Follow every reachable cluster's services until ``stop`` is set (with ``once``, one
+    full pass over each)."""
+    return workload_watcher.run(
+        stop=stop,
+        discover_every=discover_every,
+        watch_timeout=watch_timeout,
+        once=once,
+        watch_class=ServiceWatch,
+        resync=tracking.resync_cluster,
+    )

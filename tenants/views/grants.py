@@ -8,7 +8,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from tenants import selectors, services
+from tenants import quota, selectors
 from tenants.errors import InvalidTransition
 from tenants.forms import RevokeForm, ShrinkForm, add_service_errors
 from tenants.models import QuotaGrant
@@ -61,7 +61,7 @@ def grant_revoke(request: HttpRequest, pk: int) -> HttpResponse:
     form = RevokeForm(request.POST, prefix="revoke")
     if form.is_valid():
         try:
-            services.quota_grant_revoke(
+            quota.quota_grant_revoke(
                 actor=request.user, grant=grant, note=form.cleaned_data["note"]
             )
         except InvalidTransition as error:
@@ -82,7 +82,7 @@ def grant_shrink(request: HttpRequest, pk: int) -> HttpResponse:
     form = ShrinkForm(request.POST, prefix="shrink")
     if form.is_valid():
         try:
-            shrunk = services.quota_grant_shrink(
+            shrunk = quota.quota_grant_shrink(
                 actor=request.user,
                 grant=grant,
                 gpus=form.cleaned_data["gpus"],

@@ -9,7 +9,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from clusters.models import Cluster
-from tenants import selectors, services
+from tenants import quota, selectors
 from tenants.errors import InvalidTransition
 from tenants.forms import QuotaRequestForm, add_service_errors
 from tenants.permissions import can_request_quota
@@ -38,7 +38,7 @@ def quota_request_new(request: HttpRequest, slug: str) -> HttpResponse:
         if form.is_valid():
             data = form.cleaned_data
             try:
-                quota_request = services.quota_request_create(
+                quota_request = quota.quota_request_create(
                     requested_by=request.user,
                     team=team,
                     cluster=data["cluster"],
@@ -78,7 +78,7 @@ def quota_request_new(request: HttpRequest, slug: str) -> HttpResponse:
 def quota_request_cancel(request: HttpRequest, pk: int) -> HttpResponse:
     quota_request = get_object_or_404(selectors.quota_requests_visible_to(request.user), pk=pk)
     try:
-        services.quota_request_cancel(actor=request.user, quota_request=quota_request)
+        quota.quota_request_cancel(actor=request.user, quota_request=quota_request)
     except InvalidTransition as error:
         messages.error(request, str(error))
     else:

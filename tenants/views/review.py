@@ -10,7 +10,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from tenants import selectors, services
+from tenants import quota, selectors
 from tenants.errors import InvalidTransition
 from tenants.filtersets import QuotaRequestFilter
 from tenants.forms import ApproveForm, RejectForm, add_service_errors
@@ -112,7 +112,7 @@ def quota_request_approve(request: HttpRequest, pk: int) -> HttpResponse:
     form = ApproveForm(request.POST, prefix=f"approve-{pk}")
     if form.is_valid():
         try:
-            grant = services.quota_request_approve(
+            grant = quota.quota_request_approve(
                 reviewer=request.user,
                 quota_request=quota_request,
                 gpus=form.cleaned_data["gpus"],
@@ -142,7 +142,7 @@ def quota_request_reject(request: HttpRequest, pk: int) -> HttpResponse:
     form = RejectForm(request.POST, prefix=f"reject-{pk}")
     if form.is_valid():
         try:
-            services.quota_request_reject(
+            quota.quota_request_reject(
                 reviewer=request.user, quota_request=quota_request, note=form.cleaned_data["note"]
             )
         except ValidationError as error:

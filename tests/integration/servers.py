@@ -34,9 +34,10 @@ def dockerfile_command() -> list[str]:
 
 def production_environment(database: dict, directory: Path, **variables: str) -> dict:
     """The environment the portal runs under in production (DEBUG off), on the test database;
-    ``variables`` add to or override it."""
+    ``variables`` add to or override it. The browser tests' ``DJANGO_ALLOW_ASYNC_UNSAFE`` (for
+    Playwright's sync API in the test process) is no production setting: it is left out."""
     return {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"},
         "DJANGO_DEBUG": "0",
         "DJANGO_SECRET_KEY": "production-server-test-only-" + "x" * 40,
         "DJANGO_ALLOWED_HOSTS": "127.0.0.1",

@@ -203,7 +203,12 @@ def waiting_for_a_lock(pid: int) -> bool:
 
 @pytest.fixture(scope="session")
 def k8s(devcluster):
+    """The devcluster's admin client. A session starts without the admission policies that an
+    earlier session, killed before its end, may have left on the shared cluster."""
+    from tests.integration.kube import remove_admission_objects
+
     api = devcluster.api_client()
+    remove_admission_objects(api, settings.PORTAL_NAME)
     yield api
     api.close()
 

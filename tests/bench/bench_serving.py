@@ -59,6 +59,7 @@ from serving import manifests  # noqa: E402
 from serving.models import InferenceService, Revision  # noqa: E402
 from serving.specs import Probe, RevisionRequest  # noqa: E402
 from tenants.models import AuditEvent, Membership, QuotaGrant, QuotaRequest, Team  # noqa: E402
+from tests.bench.summary import Goal, Summary  # noqa: E402
 
 REPLICAS = int(os.environ.get("BENCH_SERVING_REPLICAS", "10"))
 RUNS = int(os.environ.get("BENCH_SERVING_RUNS", "3"))
@@ -406,9 +407,24 @@ def write(results: dict) -> None:
     (RESULTS / "serving.md").write_text("\n".join(lines))
 
 
+def record(board: Summary, results: dict) -> None:
+    """The rollout through the portal until it shows every replica ready, beside ``kubectl
+    apply --server-side`` plus ``kubectl rollout status`` of the same Deployment."""
+    board.row(
+        f"roll out a {results['replicas']}-replica service until all Ready",
+        portal=results["portal_median_seconds"],
+        alternative=results["kubectl_median_seconds"],
+        alternative_is="kubectl apply --server-side + rollout status",
+        unit="s",
+        goal=Goal.ratio_at_most(1.0),
+    )
+
+
 def main() -> None:
+    board = Summary("serving")
     results = run()
     write(results)
+    record(board, results)
     print(json.dumps(results, indent=2))
 
 

@@ -101,10 +101,25 @@ def celery_worker_process(postgres_database, tmp_path_factory):
     }
     with open(log_path, "w") as log:
         worker = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool=solo",
-             "--loglevel=INFO", "--without-gossip", "--without-mingle", "-n", WORKER_NAME],
-            cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "portal",
+                "worker",
+                "--pool=solo",
+                "--loglevel=INFO",
+                "--without-gossip",
+                "--without-mingle",
+                "-n",
+                WORKER_NAME,
+            ],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     deadline = time.monotonic() + 60
     while "ready." not in log_path.read_text():
         if worker.poll() is not None or time.monotonic() > deadline:

@@ -56,16 +56,30 @@ def portal_server(
     env = production_environment(database, directory, **variables)
     subprocess.run(
         [sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"],
-        cwd=REPO_ROOT, env=env, check=True, capture_output=True,
-    )  # fmt: skip
+        cwd=REPO_ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
     port = free_port()
     log_path = directory / "gunicorn.log"
     with open(log_path, "w") as log:
         server = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", *DOCKERFILE_SERVER, "--bind", f"127.0.0.1:{port}",
-             "--workers", str(workers)],
-            cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                *DOCKERFILE_SERVER,
+                "--bind",
+                f"127.0.0.1:{port}",
+                "--workers",
+                str(workers),
+            ],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     base = f"http://127.0.0.1:{port}"
 
     def answering():

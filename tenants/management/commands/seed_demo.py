@@ -96,8 +96,9 @@ class Command(BaseCommand):
             )
         for username, (_, slug, role) in USERS.items():
             if slug:
-                services.membership_set(actor=admin, team=teams[slug], user=users[username],
-                                        role=role)  # fmt: skip
+                services.membership_set(
+                    actor=admin, team=teams[slug], user=users[username], role=role
+                )
 
         cluster, _ = Cluster.objects.update_or_create(
             name=options["cluster_name"],

@@ -15,6 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from clusters.models import Cluster, GpuCapacity
+from clusters.vocabulary import DEFAULT_GPU_RESOURCE
 from tenants import services
 from tenants.models import Membership, QuotaRequest, Team
 
@@ -114,7 +115,7 @@ class Command(BaseCommand):
         )
         GpuCapacity.objects.update_or_create(
             cluster=cluster,
-            resource_name="nvidia.com/gpu",
+            resource_name=DEFAULT_GPU_RESOURCE,
             defaults={"allocatable": options["gpus"], "gpu_model": "NVIDIA-A100-SXM4-80GB"},
         )
 

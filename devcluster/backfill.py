@@ -174,10 +174,20 @@ def backfill(spec: BackfillSpec, restart_prometheus: bool = True) -> BackfillRes
         window_hours = max(2, math.ceil(spec.days * 24))
         progress("converting to TSDB blocks with promtool")
         subprocess.run(
-            [promtool, "tsdb", "create-blocks-from", "openmetrics", "--quiet",
-             f"--max-block-duration={window_hours}h", str(source), str(staging)],
-            check=True, capture_output=True, text=True,
-        )  # fmt: skip
+            [
+                promtool,
+                "tsdb",
+                "create-blocks-from",
+                "openmetrics",
+                "--quiet",
+                f"--max-block-duration={window_hours}h",
+                str(source),
+                str(staging),
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
         blocks = _move_blocks(settings, staging, restart_prometheus)
     return BackfillResult(spec=spec, blocks=blocks, samples=samples)
 
@@ -217,9 +227,20 @@ def backfill_rules(*, start: int, end: int, restart_prometheus: bool = False) ->
         staging = Path(work) / "blocks"
         progress(f"evaluating {rules.name} from {start} to {end} with promtool")
         subprocess.run(
-            [promtool, "tsdb", "create-blocks-from", "rules", "--quiet",
-             f"--url={settings.prometheus_url}", f"--start={start}", f"--end={end}",
-             f"--output-dir={staging}", str(rules)],
-            check=True, capture_output=True, text=True,
-        )  # fmt: skip
+            [
+                promtool,
+                "tsdb",
+                "create-blocks-from",
+                "rules",
+                "--quiet",
+                f"--url={settings.prometheus_url}",
+                f"--start={start}",
+                f"--end={end}",
+                f"--output-dir={staging}",
+                str(rules),
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
         return _move_blocks(settings, staging, restart_prometheus)

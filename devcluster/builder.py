@@ -318,8 +318,21 @@ def _run_go_build(build: GoModuleBuild, out_dir: Path) -> None:
 
 def _run_go_build_with(build: GoModuleBuild, out_dir: Path, overlay: list[str]) -> None:
     ldflags = " ".join(("-s", "-w", *build.ldflags))
-    command = ["nice", "-n", "10", go_executable(), "build", "-v", "-trimpath", *overlay,
-               "-ldflags", ldflags, "-o", f"{out_dir}/", *build.packages]  # fmt: skip
+    command = [
+        "nice",
+        "-n",
+        "10",
+        go_executable(),
+        "build",
+        "-v",
+        "-trimpath",
+        *overlay,
+        "-ldflags",
+        ldflags,
+        "-o",
+        f"{out_dir}/",
+        *build.packages,
+    ]
     module_dir = GO_MODULES_DIR / build.name
     env = _go_env()
     started = time.monotonic()

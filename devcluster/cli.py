@@ -85,12 +85,16 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"prometheus: {settings.prometheus_url}")
         print(f"dcgm:       {settings.dcgm_url}/metrics")
         if settings.kueue:
-            print(f"kueue:      webhooks {settings.kueue_webhook_url}, visibility API "
-                  f"127.0.0.1:{settings.kueue_visibility_port} (via the apiserver)")  # fmt: skip
+            print(
+                f"kueue:      webhooks {settings.kueue_webhook_url}, visibility API "
+                f"127.0.0.1:{settings.kueue_visibility_port} (via the apiserver)"
+            )
         served = gateway_api.serves_http_routes(cluster.admin_api_client(settings))
         if served:
-            print(f"gateway api: CRDs {versions.GATEWAY_API_VERSION} (no controller: routes are "
-                  "stored, no traffic is served)")  # fmt: skip
+            print(
+                f"gateway api: CRDs {versions.GATEWAY_API_VERSION} (no controller: routes are "
+                "stored, no traffic is served)"
+            )
         else:
             print("gateway api: not installed")
         core = cluster.client.CoreV1Api(cluster.admin_api_client(settings))

@@ -31,8 +31,14 @@ def prepare(settings: Settings) -> None:
     share it), its client credentials and its configuration file."""
     ca = pki.ensure_ca(settings.pki_dir)
     cert_dir = settings.kueue_dir / builder.KUEUE_CERT_DIR
-    pki.ensure_issued(ca, cert_dir, "tls", "kueue", server_names=manifests.serving_names(),
-                      server_ips=["127.0.0.1"])  # fmt: skip
+    pki.ensure_issued(
+        ca,
+        cert_dir,
+        "tls",
+        "kueue",
+        server_names=manifests.serving_names(),
+        server_ips=["127.0.0.1"],
+    )
     identity = pki.ensure_issued(ca, settings.pki_dir / "clients", "kueue", manifests.USER)
     kubeconfig.write(
         settings.kubeconfig_dir / "kueue.kubeconfig",
@@ -116,12 +122,16 @@ def uninstall_hooks(api: client.ApiClient) -> None:
     registration = client.ApiregistrationV1Api(api)
     selector = "app.kubernetes.io/name=kueue"
     for lister, deleter in (
-        (admission.list_mutating_webhook_configuration,
-         admission.delete_mutating_webhook_configuration),
-        (admission.list_validating_webhook_configuration,
-         admission.delete_validating_webhook_configuration),
+        (
+            admission.list_mutating_webhook_configuration,
+            admission.delete_mutating_webhook_configuration,
+        ),
+        (
+            admission.list_validating_webhook_configuration,
+            admission.delete_validating_webhook_configuration,
+        ),
         (registration.list_api_service, registration.delete_api_service),
-    ):  # fmt: skip
+    ):
         for item in lister(label_selector=selector).items:
             deleter(item.metadata.name)
             progress(f"removed {item.metadata.name} (Kueue is not started)")

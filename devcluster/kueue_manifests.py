@@ -206,8 +206,12 @@ def rbac(manifest_dirs: list[Path], user: str = USER) -> list[dict]:
     """Kueue's roles (`kueue-` prefixed) and its bindings, bound to `user` instead of Kueue's
     ServiceAccount; a binding to a role Kueue does not ship (the API server's
     extension-apiserver-authentication-reader) keeps its role's name."""
-    documents = [doc for directory in manifest_dirs for path in sorted(directory.glob("*.yaml"))
-                 for doc in _documents(path)]  # fmt: skip
+    documents = [
+        doc
+        for directory in manifest_dirs
+        for path in sorted(directory.glob("*.yaml"))
+        for doc in _documents(path)
+    ]
     roles = [doc for doc in documents if doc.get("kind") in ("Role", "ClusterRole")]
     role_names = {role["metadata"]["name"] for role in roles}
     result = []

@@ -74,10 +74,24 @@ def ensure_ca(
     )
     validity = ["-sha256", "-days", str(CERT_VALIDITY_DAYS)]
     _openssl(
-        ["req", "-x509", "-new", "-key", str(ca.key), *validity, "-subj", f"/CN={common_name}",
-         "-config", "{config}", "-extensions", "ext", "-out", str(ca.cert)],
+        [
+            "req",
+            "-x509",
+            "-new",
+            "-key",
+            str(ca.key),
+            *validity,
+            "-subj",
+            f"/CN={common_name}",
+            "-config",
+            "{config}",
+            "-extensions",
+            "ext",
+            "-out",
+            str(ca.cert),
+        ],
         config=_REQ_CONFIG + extensions,
-    )  # fmt: skip
+    )
     return ca
 
 
@@ -96,9 +110,19 @@ def issue(
     csr = out_dir / f"{name}.csr"
     _new_key(pair.key)
     _openssl(
-        ["req", "-new", "-key", str(pair.key), "-subj", subject(common_name, organizations),
-         "-config", "{config}", "-out", str(csr)]
-    )  # fmt: skip
+        [
+            "req",
+            "-new",
+            "-key",
+            str(pair.key),
+            "-subj",
+            subject(common_name, organizations),
+            "-config",
+            "{config}",
+            "-out",
+            str(csr),
+        ]
+    )
     serving = bool(server_names or server_ips)
     extensions = (
         "[ext]\nbasicConstraints = critical, CA:FALSE\n"
@@ -110,10 +134,24 @@ def issue(
         extensions += f"subjectAltName = {', '.join(alt_names)}\n"
     signing = ["-CA", str(ca.cert), "-CAkey", str(ca.key), "-set_serial", _random_serial()]
     _openssl(
-        ["x509", "-req", "-in", str(csr), *signing, "-sha256", "-days", str(CERT_VALIDITY_DAYS),
-         "-extfile", "{config}", "-extensions", "ext", "-out", str(pair.cert)],
+        [
+            "x509",
+            "-req",
+            "-in",
+            str(csr),
+            *signing,
+            "-sha256",
+            "-days",
+            str(CERT_VALIDITY_DAYS),
+            "-extfile",
+            "{config}",
+            "-extensions",
+            "ext",
+            "-out",
+            str(pair.cert),
+        ],
         config=extensions,
-    )  # fmt: skip
+    )
     csr.unlink()
     return pair
 

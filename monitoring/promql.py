@@ -49,8 +49,23 @@ MAX_POINTS = 1000
 HEATMAP_COLUMNS = 240
 # Steps a window may get, smallest first: round numbers a reader recognises on an axis.
 NICE_STEPS_SECONDS = (
-    5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400,
-)  # fmt: skip
+    5,
+    10,
+    15,
+    30,
+    60,
+    120,
+    300,
+    600,
+    900,
+    1800,
+    3600,
+    7200,
+    10800,
+    21600,
+    43200,
+    86400,
+)
 
 
 @dataclass(frozen=True)

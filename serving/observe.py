@@ -96,9 +96,15 @@ def observe_revision(
     if deployment is None:
         if alive:
             return RevisionObservation(
-                0, len(alive), 0, 0, ServiceReason.REMOVED, "Its pods are being removed.",
-                names, nodes,
-            )  # fmt: skip
+                0,
+                len(alive),
+                0,
+                0,
+                ServiceReason.REMOVED,
+                "Its pods are being removed.",
+                names,
+                nodes,
+            )
         return RevisionObservation(0, 0, 0, 0, ServiceReason.REMOVED, "Not on the cluster.")
     desired = int((deployment.get("spec") or {}).get("replicas") or 0)
     status = _status(deployment)

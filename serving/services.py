@@ -196,9 +196,11 @@ def service_deploy(
         )
         if taken.exists():
             raise ValidationError(
-                {"name": f"Team {team.slug} already has a service named {request.name} on "
-                 f"cluster {cluster.name}."}
-            )  # fmt: skip
+                {
+                    "name": f"Team {team.slug} already has a service named {request.name} on "
+                    f"cluster {cluster.name}."
+                }
+            )
         service = Service(team=team, cluster=cluster, name=request.name, created_by=user)
         first = Planned(1, Role.STABLE, request.replicas, 100, revision.gpus, revision.gpu_resource)
         admission.check_fits(
@@ -336,9 +338,11 @@ def service_set_traffic(
         live = {r.number: r for r in change.revisions}
         if set(split) != set(live) or sum(split.values()) != 100:
             raise ValidationError(
-                {"split": f"Give weights adding up to 100% for revisions "
-                 f"{', '.join(map(str, sorted(live)))}."}
-            )  # fmt: skip
+                {
+                    "split": f"Give weights adding up to 100% for revisions "
+                    f"{', '.join(map(str, sorted(live)))}."
+                }
+            )
         after = [
             Planned(r.number, r.role, r.replicas, split[r.number], r.gpus, r.gpu_resource)
             for r in change.revisions
@@ -410,9 +414,11 @@ def service_rollback(
         if candidate is not None:
             if revision is not None and revision != change.stable.number:
                 raise ValidationError(
-                    {"revision": f"A rollout is under way: rolling back returns to the stable "
-                     f"r{change.stable.number}."}
-                )  # fmt: skip
+                    {
+                        "revision": f"A rollout is under way: rolling back returns to the stable "
+                        f"r{change.stable.number}."
+                    }
+                )
             _retire(candidate, timezone.now())
             stable = change.stable
             stable.weight = 100

@@ -388,9 +388,13 @@ class ScaleSerializer(serializers.Serializer):
         values = {"replicas": specs.read_replicas(data.get("replicas"), errors=errors)}
         if data.get("revision") is not None:
             values["revision"] = specs.read_whole(
-                data.get("revision"), errors=errors, key="revision", low=1, high=10**9,
+                data.get("revision"),
+                errors=errors,
+                key="revision",
+                low=1,
+                high=10**9,
                 what="Revision",
-            )  # fmt: skip
+            )
         if errors:
             raise refused(errors)
         return values

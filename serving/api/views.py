@@ -168,8 +168,10 @@ class InferenceServiceViewSet(
             services.service_set_traffic(actor=request.user, service=service, **body)
         )
 
-    @_action("Promote the candidate (or an A/B test's variant): it takes all the traffic",
-             s.PromoteSerializer)  # fmt: skip
+    @_action(
+        "Promote the candidate (or an A/B test's variant): it takes all the traffic",
+        s.PromoteSerializer,
+    )
     @action(detail=True, methods=["post"])
     def promote(self, request, pk=None):
         service = self.get_object()

@@ -34,7 +34,8 @@ def world(db, cluster, team, other_team, lead, member, other_lead, admin, outsid
     cluster.prometheus_url = UNREACHABLE
     # A careful deployment's cluster: images from its own registry only.
     cluster.allowed_registries = ["registry.example.com/"]
-    cluster.save(update_fields=["prometheus_url", "allowed_registries"])
+    cluster.allow_all_registries = False
+    cluster.save(update_fields=["prometheus_url", "allowed_registries", "allow_all_registries"])
     today = timezone.localdate()
     granted = quota.quota_request_create(
         requested_by=lead, team=team, cluster=cluster, gpus=4, justification="Training."

@@ -85,6 +85,7 @@ from tenants import cluster_reconcile  # noqa: E402
 from tenants import reconcile as team_reconcile  # noqa: E402
 from tenants.models import AuditEvent, Membership, QuotaGrant, QuotaRequest, Team  # noqa: E402
 from tests.bench.helpers import holding, patiently, percentile, start, stop  # noqa: E402
+from tests.bench.summary import Goal, Summary  # noqa: E402
 
 JOBS = int(os.environ.get("BENCH_KUEUE_JOBS", "2000"))
 TEAMS = int(os.environ.get("BENCH_KUEUE_TEAMS", "20"))
@@ -825,8 +826,32 @@ def _value(value) -> str:
     return "—" if value is None else str(value)
 
 
+def record(board: Summary, results: dict) -> None:
+    """Admission throughput beside Kueue alone (same Jobs through ``kubectl create -f``), and the
+    GPUs kept busy while jobs wait, through the portal."""
+    portal, alone = results["portal_kueue"], results["kubectl_kueue"]
+    board.row(
+        f"admit {portal['jobs']} one-GPU jobs of {TEAMS} teams through Kueue",
+        portal=portal["admission_jobs_per_s"],
+        alternative=alone["admission_jobs_per_s"],
+        alternative_is="the same Jobs by kubectl create -f into Kueue",
+        unit="admitted/s",
+        goal=Goal.ratio_at_least(0.9),
+    )
+    busy = portal["occupancy"]["while_waiting"]
+    board.row(
+        "GPUs busy while jobs wait (Kueue through the portal)",
+        portal=None if busy is None else round(busy * 100, 1),
+        unit="%",
+        goal=Goal.portal_at_least(95),
+        note=f"quota only: {_percent(results['portal_quota_only']['occupancy']['while_waiting'])}",
+    )
+
+
 if __name__ == "__main__":
+    board = Summary("kueue")
     handle = devcluster_api.up()
     with holding(handle):
         results = run()
     write(results)
+    record(board, results)

@@ -59,6 +59,7 @@ from serving import manifests  # noqa: E402
 from serving.models import InferenceService, Revision  # noqa: E402
 from serving.specs import Probe, RevisionRequest  # noqa: E402
 from tenants.models import AuditEvent, Membership, QuotaGrant, QuotaRequest, Team  # noqa: E402
+from tests.bench.summary import Goal, Summary  # noqa: E402
 
 REPLICAS = int(os.environ.get("BENCH_SERVING_REPLICAS", "10"))
 RUNS = int(os.environ.get("BENCH_SERVING_RUNS", "3"))
@@ -142,13 +143,22 @@ def seed(cluster: Cluster, slug: str) -> User:
     Membership.objects.create(team=team, user=user, role=Membership.Role.MEMBER)
     today = timezone.localdate()
     request = QuotaRequest.objects.create(
-        team=team, cluster=cluster, gpus=REPLICAS, starts_on=today, justification="Benchmark.",
-        requested_by=user, state=QuotaRequest.State.APPROVED,
-    )  # fmt: skip
+        team=team,
+        cluster=cluster,
+        gpus=REPLICAS,
+        starts_on=today,
+        justification="Benchmark.",
+        requested_by=user,
+        state=QuotaRequest.State.APPROVED,
+    )
     QuotaGrant.objects.create(
-        request=request, team=team, cluster=cluster, gpus=REPLICAS, starts_on=today,
+        request=request,
+        team=team,
+        cluster=cluster,
+        gpus=REPLICAS,
+        starts_on=today,
         granted_by=admin,
-    )  # fmt: skip
+    )
     return user
 
 
@@ -243,9 +253,13 @@ def kubectl_run(kubectl: str, kubeconfig: Path, namespace: str, placement, name:
     )
     revision = manifests.RevisionSpec(number=1, request=request, replicas=REPLICAS, weight=100)
     spec = manifests.ServiceSpec(
-        service_id=0, name=name, namespace=namespace, routing="replicas", placement=placement,
+        service_id=0,
+        name=name,
+        namespace=namespace,
+        routing="replicas",
+        placement=placement,
         revisions=(revision,),
-    )  # fmt: skip
+    )
     deployment = manifests.deployment(spec, spec.revisions[0], REPLICAS)
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as file:
         json.dump(deployment, file)
@@ -306,9 +320,10 @@ def run() -> dict:
             },
         )
         GpuCapacity.objects.update_or_create(
-            cluster=cluster, resource_name="nvidia.com/gpu",
+            cluster=cluster,
+            resource_name="nvidia.com/gpu",
             defaults={"allocatable": count * NODE_GPUS},
-        )  # fmt: skip
+        )
         user = seed(cluster, portal_ns)
         make_namespace(core, portal_ns)
         make_namespace(core, kubectl_ns)
@@ -316,12 +331,25 @@ def run() -> dict:
         logs = Path(tempfile.mkdtemp(prefix="bench-serving-"))
         processes.append(
             start(
-                [sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool=solo",
-                 "--loglevel=INFO", "--without-gossip", "--without-mingle",
-                 "-n", f"bench-serving-{run_id}@%h"],
-                logs / "worker.log", "ready.", {**env, "PORTAL_LOG_LEVEL": "INFO"},
+                [
+                    sys.executable,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "portal",
+                    "worker",
+                    "--pool=solo",
+                    "--loglevel=INFO",
+                    "--without-gossip",
+                    "--without-mingle",
+                    "-n",
+                    f"bench-serving-{run_id}@%h",
+                ],
+                logs / "worker.log",
+                "ready.",
+                {**env, "PORTAL_LOG_LEVEL": "INFO"},
             )
-        )  # fmt: skip
+        )
         processes.append(
             start(
                 [sys.executable, "manage.py", "watch_jobs", "--discover-every", "1"],
@@ -338,10 +366,14 @@ def run() -> dict:
             log(f"run {i + 1}/{RUNS}: kubectl")
             kubectl_runs.append(
                 kubectl_run(
-                    kubectl, handle.kubeconfig, kubectl_ns, cluster_placement(cluster),
-                    f"bench-{i}", apps,
+                    kubectl,
+                    handle.kubeconfig,
+                    kubectl_ns,
+                    cluster_placement(cluster),
+                    f"bench-{i}",
+                    apps,
                 )
-            )  # fmt: skip
+            )
         results["portal_runs"] = portal
         results["kubectl_runs"] = kubectl_runs
         portal_seconds = median([r["seconds_to_portal_showing_all_ready"] for r in portal])
@@ -406,9 +438,24 @@ def write(results: dict) -> None:
     (RESULTS / "serving.md").write_text("\n".join(lines))
 
 
+def record(board: Summary, results: dict) -> None:
+    """The rollout through the portal until it shows every replica ready, beside ``kubectl
+    apply --server-side`` plus ``kubectl rollout status`` of the same Deployment."""
+    board.row(
+        f"roll out a {results['replicas']}-replica service until all Ready",
+        portal=results["portal_median_seconds"],
+        alternative=results["kubectl_median_seconds"],
+        alternative_is="kubectl apply --server-side + rollout status",
+        unit="s",
+        goal=Goal.ratio_at_most(1.0),
+    )
+
+
 def main() -> None:
+    board = Summary("serving")
     results = run()
     write(results)
+    record(board, results)
     print(json.dumps(results, indent=2))
 
 

@@ -58,8 +58,15 @@ def test_members_see_lent_and_borrowed_gpus_preemption_and_why_a_job_waits(
     cluster = kueue_cluster.cluster
     lender = make_kueue_team({A100: 2}, name="lender")
     borrower = make_kueue_team({H100: 1}, name="borrower")
-    response = submit(borrower.member, borrower.team, cluster, name="borrows", gpus=2,
-                      gpu_model=A100, priority="opportunistic")  # fmt: skip
+    response = submit(
+        borrower.member,
+        borrower.team,
+        cluster,
+        name="borrows",
+        gpus=2,
+        gpu_model=A100,
+        priority="opportunistic",
+    )
     borrowing = wait_for_state(response.json()["id"], GpuJob.State.RUNNING, timeout=60)
     wait_for(
         lambda: queue_reads.team_queue(team=lender.team, cluster=cluster).lent == 2,

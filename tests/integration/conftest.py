@@ -101,10 +101,25 @@ def celery_worker_process(postgres_database, tmp_path_factory):
     }
     with open(log_path, "w") as log:
         worker = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool=solo",
-             "--loglevel=INFO", "--without-gossip", "--without-mingle", "-n", WORKER_NAME],
-            cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "portal",
+                "worker",
+                "--pool=solo",
+                "--loglevel=INFO",
+                "--without-gossip",
+                "--without-mingle",
+                "-n",
+                WORKER_NAME,
+            ],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     deadline = time.monotonic() + 60
     while "ready." not in log_path.read_text():
         if worker.poll() is not None or time.monotonic() > deadline:
@@ -203,7 +218,12 @@ def waiting_for_a_lock(pid: int) -> bool:
 
 @pytest.fixture(scope="session")
 def k8s(devcluster):
+    """The devcluster's admin client. A session starts without the admission policies that an
+    earlier session, killed before its end, may have left on the shared cluster."""
+    from tests.integration.kube import remove_admission_objects
+
     api = devcluster.api_client()
+    remove_admission_objects(api, settings.PORTAL_NAME)
     yield api
     api.close()
 

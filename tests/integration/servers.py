@@ -34,9 +34,10 @@ def dockerfile_command() -> list[str]:
 
 def production_environment(database: dict, directory: Path, **variables: str) -> dict:
     """The environment the portal runs under in production (DEBUG off), on the test database;
-    ``variables`` add to or override it."""
+    ``variables`` add to or override it. The browser tests' ``DJANGO_ALLOW_ASYNC_UNSAFE`` (for
+    Playwright's sync API in the test process) is no production setting: it is left out."""
     return {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"},
         "DJANGO_DEBUG": "0",
         "DJANGO_SECRET_KEY": "production-server-test-only-" + "x" * 40,
         "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
@@ -55,16 +56,30 @@ def portal_server(
     env = production_environment(database, directory, **variables)
     subprocess.run(
         [sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"],
-        cwd=REPO_ROOT, env=env, check=True, capture_output=True,
-    )  # fmt: skip
+        cwd=REPO_ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
     port = free_port()
     log_path = directory / "gunicorn.log"
     with open(log_path, "w") as log:
         server = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", *DOCKERFILE_SERVER, "--bind", f"127.0.0.1:{port}",
-             "--workers", str(workers)],
-            cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                *DOCKERFILE_SERVER,
+                "--bind",
+                f"127.0.0.1:{port}",
+                "--workers",
+                str(workers),
+            ],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     base = f"http://127.0.0.1:{port}"
 
     def answering():

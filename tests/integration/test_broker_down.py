@@ -141,10 +141,12 @@ def test_an_approval_commits_while_redis_is_down_and_the_sweep_sends_its_reconci
     own_redis.start()
     assert own_redis.messages() == []  # nothing was sent while it was down
 
-    assert tenant_tasks.reconcile_sweep() == 1  # what beat runs every few minutes
+    # What beat runs every few minutes: the team's pass and the cluster-wide one.
+    assert tenant_tasks.reconcile_sweep() == 2
 
     assert own_redis.messages() == [
-        {"task": "tenants.tasks.reconcile_team", "team_id": team.pk, "cluster_id": cluster.pk}
+        {"task": "tenants.tasks.reconcile_team", "team_id": team.pk, "cluster_id": cluster.pk},
+        {"task": "tenants.tasks.reconcile_cluster", "cluster_id": cluster.pk},
     ]
 
 

@@ -49,7 +49,10 @@ lead = User.objects.create_user("sqlite-lead", "lead@example.com", "sqlite-demo-
 team = services.team_create(actor=admin, slug=SLUG, name="SQLite demo")
 services.membership_set(actor=admin, team=team, user=lead, role="lead")
 cluster = Cluster.objects.create(
-    name="devcluster", kubeconfig_path=KUBECONFIG, prometheus_url=PROMETHEUS_URL
+    name="devcluster",
+    kubeconfig_path=KUBECONFIG,
+    prometheus_url=PROMETHEUS_URL,
+    allowed_registries=["registry.example.com"],
 )
 GpuCapacity.objects.create(cluster=cluster, resource_name="nvidia.com/gpu", allocatable=32)
 request = quota.quota_request_create(

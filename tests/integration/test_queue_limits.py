@@ -14,8 +14,9 @@ A100, H100 = "NVIDIA-A100-SXM4-80GB", "NVIDIA-H100-80GB-HBM3"
 def test_own_gpus_per_model_and_the_ceiling_from_grants_and_policy(team, cluster, admin):
     factories.GpuModelCapacityFactory(cluster=cluster, gpu_model=A100, allocatable=12)
     factories.GpuModelCapacityFactory(cluster=cluster, gpu_model=H100, allocatable=4)
-    factories.QuotaGrantFactory(request__team=team, request__cluster=cluster, request__gpus=4,
-                                request__gpu_model=A100)  # fmt: skip
+    factories.QuotaGrantFactory(
+        request__team=team, request__cluster=cluster, request__gpus=4, request__gpu_model=A100
+    )
     factories.QuotaGrantFactory(request__team=team, request__cluster=cluster, request__gpus=2)
     factories.TeamQueuePolicyFactory(team=team, cluster=cluster, borrowing_limit=1)
 

@@ -219,8 +219,9 @@ def test_an_archived_team_has_no_bindings():
 
 
 def test_the_user_prefix_can_be_empty():
-    (lead,) = manifests.role_bindings(team(members=[Member("lena", "lead")], user_prefix=""),
-                                      POLICY)[:1]  # fmt: skip
+    (lead,) = manifests.role_bindings(
+        team(members=[Member("lena", "lead")], user_prefix=""), POLICY
+    )[:1]
 
     assert lead["subjects"] == [
         {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "lena"}

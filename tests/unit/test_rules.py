@@ -50,8 +50,9 @@ def test_plannable_gpus_is_capacity_times_overcommit_rounded_down(capacity, rati
 
 
 def test_capacity_summary_reports_what_approving_would_leave():
-    summary = CapacitySummary(cluster_id=1, gpu_resource="nvidia.com/gpu", capacity=16,
-                              plannable=16, granted=10)  # fmt: skip
+    summary = CapacitySummary(
+        cluster_id=1, gpu_resource="nvidia.com/gpu", capacity=16, plannable=16, granted=10
+    )
     assert summary.free == 6
     assert summary.free_after(gpus=4, granted_in_period=10) == 2
     assert summary.free_after(gpus=8, granted_in_period=10) == -2
@@ -80,9 +81,16 @@ def test_an_ended_grant_cannot_change(state, to_state):
 
 def test_audit_snapshots_are_json_values():
     grant = QuotaGrant(
-        team_id=1, cluster_id=2, gpu_resource="nvidia.com/gpu", gpus=4, cpu_cores=Decimal("8.5"),
-        memory_gib=64, starts_on=datetime.date(2026, 12, 1), ends_on=None, state="active",
-    )  # fmt: skip
+        team_id=1,
+        cluster_id=2,
+        gpu_resource="nvidia.com/gpu",
+        gpus=4,
+        cpu_cores=Decimal("8.5"),
+        memory_gib=64,
+        starts_on=datetime.date(2026, 12, 1),
+        ends_on=None,
+        state="active",
+    )
     assert snapshot(grant) == {
         "team_id": 1, "cluster_id": 2, "gpu_resource": "nvidia.com/gpu", "gpu_model": "", "gpus": 4,
         "cpu_cores": "8.5", "memory_gib": 64, "starts_on": "2026-12-01", "ends_on": None,

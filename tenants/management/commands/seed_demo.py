@@ -15,6 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from clusters.models import Cluster, GpuCapacity
+from clusters.vocabulary import DEFAULT_GPU_RESOURCE
 from tenants import quota, services
 from tenants.models import Membership, QuotaRequest, Team
 
@@ -96,8 +97,9 @@ class Command(BaseCommand):
             )
         for username, (_, slug, role) in USERS.items():
             if slug:
-                services.membership_set(actor=admin, team=teams[slug], user=users[username],
-                                        role=role)  # fmt: skip
+                services.membership_set(
+                    actor=admin, team=teams[slug], user=users[username], role=role
+                )
 
         cluster, _ = Cluster.objects.update_or_create(
             name=options["cluster_name"],
@@ -113,7 +115,7 @@ class Command(BaseCommand):
         )
         GpuCapacity.objects.update_or_create(
             cluster=cluster,
-            resource_name="nvidia.com/gpu",
+            resource_name=DEFAULT_GPU_RESOURCE,
             defaults={"allocatable": options["gpus"], "gpu_model": "NVIDIA-A100-SXM4-80GB"},
         )
 

@@ -359,14 +359,21 @@ def test_review_queue_counts_only_grants_that_overlap_the_requests_period(
 ):
     # Given 12 of 16 GPUs granted for next month only, and a request for 8 ending before then
     later = factories.QuotaRequestFactory(
-        team=team, cluster=cluster, gpus=12, starts_on=today + datetime.timedelta(days=40),
+        team=team,
+        cluster=cluster,
+        gpus=12,
+        starts_on=today + datetime.timedelta(days=40),
         ends_on=today + datetime.timedelta(days=70),
-    )  # fmt: skip
+    )
     api.as_user(admin).post(url(later, "approve"), {})
     soon = factories.QuotaRequestFactory(
-        team=team, cluster=cluster, gpus=8, requested_by=lead, starts_on=today,
+        team=team,
+        cluster=cluster,
+        gpus=8,
+        requested_by=lead,
+        starts_on=today,
         ends_on=today + datetime.timedelta(days=10),
-    )  # fmt: skip
+    )
 
     # When the admin reads the queue
     (item,) = api.as_user(admin).get(QUEUE).data["results"]

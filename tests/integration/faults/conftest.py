@@ -161,8 +161,18 @@ class PrivatePostgres:
             path.mkdir()
             if os.getuid() == 0:
                 shutil.chown(path, "postgres", "postgres")
-        self._run("initdb", "-D", str(self.data), "-U", "portal", "-A", "trust", "-E", "UTF8",
-                  "--no-locale")  # fmt: skip
+        self._run(
+            "initdb",
+            "-D",
+            str(self.data),
+            "-U",
+            "portal",
+            "-A",
+            "trust",
+            "-E",
+            "UTF8",
+            "--no-locale",
+        )
         self.start()
         self._run("createdb", "-h", "127.0.0.1", "-p", str(self.port), "-U", "portal", "portal")
 
@@ -178,8 +188,19 @@ class PrivatePostgres:
             f"-p {self.port} -k /tmp -c listen_addresses=127.0.0.1 -c max_connections=100 "
             "-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         )
-        self._run("pg_ctl", "-D", str(self.data), "-l", str(self.logs / "server.log"), "-w",
-                  "-t", "60", "start", "-o", options)  # fmt: skip
+        self._run(
+            "pg_ctl",
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.logs / "server.log"),
+            "-w",
+            "-t",
+            "60",
+            "start",
+            "-o",
+            options,
+        )
 
     def stop(self) -> None:
         """A fast shutdown: open transactions are rolled back, connections cut."""
@@ -200,10 +221,22 @@ class PrivateRedis:
 
     def start(self) -> None:
         self.process = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(self.root)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.root),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         wait_for(self._answers, timeout=20, what="the private Redis to answer")
 
     def _answers(self) -> bool:
@@ -231,9 +264,13 @@ class PortalProcess:
         offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         with open(self.log_path, "a") as log:
             self.process = subprocess.Popen(
-                argv or self.argv, cwd=REPO_ROOT, env=self.env, stdout=log,
-                stderr=subprocess.STDOUT, start_new_session=True,
-            )  # fmt: skip
+                argv or self.argv,
+                cwd=REPO_ROOT,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         if wait:
             wait_for(lambda: self._started(offset), timeout=90, what=f"{self.name} to start")
 
@@ -475,24 +512,57 @@ def private_portal(devcluster, k8s, tmp_path_factory):
             "KUBECONFIG", repr(str(kubeconfig))
         )
         made = subprocess.run(
-            [*manage, "shell", "-c", setup], cwd=REPO_ROOT, env=env, check=True,
-            capture_output=True, text=True,
-        )  # fmt: skip
+            [*manage, "shell", "-c", setup],
+            cwd=REPO_ROOT,
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
         tokens = json.loads(made.stdout.strip().splitlines()[-1])
         port = free_port()
         celery = [sys.executable, "-m", "celery", "-A", "portal"]
-        worker = [*celery, "worker", "--pool=solo", "--loglevel=INFO", "-Q", queue,
-                  "--without-gossip", "--without-mingle", "-n", f"{queue}@%h"]  # fmt: skip
+        worker = [
+            *celery,
+            "worker",
+            "--pool=solo",
+            "--loglevel=INFO",
+            "-Q",
+            queue,
+            "--without-gossip",
+            "--without-mingle",
+            "-n",
+            f"{queue}@%h",
+        ]
         for name, argv, ready in (
-            ("web", [sys.executable, "-m", "gunicorn", "portal.wsgi:application", "--bind",
-                     f"127.0.0.1:{port}", "--workers", "2", "--timeout", "120"],
-             "Booting worker"),
+            (
+                "web",
+                [
+                    sys.executable,
+                    "-m",
+                    "gunicorn",
+                    "portal.wsgi:application",
+                    "--bind",
+                    f"127.0.0.1:{port}",
+                    "--workers",
+                    "2",
+                    "--timeout",
+                    "120",
+                ],
+                "Booting worker",
+            ),
             ("worker", worker, "ready."),
-            ("beat", [*celery, "beat", "--loglevel=INFO", "-s", str(root / "beat-schedule")],
-             "beat: Starting"),
-            ("watcher", [*manage, "watch_jobs", "--discover-every", "0.5", "--watch-timeout",
-                         "30"], "following GPU jobs"),
-        ):  # fmt: skip
+            (
+                "beat",
+                [*celery, "beat", "--loglevel=INFO", "-s", str(root / "beat-schedule")],
+                "beat: Starting",
+            ),
+            (
+                "watcher",
+                [*manage, "watch_jobs", "--discover-every", "0.5", "--watch-timeout", "30"],
+                "following GPU jobs",
+            ),
+        ):
             processes[name] = PortalProcess(name, argv, env, logs, ready)
             processes[name].start()
         portal = Portal(

@@ -97,8 +97,9 @@ def test_worker_killed_in_the_middle_of_a_submission_makes_the_job_once(
 
     worker.stop()
     slow_env = {**worker.env, "SLOW_SUBMIT_MARKER": str(marker), "SLOW_SUBMIT_SECONDS": "300"}
-    slow_argv = [a if a != "portal" else "tests.integration.faults.slow_submit_worker"
-                 for a in worker.argv]  # fmt: skip
+    slow_argv = [
+        a if a != "portal" else "tests.integration.faults.slow_submit_worker" for a in worker.argv
+    ]
     original_env, worker.env = worker.env, slow_env
     try:
         worker.start(argv=slow_argv)

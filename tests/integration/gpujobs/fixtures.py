@@ -56,10 +56,20 @@ def watcher_process(postgres_database, tmp_path_factory):
     }
     with open(log_path, "w") as log:
         watcher = subprocess.Popen(
-            [sys.executable, "manage.py", "watch_jobs", "--discover-every", "0.5",
-             "--watch-timeout", "30"],
-            cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "manage.py",
+                "watch_jobs",
+                "--discover-every",
+                "0.5",
+                "--watch-timeout",
+                "30",
+            ],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     deadline = time.monotonic() + 60
     while "following GPU jobs" not in log_path.read_text():
         if watcher.poll() is not None or time.monotonic() > deadline:
@@ -178,10 +188,13 @@ def make_gpu_team(transactional_db, gpu_cluster, core, celery_worker_process):
         if gpus:
             made.append(slug)
             request = tenant_quota.quota_request_create(
-                requested_by=users["lead"], team=team, cluster=gpu_cluster, gpus=gpus,
+                requested_by=users["lead"],
+                team=team,
+                cluster=gpu_cluster,
+                gpus=gpus,
                 justification="GPU job tests.",
                 ends_on=timezone.localdate() + datetime.timedelta(days=30),
-            )  # fmt: skip
+            )
             grants.append(tenant_quota.quota_request_approve(reviewer=admin, quota_request=request))
             wait_for(
                 lambda: TeamCluster.objects.filter(

@@ -28,8 +28,15 @@ def _services(running_services):
 def test_one_gpu_job_lands_on_a_gpu_node_runs_and_succeeds(make_gpu_team, gpu_cluster, core):
     gpu = make_gpu_team(gpus=1)
 
-    response = submit(gpu.member, gpu.team, gpu_cluster, name="train", gpus=1,
-                      command=["python", "train.py"], annotations=finishing(3))  # fmt: skip
+    response = submit(
+        gpu.member,
+        gpu.team,
+        gpu_cluster,
+        name="train",
+        gpus=1,
+        command=["python", "train.py"],
+        annotations=finishing(3),
+    )
     assert response.status_code == 201, response.data
     job_id = response.data["id"]
     running = wait_for_state(job_id, "running", "succeeded")
@@ -132,10 +139,19 @@ def test_preprocessing_container_runs_without_gpus(make_gpu_team, gpu_cluster, c
     gpu = make_gpu_team(gpus=1)
 
     job_id = submit(
-        gpu.member, gpu.team, gpu_cluster, gpus=1, annotations=finishing(2),
-        preprocess={"image": "registry.example.com/ml/text-cleaner:2", "mode": mode,
-                    "command": ["clean", "--in", "/data"], "cpu_cores": "1", "memory_gib": "0.5"},
-    ).data["id"]  # fmt: skip
+        gpu.member,
+        gpu.team,
+        gpu_cluster,
+        gpus=1,
+        annotations=finishing(2),
+        preprocess={
+            "image": "registry.example.com/ml/text-cleaner:2",
+            "mode": mode,
+            "command": ["clean", "--in", "/data"],
+            "cpu_cores": "1",
+            "memory_gib": "0.5",
+        },
+    ).data["id"]
     job = wait_for_state(job_id, "running", "succeeded")
 
     (pod,) = job_pods(core, job)
@@ -151,8 +167,13 @@ def test_preprocessing_container_runs_without_gpus(make_gpu_team, gpu_cluster, c
 def test_job_asks_for_the_chosen_gpu_model(make_gpu_team, gpu_cluster, batch):
     gpu = make_gpu_team(gpus=1)
 
-    job_id = submit(gpu.member, gpu.team, gpu_cluster, gpu_model="NVIDIA-A100-SXM4-80GB",
-                    annotations=finishing(1)).data["id"]  # fmt: skip
+    job_id = submit(
+        gpu.member,
+        gpu.team,
+        gpu_cluster,
+        gpu_model="NVIDIA-A100-SXM4-80GB",
+        annotations=finishing(1),
+    ).data["id"]
     job = wait_for_state(job_id, "succeeded")
 
     kube_job = batch.read_namespaced_job(job.kube_name, job.team.slug)

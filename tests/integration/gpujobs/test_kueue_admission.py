@@ -24,31 +24,49 @@ A100, H100 = "NVIDIA-A100-SXM4-80GB", "NVIDIA-H100-80GB-HBM3"
 def kueue(cluster, team):
     cluster.quota_mode = QuotaMode.KUEUE
     cluster.save()
-    GpuModelCapacity.objects.create(cluster=cluster, gpu_model=A100, allocatable=32, nodes=4,
-                                    max_per_node=8)  # fmt: skip
-    GpuModelCapacity.objects.create(cluster=cluster, gpu_model=H100, allocatable=16, nodes=2,
-                                    max_per_node=8)  # fmt: skip
+    GpuModelCapacity.objects.create(
+        cluster=cluster, gpu_model=A100, allocatable=32, nodes=4, max_per_node=8
+    )
+    GpuModelCapacity.objects.create(
+        cluster=cluster, gpu_model=H100, allocatable=16, nodes=2, max_per_node=8
+    )
     today = timezone.localdate()
     for model, gpus in ((A100, 4), ("", 2)):
         factories.QuotaGrantFactory(
-            request__team=team, request__cluster=cluster, request__gpus=gpus,
-            gpu_model=model, ends_on=today + datetime.timedelta(days=9),
-        )  # fmt: skip
+            request__team=team,
+            request__cluster=cluster,
+            request__gpus=gpus,
+            gpu_model=model,
+            ends_on=today + datetime.timedelta(days=9),
+        )
     return cluster
 
 
 def post(user, cluster, team, **body):
     api = APIClient()
     api.force_authenticate(user=user)
-    payload = {"team": team.slug, "cluster": cluster.name, "name": "j",
-               "image": "registry.example.com/ml/trainer:1", **body}  # fmt: skip
+    payload = {
+        "team": team.slug,
+        "cluster": cluster.name,
+        "name": "j",
+        "image": "registry.example.com/ml/trainer:1",
+        **body,
+    }
     return api.post("/api/v1/jobs/", payload, format="json")
 
 
 def test_a_guaranteed_job_beyond_the_free_quota_waits_instead_of_being_refused(kueue, team, member):
-    GpuJob.objects.create(team=team, cluster=kueue, submitted_by=member, name="holds",
-                          image="registry.example.com/a:1", gpus=4, max_runtime_seconds=60,
-                          queue_name="guaranteed", state="running")  # fmt: skip
+    GpuJob.objects.create(
+        team=team,
+        cluster=kueue,
+        submitted_by=member,
+        name="holds",
+        image="registry.example.com/a:1",
+        gpus=4,
+        max_runtime_seconds=60,
+        queue_name="guaranteed",
+        state="running",
+    )
 
     response = post(member, kueue, team, gpus=4, gpu_model=A100)
 

@@ -45,8 +45,12 @@ def test_switching_to_kueue_queues_the_waiting_job_and_leaves_the_running_one_al
     running = submitted(submit(team.member, team.team, cluster, name="runs", gpus=2))
     running = wait_for_state(running.pk, State.RUNNING, timeout=60)
     waiting = submitted(submit(team.member, team.team, cluster, name="waits", gpus=1))
-    waiting = wait_for_job(waiting.pk, lambda j: j.reason == Reason.EXCEEDED_QUOTA, timeout=60,
-                           what="the second job refused by the ResourceQuota")  # fmt: skip
+    waiting = wait_for_job(
+        waiting.pk,
+        lambda j: j.reason == Reason.EXCEEDED_QUOTA,
+        timeout=60,
+        what="the second job refused by the ResourceQuota",
+    )
     assert waiting.queue_name == ""
 
     # The switch's reconcile is held back (its tasks go to a queue no worker reads), so the
@@ -81,13 +85,19 @@ def test_switching_to_quota_only_releases_the_waiting_job_and_leaves_the_admitte
 ):
     cluster = kueue_cluster.cluster
     team = make_kueue_team({A100: 2}, name="switching")
-    admitted = submitted(submit(team.member, team.team, cluster, name="admitted", gpus=2,
-                                gpu_model=A100))  # fmt: skip
+    admitted = submitted(
+        submit(team.member, team.team, cluster, name="admitted", gpus=2, gpu_model=A100)
+    )
     admitted = wait_for_state(admitted.pk, State.RUNNING, timeout=60)
-    waiting = submitted(submit(team.member, team.team, cluster, name="waits", gpus=1,
-                               gpu_model=A100))  # fmt: skip
-    waiting = wait_for_job(waiting.pk, lambda j: j.reason == Reason.IN_QUEUE, timeout=60,
-                           what="the second job waiting in the queue")  # fmt: skip
+    waiting = submitted(
+        submit(team.member, team.team, cluster, name="waits", gpus=1, gpu_model=A100)
+    )
+    waiting = wait_for_job(
+        waiting.pk,
+        lambda j: j.reason == Reason.IN_QUEUE,
+        timeout=60,
+        what="the second job waiting in the queue",
+    )
     assert jobs_on_cluster(batch, team.namespace)[waiting.kube_name].spec.suspend is True
 
     # The reconcile takes the team's queues away and lowers its ResourceQuota to the grants.
@@ -99,8 +109,12 @@ def test_switching_to_quota_only_releases_the_waiting_job_and_leaves_the_admitte
         timeout=60,
         what="the waiting job made again without a queue",
     )
-    released = wait_for_job(released.pk, lambda j: j.reason == Reason.EXCEEDED_QUOTA, timeout=60,
-                            what="the released job waiting for the ResourceQuota")  # fmt: skip
+    released = wait_for_job(
+        released.pk,
+        lambda j: j.reason == Reason.EXCEEDED_QUOTA,
+        timeout=60,
+        what="the released job waiting for the ResourceQuota",
+    )
     on_cluster = jobs_on_cluster(batch, team.namespace)
     assert set(on_cluster) == {admitted.kube_name, waiting.kube_name}
     assert on_cluster[admitted.kube_name].metadata.uid == admitted.kube_uid
@@ -120,20 +134,29 @@ def test_while_kueue_is_down_jobs_wait_and_say_so_and_nothing_is_lost_once_it_is
 ):
     cluster = kueue_cluster.cluster
     team = make_kueue_team({A100: 1}, name="outage")
-    holder = submitted(submit(team.member, team.team, cluster, name="holder", gpus=1,
-                              gpu_model=A100))  # fmt: skip
+    holder = submitted(
+        submit(team.member, team.team, cluster, name="holder", gpus=1, gpu_model=A100)
+    )
     holder = wait_for_state(holder.pk, State.RUNNING, timeout=60)
-    waiting = submitted(submit(team.member, team.team, cluster, name="waiting", gpus=1,
-                               gpu_model=A100))  # fmt: skip
-    waiting = wait_for_job(waiting.pk, lambda j: j.reason == Reason.IN_QUEUE, timeout=60,
-                           what="the second job waiting in the queue")  # fmt: skip
+    waiting = submitted(
+        submit(team.member, team.team, cluster, name="waiting", gpus=1, gpu_model=A100)
+    )
+    waiting = wait_for_job(
+        waiting.pk,
+        lambda j: j.reason == Reason.IN_QUEUE,
+        timeout=60,
+        what="the second job waiting in the queue",
+    )
     not_admitting = f"Kueue on cluster {cluster.name} is not admitting"
 
     with devcluster.kueue_stopped():
-        new = submitted(submit(team.member, team.team, cluster, name="new", gpus=1,
-                               gpu_model=A100))  # fmt: skip
-        new = wait_for_job(new.pk, lambda j: j.reason == Reason.KUEUE_NOT_ADMITTING, timeout=30,
-                           what="the new job refused by Kueue's webhook")  # fmt: skip
+        new = submitted(submit(team.member, team.team, cluster, name="new", gpus=1, gpu_model=A100))
+        new = wait_for_job(
+            new.pk,
+            lambda j: j.reason == Reason.KUEUE_NOT_ADMITTING,
+            timeout=30,
+            what="the new job refused by Kueue's webhook",
+        )
         assert new.state == State.QUEUED
         assert new.message.startswith(not_admitting)
         page = client_as(team.member)
@@ -151,10 +174,17 @@ def test_while_kueue_is_down_jobs_wait_and_say_so_and_nothing_is_lost_once_it_is
             time.sleep(0.5)
 
     wait_for_state(waiting.pk, State.RUNNING, timeout=60)
-    new = wait_for_job(new.pk, lambda j: j.reason == Reason.IN_QUEUE, timeout=120,
-                       what="the new job created once Kueue is back, waiting its turn")  # fmt: skip
-    wait_for(lambda: holder.kube_name not in jobs_on_cluster(batch, team.namespace), timeout=60,
-             what="the stopped holder's Job gone (Kueue removes its finalizer)")  # fmt: skip
+    new = wait_for_job(
+        new.pk,
+        lambda j: j.reason == Reason.IN_QUEUE,
+        timeout=120,
+        what="the new job created once Kueue is back, waiting its turn",
+    )
+    wait_for(
+        lambda: holder.kube_name not in jobs_on_cluster(batch, team.namespace),
+        timeout=60,
+        what="the stopped holder's Job gone (Kueue removes its finalizer)",
+    )
     on_cluster = jobs_on_cluster(batch, team.namespace)
     assert set(on_cluster) == {waiting.kube_name, new.kube_name}
     assert on_cluster[new.kube_name].metadata.uid == new.kube_uid

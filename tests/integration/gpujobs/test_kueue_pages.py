@@ -54,9 +54,16 @@ def queues(cluster, team, other_team):
     guaranteed jobs (#waiting) waits behind nothing."""
     cluster.quota_mode = QuotaMode.KUEUE
     cluster.save()
-    job = factories.GpuJobFactory(team=team, cluster=cluster, name="waits", gpus=3,
-                                  gpu_model=A100, state=GpuJob.State.PENDING,
-                                  reason=Reason.IN_QUEUE, queue_name="guaranteed")  # fmt: skip
+    job = factories.GpuJobFactory(
+        team=team,
+        cluster=cluster,
+        name="waits",
+        gpus=3,
+        gpu_model=A100,
+        state=GpuJob.State.PENDING,
+        reason=Reason.IN_QUEUE,
+        queue_name="guaranteed",
+    )
     pending = {
         "metadata": {
             "name": "w",

@@ -100,22 +100,52 @@ def test_a_job_beyond_the_free_quota_waits_and_says_why_where_it_stands_and_when
     cluster = kueue_cluster.cluster
     team = make_kueue_team({A100: 2}, name="vision", borrowing_limit=2)
     make_kueue_team({A100: 3}, name="idle")  # lends its 3 idle A100s
-    running = submitted(submit(team.member, team.team, cluster, name="running", gpus=2,
-                               gpu_model=A100, max_runtime_seconds=1200))  # fmt: skip
+    running = submitted(
+        submit(
+            team.member,
+            team.team,
+            cluster,
+            name="running",
+            gpus=2,
+            gpu_model=A100,
+            max_runtime_seconds=1200,
+        )
+    )
     running = wait_for_state(running.pk, State.RUNNING, timeout=60)
-    borrowed = submitted(submit(team.member, team.team, cluster, name="borrowed", gpus=1,
-                                gpu_model=A100, priority="opportunistic"))  # fmt: skip
+    borrowed = submitted(
+        submit(
+            team.member,
+            team.team,
+            cluster,
+            name="borrowed",
+            gpus=1,
+            gpu_model=A100,
+            priority="opportunistic",
+        )
+    )
     wait_for_state(borrowed.pk, State.RUNNING, timeout=60)
 
-    guaranteed = submitted(submit(team.member, team.team, cluster, name="next", gpus=2,
-                                  gpu_model=A100))  # fmt: skip
-    opportunistic = submitted(submit(team.member, team.team, cluster, name="borrow", gpus=2,
-                                     gpu_model=A100, priority="opportunistic"))  # fmt: skip
+    guaranteed = submitted(
+        submit(team.member, team.team, cluster, name="next", gpus=2, gpu_model=A100)
+    )
+    opportunistic = submitted(
+        submit(
+            team.member,
+            team.team,
+            cluster,
+            name="borrow",
+            gpus=2,
+            gpu_model=A100,
+            priority="opportunistic",
+        )
+    )
 
     waiting = wait_for_queue_status(
-        team.viewer, guaranteed, lambda q: q["position_in_team_queue"] == 1,
+        team.viewer,
+        guaranteed,
+        lambda q: q["position_in_team_queue"] == 1,
         what="the guaranteed job's place in its queue",
-    )  # fmt: skip
+    )
     status = waiting["queue_status"]
     assert (waiting["state"], waiting["reason"]) == (State.PENDING, Reason.IN_QUEUE)
     assert status["why"] == (
@@ -128,9 +158,11 @@ def test_a_job_beyond_the_free_quota_waits_and_says_why_where_it_stands_and_when
     assert status["estimated_start"] == ends.isoformat().replace("+00:00", "Z")
 
     borrowing = wait_for_queue_status(
-        team.viewer, opportunistic, lambda q: q["position_in_cluster"] == 2,
+        team.viewer,
+        opportunistic,
+        lambda q: q["position_in_cluster"] == 2,
         what="the opportunistic job behind the guaranteed one in the cluster",
-    )["queue_status"]  # fmt: skip
+    )["queue_status"]
     assert borrowing["why"] == (
         f"Team {team.team.slug} uses 3 of its 2 {A100}; 2 {A100} are idle in the cohort but "
         f"{team.team.slug} may borrow 1 more (its borrowing limit is 2); this job needs 2."
@@ -159,8 +191,9 @@ def test_a_grant_of_one_model_admits_its_jobs_while_a_job_of_another_waits_with_
     h100 = submitted(submit(team.member, team.team, cluster, name="h100", gpus=1, gpu_model=H100))
     h100 = wait_for_state(h100.pk, State.RUNNING, timeout=60)
 
-    waits = submitted(submit(team.member, team.team, cluster, name="h100-more", gpus=1,
-                             gpu_model=H100))  # fmt: skip
+    waits = submitted(
+        submit(team.member, team.team, cluster, name="h100-more", gpus=1, gpu_model=H100)
+    )
     a100 = submitted(submit(team.member, team.team, cluster, name="a100", gpus=2, gpu_model=A100))
 
     a100 = wait_for_state(a100.pk, State.RUNNING, timeout=60)
@@ -181,9 +214,14 @@ def test_a_shrunk_or_expired_grant_lowers_the_queue_without_stopping_running_job
     cluster = kueue_cluster.cluster
     team = make_kueue_team({A100: 4}, name="shrinking")
     more = tenant_quota.quota_request_create(
-        requested_by=team.lead, team=team.team, cluster=cluster, gpus=2, gpu_model=A100,
-        justification="More.", ends_on=timezone.localdate(),
-    )  # fmt: skip
+        requested_by=team.lead,
+        team=team.team,
+        cluster=cluster,
+        gpus=2,
+        gpu_model=A100,
+        justification="More.",
+        ends_on=timezone.localdate(),
+    )
     extra = tenant_quota.quota_request_approve(reviewer=kueue_cluster.admin, quota_request=more)
     flavor = resource_flavor_name(settings.PORTAL_NAME, A100)
     kueue_cluster.wait_for_own(team.team, {flavor: "6"})
@@ -198,8 +236,9 @@ def test_a_shrunk_or_expired_grant_lowers_the_queue_without_stopping_running_job
     # Shrink the first grant from 4 to 2: 4 A100 left of 6, and 6 in use.
     tenant_quota.quota_grant_shrink(actor=kueue_cluster.admin, grant=team.grants[0], gpus=2)
     kueue_cluster.wait_for_own(team.team, {flavor: "4"})
-    waits = submitted(submit(team.member, team.team, cluster, name="after-shrink", gpus=1,
-                             gpu_model=A100))  # fmt: skip
+    waits = submitted(
+        submit(team.member, team.team, cluster, name="after-shrink", gpus=1, gpu_model=A100)
+    )
     wait_for_queue_status(
         team.member,
         waits,

@@ -40,8 +40,9 @@ def portal_api(portal_kubeconfig):
 def test_the_portal_may_do_what_gpu_jobs_need(
     portal_api, verb, resource, group, subresource, namespace
 ):
-    assert access_allowed(portal_api, verb, resource, group=group, subresource=subresource,
-                   namespace=namespace)  # fmt: skip
+    assert access_allowed(
+        portal_api, verb, resource, group=group, subresource=subresource, namespace=namespace
+    )
 
 
 @pytest.mark.parametrize(
@@ -60,5 +61,6 @@ def test_the_portal_may_do_what_gpu_jobs_need(
     ],
 )
 def test_the_portal_may_not_do_more_with_workloads(portal_api, verb, resource, group, subresource):
-    assert not access_allowed(portal_api, verb, resource, group=group, subresource=subresource,
-                       namespace="any-team")  # fmt: skip
+    assert not access_allowed(
+        portal_api, verb, resource, group=group, subresource=subresource, namespace="any-team"
+    )

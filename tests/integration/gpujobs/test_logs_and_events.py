@@ -123,9 +123,14 @@ def test_queued_job_has_no_log_yet_and_says_why(make_gpu_team, gpu_cluster, sett
     from gpujobs.models import GpuJob
 
     job = GpuJob.objects.create(
-        team=gpu.team, cluster=gpu_cluster, submitted_by=gpu.member, name="waiting",
-        image="registry.example.com/x:1", gpus=1, max_runtime_seconds=60,
-    )  # fmt: skip
+        team=gpu.team,
+        cluster=gpu_cluster,
+        submitted_by=gpu.member,
+        name="waiting",
+        image="registry.example.com/x:1",
+        gpus=1,
+        max_runtime_seconds=60,
+    )
 
     response = api_client_for(gpu.member).get(f"/api/v1/jobs/{job.pk}/logs/")
 

@@ -18,19 +18,27 @@ pytestmark = pytest.mark.django_db
 def grant(team, cluster, lead, admin):
     today = timezone.localdate()
     return factories.QuotaGrantFactory(
-        request__team=team, request__cluster=cluster, request__requested_by=lead,
-        request__gpus=4, request__starts_on=today,
-        request__ends_on=today + datetime.timedelta(days=30), granted_by=admin,
-    )  # fmt: skip
+        request__team=team,
+        request__cluster=cluster,
+        request__requested_by=lead,
+        request__gpus=4,
+        request__starts_on=today,
+        request__ends_on=today + datetime.timedelta(days=30),
+        granted_by=admin,
+    )
 
 
 def job(team, cluster, user, **kwargs):
     kwargs.setdefault("name", "j")
     kwargs.setdefault("gpus", 1)
     return GpuJob.objects.create(
-        team=team, cluster=cluster, submitted_by=user, image="registry.example.com/x:1",
-        max_runtime_seconds=60, **kwargs,
-    )  # fmt: skip
+        team=team,
+        cluster=cluster,
+        submitted_by=user,
+        image="registry.example.com/x:1",
+        max_runtime_seconds=60,
+        **kwargs,
+    )
 
 
 FORM = {
@@ -92,10 +100,16 @@ def test_form_shows_the_registry_refusal_beside_image(client_as, member, team, c
 def test_preprocessing_from_the_form(client_as, member, team, cluster, grant):
     client_as(member).post(
         "/jobs/new/",
-        {**FORM, "team": team.pk, "cluster": cluster.pk, "preprocess_mode": "before",
-         "preprocess_image": "registry.example.com/cleaner:1",
-         "preprocess_command": "clean\n--fast\n", "preprocess_cpu_cores": "1"},
-    )  # fmt: skip
+        {
+            **FORM,
+            "team": team.pk,
+            "cluster": cluster.pk,
+            "preprocess_mode": "before",
+            "preprocess_image": "registry.example.com/cleaner:1",
+            "preprocess_command": "clean\n--fast\n",
+            "preprocess_cpu_cores": "1",
+        },
+    )
 
     assert GpuJob.objects.get().preprocess == {
         "image": "registry.example.com/cleaner:1",

@@ -131,15 +131,19 @@ def wait_for_quota_status(core, portal_name: str, namespace: str) -> None:
     """Pods are admitted against a quota only once the controller has counted its usage."""
     wait_for(
         lambda: (
-            (q := read_or_none(core.read_namespaced_resource_quota, f"{portal_name}-quota",
-                               namespace)) is not None
+            (
+                q := read_or_none(
+                    core.read_namespaced_resource_quota, f"{portal_name}-quota", namespace
+                )
+            )
+            is not None
             and q.status is not None
             and q.status.used is not None
             and q.status.hard == q.spec.hard
         ),
         timeout=60,
         what=f"the quota controller to count usage in {namespace}",
-    )  # fmt: skip
+    )
 
 
 @pytest.fixture

@@ -47,8 +47,9 @@ def test_the_cluster_page_shows_nodes_heatmap_and_team_rankings(
     allocated = dict(zip(nodes[1]["x"], nodes[1]["y"], strict=True))
     assert allocatable[node] == 8
     assert allocated[node] >= 3  # others' pods may share the node
-    assert all(name.startswith("gpu-") or name not in ("cpu-node-0", "cpu-node-1")
-               for name in allocatable)  # fmt: skip
+    assert all(
+        name.startswith("gpu-") or name not in ("cpu-node-0", "cpu-node-1") for name in allocatable
+    )
     assert "cpu-node-0" not in allocatable
 
     models = response.context["dashboard"].models

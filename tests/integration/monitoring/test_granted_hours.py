@@ -18,9 +18,12 @@ def test_a_shrunk_grant_is_counted_at_each_size_for_the_hours_it_had_it(admin):
     cluster = factories.ClusterFactory(name="no-metrics", prometheus_url="")
     today = timezone.localdate()
     grant = factories.QuotaGrantFactory(
-        request__cluster=cluster, request__gpus=8, request__ends_on=None,
-        request__starts_on=today - datetime.timedelta(days=2), granted_by=admin,
-    )  # fmt: skip
+        request__cluster=cluster,
+        request__gpus=8,
+        request__ends_on=None,
+        request__starts_on=today - datetime.timedelta(days=2),
+        granted_by=admin,
+    )
     tenant_quota.quota_grant_shrink(actor=admin, grant=grant, gpus=2)
     shrunk_at = AuditEvent.objects.get(action="quota_grant.shrunk", target_id=grant.pk).created_at
     start = datetime.datetime.combine(

@@ -129,7 +129,7 @@ def test_a_pod_still_idle_at_the_next_check_is_not_notified_again(workloads, clu
 
 
 def test_the_check_idle_gpus_command_reports_the_idle_pod_and_notifies_once(workloads, cluster):
-    team, lead, _ = team_with_lead(workloads.pods_ns, "Pods")
+    team, lead, _ = team_with_lead(workloads.pods_ns, "Pods", cluster)
     runs = []
     for _ in range(2):
         out = io.StringIO()

@@ -106,9 +106,12 @@ def test_the_usage_report_lists_only_the_members_teams(
     today = timezone.localdate()
     for team in (team_a, team_b):
         factories.QuotaGrantFactory(
-            request__team=team, request__cluster=metrics_cluster, request__gpus=2,
-            request__starts_on=today - datetime.timedelta(days=1), granted_by=admin,
-        )  # fmt: skip
+            request__team=team,
+            request__cluster=metrics_cluster,
+            request__gpus=2,
+            request__starts_on=today - datetime.timedelta(days=1),
+            granted_by=admin,
+        )
     query = f"start={today.isoformat()}&bucket=total"
 
     report = api.as_user(member_b).get(f"/api/v1/usage-report/?{query}").json()

@@ -71,10 +71,13 @@ def teams(backfilled, metrics_cluster, admin):
     team_b = factories.TeamFactory(slug=backfilled.namespaces[1], name="Usage B")
     start = datetime.datetime.fromtimestamp(backfilled.start_timestamp, UTC)
     factories.QuotaGrantFactory(
-        request__team=team_a, request__cluster=metrics_cluster, request__gpus=4,
-        request__starts_on=(start - datetime.timedelta(days=1)).date(), request__ends_on=None,
+        request__team=team_a,
+        request__cluster=metrics_cluster,
+        request__gpus=4,
+        request__starts_on=(start - datetime.timedelta(days=1)).date(),
+        request__ends_on=None,
         granted_by=admin,
-    )  # fmt: skip
+    )
     return team_a, team_b
 
 

@@ -150,11 +150,16 @@ class OwnPrometheus:
     def start(self):
         with open(self.directory / "prometheus.log", "a") as log:
             self.process = subprocess.Popen(
-                [shutil.which("prometheus"), f"--config.file={self.config}",
-                 f"--storage.tsdb.path={self.directory / 'data'}",
-                 f"--web.listen-address=127.0.0.1:{self.port}", *self.flags],
-                stdout=log, stderr=subprocess.STDOUT,
-            )  # fmt: skip
+                [
+                    shutil.which("prometheus"),
+                    f"--config.file={self.config}",
+                    f"--storage.tsdb.path={self.directory / 'data'}",
+                    f"--web.listen-address=127.0.0.1:{self.port}",
+                    *self.flags,
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         wait_for(self._ready, timeout=60, what=f"Prometheus on port {self.port}")
 
     def stop(self):

@@ -26,9 +26,15 @@ def test_every_page_sends_an_anonymous_visitor_to_sign_in(client, team, url):
 
 
 @pytest.mark.parametrize(
-    "url", ["/requests/1/cancel/", "/requests/1/approve/", "/requests/1/reject/",
-            "/grants/1/revoke/", "/grants/1/shrink/"],
-)  # fmt: skip
+    "url",
+    [
+        "/requests/1/cancel/",
+        "/requests/1/approve/",
+        "/requests/1/reject/",
+        "/grants/1/revoke/",
+        "/grants/1/shrink/",
+    ],
+)
 def test_every_action_sends_an_anonymous_visitor_to_sign_in(client, url):
     response = client.post(url)
 
@@ -137,9 +143,14 @@ def test_members_and_viewers_cannot_request_quota(request, client_as, cluster, t
     assert client.get("/teams/vision/requests/new/").status_code == 403
     response = client.post(
         "/teams/vision/requests/new/",
-        {"cluster": cluster.pk, "gpu_resource": "nvidia.com/gpu", "gpus": 1,
-         "starts_on": "2099-01-01", "justification": "Please"},
-    )  # fmt: skip
+        {
+            "cluster": cluster.pk,
+            "gpu_resource": "nvidia.com/gpu",
+            "gpus": 1,
+            "starts_on": "2099-01-01",
+            "justification": "Please",
+        },
+    )
     assert response.status_code == 403
     assert "Only leads of vision" in response.content.decode()
     assert not team.quotarequest_set.exists()
@@ -192,8 +203,14 @@ def test_pages_load_no_assets_from_other_hosts(
 ):
     grant = make_grant(lead, team)
     make_request(lead, team)
-    urls = ["/", "/teams/vision/", "/teams/vision/requests/new/", "/review/",
-            f"/grants/{grant.pk}/", "/audit/"]  # fmt: skip
+    urls = [
+        "/",
+        "/teams/vision/",
+        "/teams/vision/requests/new/",
+        "/review/",
+        f"/grants/{grant.pk}/",
+        "/audit/",
+    ]
 
     pages = [get_ok(client_as(admin), url).content.decode() for url in urls]
     pages.append(get_ok(client_as(lead), "/teams/vision/requests/new/").content.decode())
@@ -214,7 +231,8 @@ def test_pages_carry_a_content_security_policy_without_inline_script(client_as, 
     response = client_as(lead).get("/")
 
     policy = response["Content-Security-Policy"]
-    assert "script-src 'self';" in policy
+    directives = dict(part.strip().partition(" ")[::2] for part in policy.split(";"))
+    assert directives["script-src"] == "'self'"
     assert "unsafe-inline" not in policy
     assert "unsafe-eval" not in policy
     assert "frame-ancestors 'none'" in policy

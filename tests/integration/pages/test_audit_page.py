@@ -24,8 +24,11 @@ def test_audit_shows_who_what_when_and_the_change(client_as, admin, lead, team, 
     assert rejected.action == "quota_request.rejected"
     changed = {change.field: (change.before, change.after) for change in rejected.changes}
     assert changed == {"state": ("pending", "rejected"), "decision note": (None, "Not now.")}
-    assert re.search(r"<th scope=\"row\">state</th>\s*<td class=\"before\">pending</td>\s*"
-                     r"<td class=\"after\">rejected</td>", html)  # fmt: skip
+    assert re.search(
+        r"<th scope=\"row\">state</th>\s*<td class=\"before\">pending</td>\s*"
+        r"<td class=\"after\">rejected</td>",
+        html,
+    )
 
 
 def test_created_events_show_their_fields_with_names_not_ids(client_as, lead, team, make_request):

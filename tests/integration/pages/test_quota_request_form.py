@@ -199,8 +199,16 @@ def test_form_posts_with_csrf_and_labels_every_field(client_as, lead, cluster):
     html = get_ok(client_as(lead), URL).content.decode()
 
     assert 'name="csrfmiddlewaretoken"' in html
-    for field in ("cluster", "gpu_resource", "gpus", "cpu_cores", "memory_gib", "starts_on",
-                  "ends_on", "justification"):  # fmt: skip
+    for field in (
+        "cluster",
+        "gpu_resource",
+        "gpus",
+        "cpu_cores",
+        "memory_gib",
+        "starts_on",
+        "ends_on",
+        "justification",
+    ):
         assert f'<label for="id_{field}">' in html, field
 
 

@@ -126,10 +126,13 @@ def test_admin_approves_for_fewer_gpus_and_an_earlier_end_with_a_note(
 
     response = client_as(admin).post(
         f"/requests/{quota_request.pk}/approve/",
-        {f"{prefix}-gpus": "5", f"{prefix}-ends_on": until.isoformat(),
-         f"{prefix}-note": "Five for now."},
+        {
+            f"{prefix}-gpus": "5",
+            f"{prefix}-ends_on": until.isoformat(),
+            f"{prefix}-note": "Five for now.",
+        },
         follow=True,
-    )  # fmt: skip
+    )
 
     assert response.redirect_chain == [("/review/", 302)]
     assert messages_text(response) == [

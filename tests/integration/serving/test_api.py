@@ -178,9 +178,12 @@ def test_a_canary_at_ten_percent_takes_ten_percent(api, member, service, cluster
     cluster.save()
 
     response = post(
-        api, member, service["id"], "canary",
+        api,
+        member,
+        service["id"],
+        "canary",
         {"image": "registry.example.com/vision/llm-server:2.2", "weight": 10},
-    )  # fmt: skip
+    )
 
     assert response.status_code == 200, response.data
     assert response.data["rollout"] == "canary"
@@ -232,9 +235,12 @@ def test_traffic_weights_that_do_not_add_up_to_100_are_named(api, member, servic
     post(api, member, service["id"], "canary", {"weight": 10})
 
     response = post(
-        api, member, service["id"], "traffic",
+        api,
+        member,
+        service["id"],
+        "traffic",
         {"split": [{"revision": 1, "weight": 80}, {"revision": 2, "weight": 10}]},
-    )  # fmt: skip
+    )
 
     assert response.status_code == 400
     assert list(response.data) == ["split"]
@@ -248,9 +254,12 @@ def test_the_canary_goes_to_25_then_50_percent(api, member, service, cluster):
 
     for weight in (25, 50):
         response = post(
-            api, member, service["id"], "traffic",
+            api,
+            member,
+            service["id"],
+            "traffic",
             {"split": [{"revision": 1, "weight": 100 - weight}, {"revision": 2, "weight": weight}]},
-        )  # fmt: skip
+        )
         assert response.status_code == 200, response.data
         assert [t["weight"] for t in response.data["traffic"]] == [100 - weight, weight]
 
@@ -310,13 +319,16 @@ def test_an_ab_test_keeps_two_named_variants(api, member, service, cluster):
     cluster.save()
 
     response = post(
-        api, member, service["id"], "ab-test",
+        api,
+        member,
+        service["id"],
+        "ab-test",
         {
             "image": "registry.example.com/vision/llm-server:2.2-int8",
             "variants": [{"name": "fp16", "weight": 60}, {"name": "int8", "weight": 40}],
             "replicas": 1,
         },
-    )  # fmt: skip
+    )
 
     assert response.status_code == 200, response.data
     assert response.data["rollout"] == "ab_test"
@@ -330,9 +342,12 @@ def test_an_ab_test_keeps_two_named_variants(api, member, service, cluster):
 
 def test_variants_whose_weights_do_not_add_up_are_named(api, member, service):
     response = post(
-        api, member, service["id"], "ab-test",
+        api,
+        member,
+        service["id"],
+        "ab-test",
         {"variants": [{"name": "a", "weight": 60}, {"name": "b", "weight": 60}]},
-    )  # fmt: skip
+    )
 
     assert response.status_code == 400
     assert list(response.data) == ["variants"]

@@ -130,12 +130,14 @@ def test_an_ab_test_runs_two_named_variants_side_by_side(make_gpu_team, gpu_clus
     wait_for_ready(service, 1, 1)
 
     act(
-        gpu.member, service, "ab-test",
+        gpu.member,
+        service,
+        "ab-test",
         {
             "image": "registry.example.com/v/llm:2.1-int8",
             "variants": [{"name": "fp16", "weight": 50}, {"name": "int8", "weight": 50}],
         },
-    )  # fmt: skip
+    )
 
     wait_for_weights(custom, service, [("llm-r1", 50), ("llm-r2", 50)])
     wait_for_ready(service, 2, 1)

@@ -54,5 +54,6 @@ def test_the_portal_may_do_what_services_need(portal_api, verb, resource, group,
     ],
 )
 def test_the_portal_may_not_do_more_with_services(portal_api, verb, resource, group, subresource):
-    assert not access_allowed(portal_api, verb, resource, group=group, subresource=subresource,
-                              namespace="any-team")  # fmt: skip
+    assert not access_allowed(
+        portal_api, verb, resource, group=group, subresource=subresource, namespace="any-team"
+    )

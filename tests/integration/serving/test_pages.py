@@ -136,9 +136,15 @@ def test_a_canary_through_the_form_then_promote(client_as, member, service):
 def test_a_canary_weight_of_100_is_an_error_on_the_form(client_as, member, service):
     response = client_as(member).post(
         f"/services/{service.pk}/revisions/",
-        {"image": "registry.example.com/x:2", "gpus": "1", "port": "8000", "probe": "tcp",
-         "how": "canary", "weight": "100"},
-    )  # fmt: skip
+        {
+            "image": "registry.example.com/x:2",
+            "gpus": "1",
+            "port": "8000",
+            "probe": "tcp",
+            "how": "canary",
+            "weight": "100",
+        },
+    )
 
     assert response.status_code == 200
     assert field_error_html(response, "id_weight")

@@ -52,8 +52,12 @@ def test_the_second_gpu_model_gets_its_own_named_nodes_between_the_first_and_the
 
 
 def test_the_default_cluster_has_four_a100_and_two_h100_nodes(monkeypatch):
-    for variable in ("DEVCLUSTER_GPU_NODES", "DEVCLUSTER_SECOND_GPU_NODES",
-                     "DEVCLUSTER_GPU_MODEL", "DEVCLUSTER_SECOND_GPU_MODEL"):  # fmt: skip
+    for variable in (
+        "DEVCLUSTER_GPU_NODES",
+        "DEVCLUSTER_SECOND_GPU_NODES",
+        "DEVCLUSTER_GPU_MODEL",
+        "DEVCLUSTER_SECOND_GPU_MODEL",
+    ):
         monkeypatch.delenv(variable, raising=False)
 
     specs = cluster.NodeOptions.from_env().specs()

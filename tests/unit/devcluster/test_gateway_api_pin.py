@@ -11,8 +11,9 @@ def test_the_go_module_pins_the_version_versions_py_names():
     go_mod = (builder.GO_MODULES_DIR / "gateway-api" / "go.mod").read_text()
     go_sum = (builder.GO_MODULES_DIR / "gateway-api" / "go.sum").read_text()
 
-    assert re.search(rf"^require sigs\.k8s\.io/gateway-api {versions.GATEWAY_API_VERSION}$",
-                     go_mod, re.M)  # fmt: skip
+    assert re.search(
+        rf"^require sigs\.k8s\.io/gateway-api {versions.GATEWAY_API_VERSION}$", go_mod, re.M
+    )
     assert f"sigs.k8s.io/gateway-api {versions.GATEWAY_API_VERSION} h1:" in go_sum
 
 

@@ -78,8 +78,13 @@ def test_the_same_preemption_seen_again_changes_nothing():
 
 
 def test_a_later_admission_keeps_the_last_preemption_and_counts_more():
-    seen = row(state="pending", reason=Reason.PREEMPTED, preemptions=1, preempted_at=EARLIER,
-               preempted_by="job #9")  # fmt: skip
+    seen = row(
+        state="pending",
+        reason=Reason.PREEMPTED,
+        preemptions=1,
+        preempted_at=EARLIER,
+        preempted_by="job #9",
+    )
     again = Observation(state="running", node="gpu-node-2", admitted_at=NOW, preemptions=2)
 
     changes = changes_to_record(seen, again, kube_uid="uid-1", now=NOW)

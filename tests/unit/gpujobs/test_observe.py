@@ -32,8 +32,16 @@ def condition(type_, reason="", message="", at="2026-03-10T10:04:00Z"):
     }
 
 
-def pod(name="gpujob-7-abcde", *, phase="Pending", node=None, created="2026-03-10T10:00:00Z",
-        containers=(), conditions=(), start=None):  # fmt: skip
+def pod(
+    name="gpujob-7-abcde",
+    *,
+    phase="Pending",
+    node=None,
+    created="2026-03-10T10:00:00Z",
+    containers=(),
+    conditions=(),
+    start=None,
+):
     spec = {"nodeName": node} if node else {}
     status = {"phase": phase, "conditions": list(conditions), "containerStatuses": list(containers)}
     if start:
@@ -177,11 +185,13 @@ def test_failed_preprocessing_is_the_exit_code_when_the_gpu_container_never_ran(
 
 def test_deadline_exceeded_says_so_in_words():
     seen = observe(
-        job(conditions=[condition("Failed", "DeadlineExceeded", "Job was active longer...")],
-            deadline=120),
+        job(
+            conditions=[condition("Failed", "DeadlineExceeded", "Job was active longer...")],
+            deadline=120,
+        ),
         [],
         [],
-    )  # fmt: skip
+    )
 
     assert seen.state == State.FAILED
     assert seen.reason == Reason.DEADLINE_EXCEEDED

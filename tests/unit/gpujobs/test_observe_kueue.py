@@ -61,8 +61,12 @@ def workload(*conditions, admission=None, evictions=0):
         status["schedulingStats"] = {
             "evictions": [{"count": evictions, "reason": "Preempted", "underlyingCause": ""}]
         }
-    return {"kind": "Workload", "metadata": {"name": "job-gpujob-7-x"}, "spec": {"active": True},
-            "status": status}  # fmt: skip
+    return {
+        "kind": "Workload",
+        "metadata": {"name": "job-gpujob-7-x"},
+        "spec": {"active": True},
+        "status": status,
+    }
 
 
 ADMISSION = {

@@ -33,8 +33,12 @@ def test_days_split_at_midnight_with_partial_ends():
 
 def test_weeks_split_on_mondays():
     weeks = reports.periods(at(2026, 1, 1), at(2026, 1, 20), "week")  # a Thursday
-    assert [p.start.date().isoformat() for p in weeks] == ["2026-01-01", "2026-01-05",
-                                                            "2026-01-12", "2026-01-19"]  # fmt: skip
+    assert [p.start.date().isoformat() for p in weeks] == [
+        "2026-01-01",
+        "2026-01-05",
+        "2026-01-12",
+        "2026-01-19",
+    ]
 
 
 def test_months_split_on_the_first_even_across_a_year_end():
@@ -111,8 +115,9 @@ def test_a_grant_outside_the_period_counts_nothing():
 
 def test_utilisation_is_used_as_a_share_of_held():
     period = Period(at(2026, 1, 1), at(2026, 1, 2))
-    row = UsageRow("v", "Vision", "c", period, granted_gpu_hours=96, held_gpu_hours=48,
-                   used_gpu_hours=12)  # fmt: skip
+    row = UsageRow(
+        "v", "Vision", "c", period, granted_gpu_hours=96, held_gpu_hours=48, used_gpu_hours=12
+    )
     assert row.utilisation_percent == 25
     assert row.held_of_granted_percent == 50
     assert UsageRow("v", "V", "c", period, 0, None, None).utilisation_percent is None

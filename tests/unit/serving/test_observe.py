@@ -100,9 +100,13 @@ def test_terminating_pods_do_not_count():
 
 def r(number, role, *, ready=0, replicas=2, weight=100, variant=""):
     return SimpleNamespace(
-        number=number, role=role, ready_replicas=ready, replicas=replicas, weight=weight,
+        number=number,
+        role=role,
+        ready_replicas=ready,
+        replicas=replicas,
+        weight=weight,
         variant=variant,
-    )  # fmt: skip
+    )
 
 
 def test_rollout_progress_in_words():

@@ -29,6 +29,7 @@ from kubernetes import client
 from devcluster import backfill as backfill_module
 from devcluster import (
     cluster,
+    components,
     credentials,
     gateway_api,
     kueue,
@@ -151,7 +152,7 @@ class DevCluster:
     def _stopped(self, name: str, then: Callable[[], None] | None = None) -> Iterator[None]:
         """One component down for the block, under the state lock; started again (and `then`
         run) whatever the block does."""
-        component = cluster.COMPONENTS_BY_NAME[name]
+        component = components.COMPONENTS_BY_NAME[name]
         with cluster.state_lock(self.settings):
             processes.stop(self.settings.run_dir, component.name, component.marker)
             try:

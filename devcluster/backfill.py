@@ -22,7 +22,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from devcluster import cluster, dcgm_metrics
+from devcluster import bootstrap, cluster, dcgm_metrics
+from devcluster.components import COMPONENTS_BY_NAME
 from devcluster.gpu_models import DEFAULT_GPU_MODEL, model_for
 from devcluster.log import progress
 from devcluster.settings import Settings, current
@@ -147,7 +148,7 @@ class BackfillResult:
 
 
 def _prometheus_running(settings: Settings) -> bool:
-    return cluster.component_pid(settings, cluster.COMPONENTS_BY_NAME["prometheus"]) is not None
+    return cluster.component_pid(settings, COMPONENTS_BY_NAME["prometheus"]) is not None
 
 
 def backfill(spec: BackfillSpec, restart_prometheus: bool = True) -> BackfillResult:
@@ -219,7 +220,7 @@ def backfill_rules(*, start: int, end: int, restart_prometheus: bool = False) ->
     promtool = shutil.which("promtool")
     if not promtool:
         raise RuntimeError("promtool not found: apt-get install prometheus")
-    rules = settings.state_dir / "prometheus" / "rules" / cluster.PROMETHEUS_RULES_FILE
+    rules = settings.state_dir / "prometheus" / "rules" / bootstrap.PROMETHEUS_RULES_FILE
     work_root = settings.state_dir / "backfill"
     work_root.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=work_root) as work:

@@ -81,10 +81,11 @@ def ensure_scrape_job(settings: Settings) -> None:
     lifecycle API; no restart, no data lost)."""
     if f"job_name: {TENANT_JOB}" in _loaded_config(settings):
         return
-    from devcluster import cluster  # cluster imports this module for the configuration
+    # bootstrap imports this module for the configuration
+    from devcluster import bootstrap, cluster
 
     with cluster.state_lock(settings):
-        cluster._write_prometheus_config(settings)
+        bootstrap.write_prometheus_config(settings)
         request = urllib.request.Request(f"{settings.prometheus_url}/-/reload", method="POST")
         urllib.request.urlopen(request, timeout=30).close()
     if f"job_name: {TENANT_JOB}" not in _loaded_config(settings):

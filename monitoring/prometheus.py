@@ -84,7 +84,7 @@ class QueryRecord:
 
 
 # The lists collecting queries in this context: a context variable, so that work a page hands
-# to other threads (in a copy of its context, see ``monitoring.dashboards.resolve``) is
+# to other threads (in a copy of its context, see ``monitoring.parts.resolve``) is
 # recorded too.
 _recorders: contextvars.ContextVar[tuple[list[QueryRecord], ...]] = contextvars.ContextVar(
     "prometheus_query_recorders", default=()

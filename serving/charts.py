@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from django.utils import timezone
 
-from monitoring import dashboards, promql
+from monitoring import dashboards, parts, promql
 from serving.models import InferenceService, Revision
 
 CHART_KEYS = ("utilisation", "memory", "power")
@@ -25,7 +25,7 @@ class RevisionCharts:
     """One revision's column: its charts, or why there are none."""
 
     revision: Revision
-    charts: list[dashboards.Chart] = field(default_factory=list)
+    charts: list[parts.Chart] = field(default_factory=list)
     unavailable: str = ""
     error: str = ""
 

@@ -1,4 +1,6 @@
-"""Changes to teams and quota. Views, serializers and tasks call these and nothing else.
+"""Changes to teams, memberships, users and cluster settings, and offboarding a team (quota
+requests and grants are ``tenants.quota``). Views, serializers and tasks call these and nothing
+else.
 
 Each public function validates first (``quota_checks``: raising ``ValidationError`` with the field
 and the reason, ``PermissionDenied`` or ``InvalidTransition``) and only then writes, inside one
@@ -7,7 +9,6 @@ cluster changes, ``reconcile_triggers.request_reconcile_after_commit`` brings th
 after commit.
 """
 
-import datetime
 from decimal import Decimal
 
 from django.contrib.auth.models import User
@@ -16,18 +17,12 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from clusters.models import Cluster
-from clusters.vocabulary import DEFAULT_GPU_RESOURCE
 from tenants.audit import audit, snapshot
 from tenants.errors import InvalidTransition
 from tenants.identities import identity_refusal
 from tenants.models import AuditEvent, Membership, QuotaGrant, QuotaRequest, Team, TeamCluster
-from tenants.permissions import can_request_quota, is_portal_admin, team_role
-from tenants.quota_checks import (
-    check_can_decide,
-    check_capacity,
-    check_new_quota_request,
-    check_transition,
-)
+from tenants.permissions import is_portal_admin
+from tenants.quota import end_grant, lock_cluster
 from tenants.reconcile_triggers import (
     request_cluster_reconcile_after_commit,
     request_reconcile_after_commit,
@@ -39,11 +34,6 @@ from tenants.selectors import user_team_ids
 Action = AuditEvent.Action
 RequestState = QuotaRequest.State
 GrantState = QuotaGrant.State
-
-
-def _lock_cluster(cluster_id: int) -> Cluster:
-    # Lock the cluster row: two admins approving at once must not both see the same free capacity.
-    return Cluster.objects.select_for_update().get(pk=cluster_id)
 
 
 # --- teams and memberships ---------------------------------------------------------------------
@@ -248,7 +238,7 @@ def team_archive(*, actor: User, team: Team, note: str = "") -> Team:
             )
         active = QuotaGrant.objects.filter(team=locked, state=GrantState.ACTIVE)
         for grant_id in active.order_by("pk").values_list("pk", flat=True):
-            _end_grant(grant_id=grant_id, to_state=GrantState.REVOKED, actor=actor, note=note)
+            end_grant(grant_id=grant_id, to_state=GrantState.REVOKED, actor=actor, note=note)
         locked.archived_at = timezone.now()
         locked.save(update_fields=["archived_at"])
         audit(
@@ -344,7 +334,7 @@ def cluster_set_overcommit(*, actor: User, cluster: Cluster, ratio: Decimal) -> 
     if ratio <= 0 or ratio > 100:
         raise ValidationError({"overcommit_ratio": "Must be above 0 and at most 100."})
     with transaction.atomic():
-        locked = _lock_cluster(cluster.pk)
+        locked = lock_cluster(cluster.pk)
         before = snapshot(locked)
         locked.overcommit_ratio = ratio
         locked.save(update_fields=["overcommit_ratio"])
@@ -357,316 +347,3 @@ def cluster_set_overcommit(*, actor: User, cluster: Cluster, ratio: Decimal) -> 
             after=snapshot(locked),
         )
     return locked
-
-
-# --- quota requests ----------------------------------------------------------------------------
-
-
-def quota_request_create(
-    *,
-    requested_by: User,
-    team: Team,
-    cluster: Cluster,
-    gpus: int,
-    justification: str,
-    gpu_resource: str = DEFAULT_GPU_RESOURCE,
-    starts_on: datetime.date | None = None,
-    ends_on: datetime.date | None = None,
-    cpu_cores: Decimal | None = None,
-    memory_gib: int | None = None,
-    gpu_model: str = "",
-) -> QuotaRequest:
-    """A lead asks for GPUs of a kind on a cluster, of one GPU model (``gpu_model``, as the
-    cluster's nodes name it) or of any model (empty)."""
-    if not can_request_quota(requested_by, team):
-        raise PermissionDenied(f"Only leads of {team.slug} can request quota for it.")
-    today = timezone.localdate()
-    starts_on = starts_on or today
-    check_new_quota_request(
-        team=team,
-        cluster=cluster,
-        gpu_resource=gpu_resource,
-        gpus=gpus,
-        starts_on=starts_on,
-        ends_on=ends_on,
-        cpu_cores=cpu_cores,
-        memory_gib=memory_gib,
-        justification=justification,
-        today=today,
-        gpu_model=gpu_model,
-    )
-    with transaction.atomic():
-        quota_request = QuotaRequest.objects.create(
-            team=team,
-            cluster=cluster,
-            gpu_resource=gpu_resource,
-            gpu_model=gpu_model,
-            gpus=gpus,
-            cpu_cores=cpu_cores,
-            memory_gib=memory_gib,
-            starts_on=starts_on,
-            ends_on=ends_on,
-            justification=justification.strip(),
-            requested_by=requested_by,
-        )
-        audit(
-            actor=requested_by,
-            action=Action.QUOTA_REQUEST_CREATED,
-            target=quota_request,
-            team=team,
-            before=None,
-            after=snapshot(quota_request),
-        )
-    return quota_request
-
-
-def quota_request_cancel(*, actor: User, quota_request: QuotaRequest) -> QuotaRequest:
-    """The requester (or a lead of the team) withdraws a pending request."""
-    is_requester = quota_request.requested_by_id == actor.pk
-    if not is_requester and team_role(actor, quota_request.team) != Membership.Role.LEAD:
-        raise PermissionDenied("Only the requester or a lead of the team can cancel a request.")
-    with transaction.atomic():
-        locked = QuotaRequest.objects.select_for_update().get(pk=quota_request.pk)
-        check_transition(locked, RequestState.CANCELLED)
-        before = snapshot(locked)
-        locked.state = RequestState.CANCELLED
-        locked.decided_at = timezone.now()
-        locked.save(update_fields=["state", "decided_at"])
-        audit(
-            actor=actor,
-            action=Action.QUOTA_REQUEST_CANCELLED,
-            target=locked,
-            team=locked.team,
-            before=before,
-            after=snapshot(locked),
-        )
-    return locked
-
-
-def quota_request_reject(*, reviewer: User, quota_request: QuotaRequest, note: str) -> QuotaRequest:
-    check_can_decide(reviewer=reviewer, quota_request=quota_request)
-    if not note.strip():
-        raise ValidationError({"note": "Tell the team why the request is rejected."})
-    with transaction.atomic():
-        locked = QuotaRequest.objects.select_for_update().get(pk=quota_request.pk)
-        check_transition(locked, RequestState.REJECTED)
-        before = snapshot(locked)
-        locked.state = RequestState.REJECTED
-        locked.decided_by = reviewer
-        locked.decided_at = timezone.now()
-        locked.decision_note = note.strip()
-        locked.save(update_fields=["state", "decided_by", "decided_at", "decision_note"])
-        audit(
-            actor=reviewer,
-            action=Action.QUOTA_REQUEST_REJECTED,
-            target=locked,
-            team=locked.team,
-            before=before,
-            after=snapshot(locked),
-            note=locked.decision_note,
-        )
-    return locked
-
-
-def quota_request_approve(
-    *,
-    reviewer: User,
-    quota_request: QuotaRequest,
-    gpus: int | None = None,
-    ends_on: datetime.date | None = None,
-    note: str = "",
-) -> QuotaGrant:
-    """Approve the request, optionally for fewer GPUs or a shorter period, and grant it.
-
-    Capacity is checked and the grant written under the cluster's row lock, so concurrent
-    approvals are serialised and can never over-allocate.
-    """
-    check_can_decide(reviewer=reviewer, quota_request=quota_request)
-    with transaction.atomic():
-        cluster = _lock_cluster(quota_request.cluster_id)
-        locked = QuotaRequest.objects.select_for_update().get(pk=quota_request.pk)
-        check_transition(locked, RequestState.APPROVED)
-        granted = locked.gpus if gpus is None else gpus
-        granted_until = locked.ends_on if ends_on is None else ends_on
-        errors = {}
-        if not isinstance(granted, int) or isinstance(granted, bool) or granted < 1:
-            errors["gpus"] = "Must be a whole number of GPUs, at least 1."
-        elif granted > locked.gpus:
-            errors["gpus"] = f"Can approve at most the {locked.gpus} GPUs requested."
-        if ends_on is not None:
-            if ends_on < locked.starts_on:
-                errors["ends_on"] = (
-                    f"Must not be before the start date ({locked.starts_on.isoformat()})."
-                )
-            elif locked.ends_on is not None and ends_on > locked.ends_on:
-                errors["ends_on"] = (
-                    f"Can only shorten the requested period (it ends {locked.ends_on.isoformat()})."
-                )
-        if granted_until is not None and granted_until < timezone.localdate():
-            errors.setdefault(
-                "ends_on", f"The period ended on {granted_until.isoformat()}; nothing to grant."
-            )
-        if errors:
-            raise ValidationError(errors)
-        check_capacity(
-            cluster=cluster,
-            gpu_resource=locked.gpu_resource,
-            gpu_model=locked.gpu_model,
-            gpus=granted,
-            starts_on=locked.starts_on,
-            ends_on=granted_until,
-        )
-
-        before = snapshot(locked)
-        locked.state = RequestState.APPROVED
-        locked.decided_by = reviewer
-        locked.decided_at = timezone.now()
-        locked.decision_note = note.strip()
-        locked.save(update_fields=["state", "decided_by", "decided_at", "decision_note"])
-        audit(
-            actor=reviewer,
-            action=Action.QUOTA_REQUEST_APPROVED,
-            target=locked,
-            team=locked.team,
-            before=before,
-            after=snapshot(locked),
-            note=locked.decision_note,
-        )
-        grant = QuotaGrant.objects.create(
-            request=locked,
-            team=locked.team,
-            cluster=cluster,
-            gpu_resource=locked.gpu_resource,
-            gpu_model=locked.gpu_model,
-            gpus=granted,
-            cpu_cores=locked.cpu_cores,
-            memory_gib=locked.memory_gib,
-            starts_on=locked.starts_on,
-            ends_on=granted_until,
-            granted_by=reviewer,
-        )
-        audit(
-            actor=reviewer,
-            action=Action.QUOTA_GRANT_ACTIVATED,
-            target=grant,
-            team=grant.team,
-            before=None,
-            after=snapshot(grant),
-            note=locked.decision_note,
-        )
-        request_reconcile_after_commit(team_id=grant.team_id, cluster_id=grant.cluster_id)
-    return grant
-
-
-# --- quota grants ------------------------------------------------------------------------------
-
-
-def _end_grant(*, grant_id: int, to_state: str, actor: User | None, note: str) -> QuotaGrant:
-    with transaction.atomic():
-        locked = QuotaGrant.objects.select_for_update().get(pk=grant_id)
-        check_transition(locked, to_state)
-        before = snapshot(locked)
-        locked.state = to_state
-        locked.ended_at = timezone.now()
-        locked.save(update_fields=["state", "ended_at", "updated_at"])
-        action = (
-            Action.QUOTA_GRANT_REVOKED
-            if to_state == GrantState.REVOKED
-            else Action.QUOTA_GRANT_EXPIRED
-        )
-        audit(
-            actor=actor,
-            action=action,
-            target=locked,
-            team=locked.team,
-            before=before,
-            after=snapshot(locked),
-            note=note,
-        )
-        request_reconcile_after_commit(team_id=locked.team_id, cluster_id=locked.cluster_id)
-    return locked
-
-
-def quota_grant_revoke(*, actor: User, grant: QuotaGrant, note: str = "") -> QuotaGrant:
-    if not is_portal_admin(actor):
-        raise PermissionDenied("Only portal admins can revoke grants.")
-    return _end_grant(
-        grant_id=grant.pk, to_state=GrantState.REVOKED, actor=actor, note=note.strip()
-    )
-
-
-def quota_grant_shrink(
-    *,
-    actor: User,
-    grant: QuotaGrant,
-    gpus: int | None = None,
-    ends_on: datetime.date | None = None,
-    note: str = "",
-) -> QuotaGrant:
-    """Reduce an active grant's GPUs or end it sooner. Growing a grant needs a new request."""
-    if not is_portal_admin(actor):
-        raise PermissionDenied("Only portal admins can shrink grants.")
-    with transaction.atomic():
-        locked = QuotaGrant.objects.select_for_update().get(pk=grant.pk)
-        check_transition(locked, GrantState.ACTIVE)
-        errors = {}
-        if gpus is not None:
-            if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 1:
-                errors["gpus"] = "Must be a whole number of GPUs, at least 1 (revoke to end it)."
-            elif gpus > locked.gpus:
-                errors["gpus"] = (
-                    f"Can only shrink: the grant has {locked.gpus} GPUs. Ask for more with a "
-                    f"new request."
-                )
-        if ends_on is not None:
-            if ends_on < locked.starts_on:
-                errors["ends_on"] = (
-                    f"Must not be before the start date ({locked.starts_on.isoformat()})."
-                )
-            elif locked.ends_on is not None and ends_on > locked.ends_on:
-                errors["ends_on"] = (
-                    f"Can only end sooner: the grant ends {locked.ends_on.isoformat()}."
-                )
-        if not errors and (gpus in (None, locked.gpus)) and (ends_on in (None, locked.ends_on)):
-            errors["non_field_errors"] = "Nothing to change: give fewer GPUs or an earlier end."
-        if errors:
-            raise ValidationError(errors)
-        before = snapshot(locked)
-        if gpus is not None:
-            locked.gpus = gpus
-        if ends_on is not None:
-            locked.ends_on = ends_on
-        locked.save(update_fields=["gpus", "ends_on", "updated_at"])
-        audit(
-            actor=actor,
-            action=Action.QUOTA_GRANT_SHRUNK,
-            target=locked,
-            team=locked.team,
-            before=before,
-            after=snapshot(locked),
-            note=note.strip(),
-        )
-        request_reconcile_after_commit(team_id=locked.team_id, cluster_id=locked.cluster_id)
-    return locked
-
-
-def quota_grants_expire(*, today: datetime.date | None = None) -> list[int]:
-    """End every active grant whose last day has passed; returns the ids that expired now.
-
-    Safe to run concurrently: each grant is claimed under its row lock and re-checked.
-    """
-    today = today or timezone.localdate()
-    due = QuotaGrant.objects.filter(state=GrantState.ACTIVE, ends_on__lt=today)
-    expired = []
-    for grant_id in due.order_by("pk").values_list("pk", flat=True):
-        try:
-            _end_grant(
-                grant_id=grant_id,
-                to_state=GrantState.EXPIRED,
-                actor=None,
-                note=f"Period ended before {today.isoformat()}.",
-            )
-        except InvalidTransition:
-            continue  # another worker ended it first
-        expired.append(grant_id)
-    return expired

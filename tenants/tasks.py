@@ -12,7 +12,7 @@ from django.db import OperationalError
 
 from clusters.kube import KubeError, TransientKubeError
 from clusters.models import Cluster
-from tenants import cluster_reconcile, reconcile, reconcile_triggers, services
+from tenants import cluster_reconcile, quota, reconcile, reconcile_triggers
 from tenants.models import TeamCluster
 
 # Transient cluster errors (unreachable, 409, 429, 5xx, Kueue's webhooks down) are retried with
@@ -71,7 +71,7 @@ def reconcile_sweep() -> int:
     cluster it has been on, and the cluster-wide objects of every cluster (its admission
     policies, its Kueue objects), so hand edits are reverted and expired grants leave the
     quota. Returns how many passes it enqueued."""
-    services.quota_grants_expire()
+    quota.quota_grants_expire()
     pairs = TeamCluster.objects.filter(namespace_deleted_at__isnull=True).values_list(
         "team_id", "cluster_id"
     )

@@ -364,7 +364,7 @@ class QuotaRequestSerializer(serializers.ModelSerializer):
 
 
 class QuotaRequestCreateSerializer(serializers.Serializer):
-    """Types and shapes only; services.quota_request_create checks the rest."""
+    """Types and shapes only; quota.quota_request_create checks the rest."""
 
     team = serializers.CharField(help_text="Team slug.")
     cluster = serializers.CharField(help_text="Cluster name.")

@@ -26,7 +26,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from clusters.models import Cluster
-from tenants import queueing, selectors, services
+from tenants import queueing, quota, selectors, services
 from tenants.api import serializers as s
 from tenants.api.filters import StableOrderingFilter
 from tenants.filtersets import AuditEventFilter, QuotaGrantFilter, QuotaRequestFilter
@@ -415,7 +415,7 @@ class QuotaRequestViewSet(
 
     def create(self, request, *args, **kwargs):
         data = self.validated(s.QuotaRequestCreateSerializer)
-        quota_request = services.quota_request_create(requested_by=request.user, **data)
+        quota_request = quota.quota_request_create(requested_by=request.user, **data)
         return self.respond(quota_request, status_code=status.HTTP_201_CREATED)
 
     @extend_schema(
@@ -429,7 +429,7 @@ class QuotaRequestViewSet(
     def approve(self, request, pk=None):
         quota_request = self.get_object()
         data = self.validated(s.QuotaRequestApproveSerializer)
-        grant = services.quota_request_approve(
+        grant = quota.quota_request_approve(
             reviewer=request.user, quota_request=quota_request, **data
         )
         return self.respond(grant, s.QuotaGrantSerializer, status.HTTP_201_CREATED)
@@ -443,7 +443,7 @@ class QuotaRequestViewSet(
     def reject(self, request, pk=None):
         quota_request = self.get_object()
         data = self.validated(s.DecisionNoteSerializer)
-        quota_request = services.quota_request_reject(
+        quota_request = quota.quota_request_reject(
             reviewer=request.user, quota_request=quota_request, note=data["note"]
         )
         return self.respond(quota_request)
@@ -455,7 +455,7 @@ class QuotaRequestViewSet(
     )
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk=None):
-        quota_request = services.quota_request_cancel(
+        quota_request = quota.quota_request_cancel(
             actor=request.user, quota_request=self.get_object()
         )
         return self.respond(quota_request)
@@ -498,7 +498,7 @@ class QuotaGrantViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Portal
     def revoke(self, request, pk=None):
         grant = self.get_object()
         data = self.validated(s.DecisionNoteSerializer)
-        grant = services.quota_grant_revoke(actor=request.user, grant=grant, note=data["note"])
+        grant = quota.quota_grant_revoke(actor=request.user, grant=grant, note=data["note"])
         return self.respond(grant)
 
     @extend_schema(
@@ -510,7 +510,7 @@ class QuotaGrantViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Portal
     def shrink(self, request, pk=None):
         grant = self.get_object()
         data = self.validated(s.QuotaGrantShrinkSerializer)
-        grant = services.quota_grant_shrink(actor=request.user, grant=grant, **data)
+        grant = quota.quota_grant_shrink(actor=request.user, grant=grant, **data)
         return self.respond(grant)
 
 

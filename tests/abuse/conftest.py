@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from serving import services as serving_services
 from serving.specs import DeployRequest
-from tenants import services
+from tenants import quota, services
 from tests import factories
 
 UNREACHABLE = "http://127.0.0.1:9"
@@ -37,11 +37,11 @@ def world(db, cluster, team, other_team, lead, member, other_lead, admin, outsid
     cluster.allow_all_registries = False
     cluster.save(update_fields=["prometheus_url", "allowed_registries", "allow_all_registries"])
     today = timezone.localdate()
-    granted = services.quota_request_create(
+    granted = quota.quota_request_create(
         requested_by=lead, team=team, cluster=cluster, gpus=4, justification="Training."
     )
-    grant = services.quota_request_approve(reviewer=admin, quota_request=granted)
-    pending = services.quota_request_create(
+    grant = quota.quota_request_approve(reviewer=admin, quota_request=granted)
+    pending = quota.quota_request_create(
         requested_by=lead,
         team=team,
         cluster=cluster,

@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from tenants import services
+from tenants import quota
 from tests import factories
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -34,7 +34,7 @@ def test_an_injected_inline_script_is_refused_and_reported(sign_in, lead, consol
 
 def pending_request(lead, team, cluster):
     """A request in the review queue (the team and review pages show it)."""
-    return services.quota_request_create(
+    return quota.quota_request_create(
         requested_by=lead,
         team=team,
         cluster=cluster,

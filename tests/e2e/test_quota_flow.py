@@ -7,7 +7,7 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from tenants import services
+from tenants import quota
 from tenants.models import QuotaGrant, QuotaRequest
 from tests import factories
 
@@ -86,7 +86,7 @@ def test_lead_requests_quota_and_admin_approves_fewer_gpus(
 
 
 def test_admin_rejects_a_request_with_a_note(sign_in, cluster, team, lead, admin):
-    quota_request = services.quota_request_create(
+    quota_request = quota.quota_request_create(
         requested_by=lead, team=team, cluster=cluster, gpus=12, justification="Big sweep."
     )
 
@@ -111,7 +111,7 @@ def test_admin_rejects_a_request_with_a_note(sign_in, cluster, team, lead, admin
 
 
 def test_approving_beyond_capacity_shows_the_error_on_the_form(sign_in, cluster, team, lead, admin):
-    quota_request = services.quota_request_create(
+    quota_request = quota.quota_request_create(
         requested_by=lead, team=team, cluster=cluster, gpus=20, justification="Everything."
     )
 
@@ -128,7 +128,7 @@ def test_approving_beyond_capacity_shows_the_error_on_the_form(sign_in, cluster,
 
 
 def test_lead_cancels_their_pending_request(sign_in, cluster, team, lead):
-    quota_request = services.quota_request_create(
+    quota_request = quota.quota_request_create(
         requested_by=lead, team=team, cluster=cluster, gpus=2, justification="Try-out."
     )
 
@@ -186,10 +186,10 @@ def test_signing_out_returns_to_the_sign_in_page(sign_in, lead):
 def test_admin_shrinks_a_grant_and_the_audit_trail_shows_the_change(
     sign_in, screenshot, cluster, team, lead, admin
 ):
-    quota_request = services.quota_request_create(
+    quota_request = quota.quota_request_create(
         requested_by=lead, team=team, cluster=cluster, gpus=8, justification="Serving."
     )
-    grant = services.quota_request_approve(reviewer=admin, quota_request=quota_request)
+    grant = quota.quota_request_approve(reviewer=admin, quota_request=quota_request)
 
     page = sign_in(admin)
     page.goto(f"/grants/{grant.pk}/")

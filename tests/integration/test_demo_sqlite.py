@@ -42,7 +42,7 @@ SETUP = """
 import json
 from django.contrib.auth.models import User
 from clusters.models import Cluster, GpuCapacity
-from tenants import services
+from tenants import quota, services
 
 admin = User.objects.create_superuser("sqlite-admin", "admin@example.com", "sqlite-demo-pw")
 lead = User.objects.create_user("sqlite-lead", "lead@example.com", "sqlite-demo-pw")
@@ -55,10 +55,10 @@ cluster = Cluster.objects.create(
     allowed_registries=["registry.example.com"],
 )
 GpuCapacity.objects.create(cluster=cluster, resource_name="nvidia.com/gpu", allocatable=32)
-request = services.quota_request_create(
+request = quota.quota_request_create(
     requested_by=lead, team=team, cluster=cluster, gpus=GPUS, justification="SQLite test."
 )
-services.quota_request_approve(reviewer=admin, quota_request=request)
+quota.quota_request_approve(reviewer=admin, quota_request=request)
 """
 
 

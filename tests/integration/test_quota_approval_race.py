@@ -7,7 +7,7 @@ from django.core.exceptions import ValidationError
 from django.db import connections
 from django.db.models import Sum
 
-from tenants import services
+from tenants import quota
 from tenants.models import QuotaGrant, QuotaRequest
 from tests import factories
 
@@ -22,7 +22,7 @@ def approve_all_at_once(requests: list[QuotaRequest], reviewer) -> list[object]:
     def approve(index: int, quota_request: QuotaRequest) -> None:
         try:
             barrier.wait(timeout=30)
-            outcomes[index] = services.quota_request_approve(
+            outcomes[index] = quota.quota_request_approve(
                 reviewer=reviewer, quota_request=quota_request
             )
         except Exception as error:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tenants import services
+from tenants import quota, services
 from tenants.models import TeamCluster
 from tests import factories
 from tests.integration.conftest import wait_for
@@ -22,7 +22,7 @@ def test_approving_a_request_runs_the_reconcile_task_in_the_worker(
     quota_request = factories.QuotaRequestFactory(team=team, cluster=cluster, gpus=2)
 
     # When an admin approves it
-    services.quota_request_approve(reviewer=admin, quota_request=quota_request)
+    quota.quota_request_approve(reviewer=admin, quota_request=quota_request)
 
     # Then the worker records a reconcile of that team on that cluster
     wait_for(lambda: reconcile_runs(team, cluster) >= 1, what="the reconcile task to run")
@@ -34,15 +34,15 @@ def test_revoking_and_shrinking_a_grant_each_run_the_reconcile_task(
     celery_worker_process, admin, team, cluster
 ):
     # Given an active grant whose reconcile has run
-    grant = services.quota_request_approve(
+    grant = quota.quota_request_approve(
         reviewer=admin, quota_request=factories.QuotaRequestFactory(team=team, cluster=cluster)
     )
     wait_for(lambda: reconcile_runs(team, cluster) == 1, what="the first reconcile")
 
     # When it is shrunk and then revoked
-    services.quota_grant_shrink(actor=admin, grant=grant, gpus=1, note="less")
+    quota.quota_grant_shrink(actor=admin, grant=grant, gpus=1, note="less")
     wait_for(lambda: reconcile_runs(team, cluster) == 2, what="the reconcile after shrinking")
-    services.quota_grant_revoke(actor=admin, grant=grant, note="done")
+    quota.quota_grant_revoke(actor=admin, grant=grant, note="done")
 
     # Then each change ran one more reconcile
     wait_for(lambda: reconcile_runs(team, cluster) == 3, what="the reconcile after revoking")
@@ -54,7 +54,7 @@ def test_a_rolled_back_approval_enqueues_nothing(celery_worker_process, admin, t
 
     # When the approval fails its capacity check
     with pytest.raises(services.ValidationError):
-        services.quota_request_approve(reviewer=admin, quota_request=quota_request)
+        quota.quota_request_approve(reviewer=admin, quota_request=quota_request)
 
     # Then no reconcile marker was written, so nothing was scheduled
     assert not TeamCluster.objects.filter(team=team, cluster=cluster).exists()

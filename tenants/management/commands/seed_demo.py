@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from clusters.models import Cluster, GpuCapacity
 from clusters.vocabulary import DEFAULT_GPU_RESOURCE
-from tenants import services
+from tenants import quota, services
 from tenants.models import Membership, QuotaRequest, Team
 
 DEMO_PASSWORD = "gpu-portal-demo"
@@ -124,7 +124,7 @@ class Command(BaseCommand):
             team = teams[demo.team]
             if QuotaRequest.objects.filter(team=team, justification=demo.justification).exists():
                 continue
-            quota_request = services.quota_request_create(
+            quota_request = quota.quota_request_create(
                 requested_by=users[demo.requested_by],
                 team=team,
                 cluster=cluster,
@@ -135,7 +135,7 @@ class Command(BaseCommand):
                 memory_gib=demo.memory_gib,
             )
             if demo.approval is not None:
-                services.quota_request_approve(
+                quota.quota_request_approve(
                     reviewer=admin, quota_request=quota_request, note=demo.approval
                 )
         self.stdout.write(self.style.SUCCESS("Demo data ready."))

@@ -7,7 +7,7 @@ import datetime
 
 import pytest
 
-from tenants import services
+from tenants import quota
 from tenants.models import AuditEvent, QuotaGrant, QuotaRequest, TeamCluster
 from tests import factories
 
@@ -127,18 +127,18 @@ def _the_admins_own(team, cluster, lead, admin):
 
 def _approved(team, cluster, lead, admin):
     quota_request = _pending(team, cluster, lead, admin)
-    services.quota_request_approve(reviewer=admin, quota_request=quota_request, note="Yes.")
+    quota.quota_request_approve(reviewer=admin, quota_request=quota_request, note="Yes.")
     return quota_request
 
 
 def _rejected(team, cluster, lead, admin):
     quota_request = _pending(team, cluster, lead, admin)
-    return services.quota_request_reject(reviewer=admin, quota_request=quota_request, note="No.")
+    return quota.quota_request_reject(reviewer=admin, quota_request=quota_request, note="No.")
 
 
 def _cancelled(team, cluster, lead, admin):
     quota_request = _pending(team, cluster, lead, admin)
-    return services.quota_request_cancel(actor=lead, quota_request=quota_request)
+    return quota.quota_request_cancel(actor=lead, quota_request=quota_request)
 
 
 LATER = "9999-12-31"

@@ -4,7 +4,7 @@ import datetime
 
 import pytest
 
-from tenants import services
+from tenants import quota
 from tenants.models import AuditEvent, QuotaGrant, TeamCluster
 from tests import factories
 
@@ -218,7 +218,7 @@ def lapsed_grant(team, cluster, lead, admin, today):
 
 
 def test_expired_grant_reads_as_expired_with_an_audit_event(api, lead, lapsed_grant):
-    expired = services.quota_grants_expire()
+    expired = quota.quota_grants_expire()
 
     response = api.as_user(lead).get(url(lapsed_grant))
     events = api.get("/api/v1/audit-events/?action=quota_grant.expired")
@@ -231,7 +231,7 @@ def test_expired_grant_reads_as_expired_with_an_audit_event(api, lead, lapsed_gr
 
 
 def test_expiry_leaves_grants_that_still_run(api, lead, grant, lapsed_grant):
-    services.quota_grants_expire()
+    quota.quota_grants_expire()
 
     response = api.as_user(lead).get(f"{URL}?state=active")
 
@@ -239,7 +239,7 @@ def test_expiry_leaves_grants_that_still_run(api, lead, grant, lapsed_grant):
 
 
 def test_expired_grant_cannot_be_revoked(api, admin, lapsed_grant):
-    services.quota_grants_expire()
+    quota.quota_grants_expire()
 
     response = api.as_user(admin).post(url(lapsed_grant, "revoke"), {})
 

@@ -25,7 +25,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from gpujobs.models import GpuJob
-from tenants import services as tenant_services
+from tenants import quota as tenant_quota
 from tenants.models import Membership, TeamCluster
 from tests import factories
 from tests.integration.conftest import REPO_ROOT, _database_url, wait_for
@@ -187,7 +187,7 @@ def make_gpu_team(transactional_db, gpu_cluster, core, celery_worker_process):
         grants = []
         if gpus:
             made.append(slug)
-            request = tenant_services.quota_request_create(
+            request = tenant_quota.quota_request_create(
                 requested_by=users["lead"],
                 team=team,
                 cluster=gpu_cluster,
@@ -195,9 +195,7 @@ def make_gpu_team(transactional_db, gpu_cluster, core, celery_worker_process):
                 justification="GPU job tests.",
                 ends_on=timezone.localdate() + datetime.timedelta(days=30),
             )
-            grants.append(
-                tenant_services.quota_request_approve(reviewer=admin, quota_request=request)
-            )
+            grants.append(tenant_quota.quota_request_approve(reviewer=admin, quota_request=request))
             wait_for(
                 lambda: TeamCluster.objects.filter(
                     team=team, cluster=gpu_cluster, status=TeamCluster.Status.IN_SYNC

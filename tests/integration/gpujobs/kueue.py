@@ -21,7 +21,7 @@ from kubernetes.client.rest import ApiException
 from clusters.models import GpuCapacity, GpuModelCapacity, QuotaMode
 from clusters.vocabulary import LOCAL_QUEUES, cluster_queue_name
 from tenants import queueing, reconcile
-from tenants import services as tenant_services
+from tenants import quota as tenant_quota
 from tenants.models import ClusterState, Team, TeamCluster
 from tests import factories
 from tests.integration.conftest import wait_for
@@ -180,7 +180,7 @@ def make_kueue_team(kueue_cluster, core, celery_worker_process):
             )
         granted = []
         for model, gpus in grants.items():
-            request = tenant_services.quota_request_create(
+            request = tenant_quota.quota_request_create(
                 requested_by=users["lead"],
                 team=team,
                 cluster=cluster,
@@ -190,7 +190,7 @@ def make_kueue_team(kueue_cluster, core, celery_worker_process):
                 ends_on=timezone.localdate() + datetime.timedelta(days=30),
             )
             granted.append(
-                tenant_services.quota_request_approve(
+                tenant_quota.quota_request_approve(
                     reviewer=kueue_cluster.admin, quota_request=request
                 )
             )

@@ -13,7 +13,7 @@ from django.utils import timezone
 from clusters.vocabulary import resource_flavor_name
 from gpujobs.models import GpuJob
 from gpujobs.observe import Reason
-from tenants import services as tenant_services
+from tenants import quota as tenant_quota
 from tests.integration.conftest import wait_for
 from tests.integration.gpujobs.fixtures import (
     api_client_for,
@@ -213,7 +213,7 @@ def test_a_shrunk_or_expired_grant_lowers_the_queue_without_stopping_running_job
 ):
     cluster = kueue_cluster.cluster
     team = make_kueue_team({A100: 4}, name="shrinking")
-    more = tenant_services.quota_request_create(
+    more = tenant_quota.quota_request_create(
         requested_by=team.lead,
         team=team.team,
         cluster=cluster,
@@ -222,7 +222,7 @@ def test_a_shrunk_or_expired_grant_lowers_the_queue_without_stopping_running_job
         justification="More.",
         ends_on=timezone.localdate(),
     )
-    extra = tenant_services.quota_request_approve(reviewer=kueue_cluster.admin, quota_request=more)
+    extra = tenant_quota.quota_request_approve(reviewer=kueue_cluster.admin, quota_request=more)
     flavor = resource_flavor_name(settings.PORTAL_NAME, A100)
     kueue_cluster.wait_for_own(team.team, {flavor: "6"})
     jobs = [
@@ -234,7 +234,7 @@ def test_a_shrunk_or_expired_grant_lowers_the_queue_without_stopping_running_job
     uids = {j.pk: j.kube_uid for j in jobs}
 
     # Shrink the first grant from 4 to 2: 4 A100 left of 6, and 6 in use.
-    tenant_services.quota_grant_shrink(actor=kueue_cluster.admin, grant=team.grants[0], gpus=2)
+    tenant_quota.quota_grant_shrink(actor=kueue_cluster.admin, grant=team.grants[0], gpus=2)
     kueue_cluster.wait_for_own(team.team, {flavor: "4"})
     waits = submitted(
         submit(team.member, team.team, cluster, name="after-shrink", gpus=1, gpu_model=A100)
@@ -247,7 +247,7 @@ def test_a_shrunk_or_expired_grant_lowers_the_queue_without_stopping_running_job
     )
 
     # The 2 more GPUs expire: 2 left, still 6 in use, and the queue grows no shorter.
-    expired = tenant_services.quota_grants_expire(
+    expired = tenant_quota.quota_grants_expire(
         today=timezone.localdate() + datetime.timedelta(days=1)
     )
     assert expired == [extra.pk]

@@ -25,7 +25,7 @@ from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
 from portal.celery import app as celery_app
-from tenants import services
+from tenants import quota, services
 from tenants.models import ClusterState, Membership
 from tests import factories
 from tests.integration.conftest import wait_for
@@ -161,7 +161,7 @@ def onboard(admin_user, core, portal):  # noqa: F811 (admin_user: the imported f
         for username, role in people:
             users[username] = factories.UserFactory(username=username)
             services.membership_set(actor=admin_user, team=team, user=users[username], role=role)
-        quota_request = services.quota_request_create(
+        quota_request = quota.quota_request_create(
             requested_by=users[lead],
             team=team,
             cluster=cluster,
@@ -169,7 +169,7 @@ def onboard(admin_user, core, portal):  # noqa: F811 (admin_user: the imported f
             justification="Isolation tests.",
             ends_on=timezone.localdate() + datetime.timedelta(days=30),
         )
-        services.quota_request_approve(reviewer=admin_user, quota_request=quota_request)
+        quota.quota_request_approve(reviewer=admin_user, quota_request=quota_request)
         wait_for(
             lambda: ClusterState.objects.filter(
                 cluster=cluster, admission_applied_at__isnull=False

@@ -7,7 +7,7 @@ import pytest
 from django.utils import timezone
 
 from monitoring import usage
-from tenants import services as tenant_services
+from tenants import quota as tenant_quota
 from tenants.models import AuditEvent
 from tests import factories
 
@@ -24,7 +24,7 @@ def test_a_shrunk_grant_is_counted_at_each_size_for_the_hours_it_had_it(admin):
         request__starts_on=today - datetime.timedelta(days=2),
         granted_by=admin,
     )
-    tenant_services.quota_grant_shrink(actor=admin, grant=grant, gpus=2)
+    tenant_quota.quota_grant_shrink(actor=admin, grant=grant, gpus=2)
     shrunk_at = AuditEvent.objects.get(action="quota_grant.shrunk", target_id=grant.pk).created_at
     start = datetime.datetime.combine(
         grant.starts_on, datetime.time(), tzinfo=timezone.get_current_timezone()

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from django.utils import timezone
 
-from monitoring import dashboards, promql
+from monitoring import charts, dashboards, promql
 from monitoring.metrics import metrics_config, prometheus_for
 from monitoring.prometheus import record_queries
 from tests import factories
@@ -89,10 +89,10 @@ def test_the_rules_do_not_cover_a_metric_they_do_not_record(devcluster, metrics_
     now = timezone.now().timestamp()
     with prometheus_for(metrics_cluster) as prometheus:
         eventually(
-            lambda: dashboards.recording_rules_cover(prometheus, config, start=now, end=now),
+            lambda: charts.recording_rules_cover(prometheus, config, start=now, end=now),
             what="the devcluster's rules recording",
         )
-        assert not dashboards.recording_rules_cover(prometheus, other, start=now, end=now)
+        assert not charts.recording_rules_cover(prometheus, other, start=now, end=now)
 
 
 def test_the_cluster_wide_rules_file_is_valid_and_records_what_the_portal_reads(

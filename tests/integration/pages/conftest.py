@@ -6,7 +6,7 @@ import datetime
 import pytest
 from django.utils import timezone
 
-from tenants import services
+from tenants import quota
 from tests import factories
 
 
@@ -19,7 +19,7 @@ def make_request(cluster):
         kwargs.setdefault("gpus", 4)
         kwargs.setdefault("ends_on", timezone.localdate() + datetime.timedelta(days=30))
         kwargs.setdefault("justification", "Training the next vision model.")
-        return services.quota_request_create(requested_by=requested_by, team=team, **kwargs)
+        return quota.quota_request_create(requested_by=requested_by, team=team, **kwargs)
 
     return make
 
@@ -30,7 +30,7 @@ def make_grant(make_request, admin):
 
     def make(requested_by, team, **kwargs):
         quota_request = make_request(requested_by, team, **kwargs)
-        return services.quota_request_approve(reviewer=admin, quota_request=quota_request)
+        return quota.quota_request_approve(reviewer=admin, quota_request=quota_request)
 
     return make
 

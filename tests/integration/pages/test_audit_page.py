@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from tenants import services
+from tenants import quota
 from tests.integration.pages.helpers import get_ok
 
 pytestmark = pytest.mark.django_db
@@ -12,7 +12,7 @@ pytestmark = pytest.mark.django_db
 
 def test_audit_shows_who_what_when_and_the_change(client_as, admin, lead, team, make_request):
     quota_request = make_request(lead, team)
-    services.quota_request_reject(reviewer=admin, quota_request=quota_request, note="Not now.")
+    quota.quota_request_reject(reviewer=admin, quota_request=quota_request, note="Not now.")
 
     response = get_ok(client_as(lead), "/audit/")
 
@@ -93,7 +93,7 @@ def test_audit_is_paginated_and_keeps_the_filter(client_as, lead, team, make_req
 
 def test_audit_filters_by_action_as_the_api_does(client_as, admin, lead, team, make_request):
     quota_request = make_request(lead, team)
-    services.quota_request_reject(reviewer=admin, quota_request=quota_request, note="No.")
+    quota.quota_request_reject(reviewer=admin, quota_request=quota_request, note="No.")
 
     events = get_ok(client_as(lead), "/audit/?action=quota_request.rejected").context["events"]
 
@@ -120,7 +120,7 @@ def test_audit_page_queries_do_not_grow_with_events(
         get_ok(client, "/audit/")
     for _ in range(10):
         quota_request = make_request(lead, team, gpus=1)
-        services.quota_request_approve(reviewer=admin, quota_request=quota_request)
+        quota.quota_request_approve(reviewer=admin, quota_request=quota_request)
 
     with django_assert_max_num_queries(len(few.captured_queries)):
         get_ok(client, "/audit/")

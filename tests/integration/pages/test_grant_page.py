@@ -4,7 +4,7 @@ import datetime
 
 import pytest
 
-from tenants import services
+from tenants import quota
 from tenants.models import QuotaGrant
 from tests.integration.pages.helpers import field_error_html, get_ok, messages_text
 
@@ -95,7 +95,7 @@ def test_admin_revokes_a_grant(client_as, admin, grant):
 
 @pytest.mark.parametrize("action", ["revoke", "shrink"])
 def test_changing_an_ended_grant_shows_a_message_not_an_error(client_as, admin, grant, action):
-    services.quota_grant_revoke(actor=admin, grant=grant)
+    quota.quota_grant_revoke(actor=admin, grant=grant)
 
     response = client_as(admin).post(
         f"/grants/{grant.pk}/{action}/", {"shrink-gpus": "1"}, follow=True

@@ -6,7 +6,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from tenants import services
+from tenants import quota, services
 from tenants.models import QuotaGrant, QuotaRequest
 from tests import factories
 from tests.integration.pages.helpers import field_error_html, get_ok, messages_text
@@ -20,7 +20,7 @@ def test_queue_lists_pending_requests_oldest_first(
     first = make_request(lead, team)
     second = make_request(other_lead, other_team)
     cancelled = make_request(lead, team)
-    services.quota_request_cancel(actor=lead, quota_request=cancelled)
+    quota.quota_request_cancel(actor=lead, quota_request=cancelled)
 
     response = get_ok(client_as(admin), "/review/")
 
@@ -247,7 +247,7 @@ def test_deciding_an_already_decided_request_shows_a_message(
     client_as, admin, lead, team, make_request, action
 ):
     quota_request = make_request(lead, team)
-    services.quota_request_cancel(actor=lead, quota_request=quota_request)
+    quota.quota_request_cancel(actor=lead, quota_request=quota_request)
 
     response = client_as(admin).post(
         f"/requests/{quota_request.pk}/{action}/",

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from tenants import services
+from tenants import quota
 from tenants.models import QuotaRequest
 from tests.integration.pages.helpers import get_ok, messages_text
 
@@ -22,7 +22,7 @@ def test_team_page_shows_grants_pending_and_past_requests(
     grant = make_grant(lead, team, gpus=3, memory_gib=64)
     pending = make_request(lead, team, gpus=2, justification="Evaluation runs.")
     rejected = make_request(lead, team, gpus=8)
-    services.quota_request_reject(reviewer=admin, quota_request=rejected, note="Too many for now.")
+    quota.quota_request_reject(reviewer=admin, quota_request=rejected, note="Too many for now.")
 
     html = get_ok(client_as(member), "/teams/vision/").content.decode()
 

@@ -25,7 +25,7 @@ from django_celery_beat.models import PeriodicTask
 
 from clusters.models import QuotaMode
 from portal.celery import app as celery_app
-from tenants import queueing, services
+from tenants import queueing, quota
 from tenants.models import Membership, TeamCluster
 from tests import factories
 from tests.integration import kube
@@ -84,10 +84,10 @@ def approve(admin_user):
         lead = factories.UserFactory(username=f"lead-{team.slug}")
         Membership.objects.get_or_create(team=team, user=lead, defaults={"role": "lead"})
         kwargs.setdefault("justification", "Training.")
-        quota_request = services.quota_request_create(
+        quota_request = quota.quota_request_create(
             requested_by=lead, team=team, cluster=cluster, gpus=gpus, **kwargs
         )
-        return services.quota_request_approve(reviewer=admin_user, quota_request=quota_request)
+        return quota.quota_request_approve(reviewer=admin_user, quota_request=quota_request)
 
     return grant
 

@@ -17,7 +17,7 @@ from clusters.vocabulary import (
     cluster_queue_name,
     resource_flavor_name,
 )
-from tenants import queueing, reconcile, services, tasks
+from tenants import queueing, quota, reconcile, services, tasks
 from tenants.models import ClusterState, TeamCluster
 from tests.integration.conftest import wait_for
 
@@ -143,10 +143,10 @@ def test_shrink_and_expiry_lower_the_nominal_quota(
     lasting = approve(team, queue_cluster, gpus=2, gpu_model=A100)
     wait_for_nominal(portal, guaranteed_queue(portal, team), A100, "6")
 
-    services.quota_grant_shrink(actor=admin_user, grant=lasting, gpus=1, note="Less.")
+    quota.quota_grant_shrink(actor=admin_user, grant=lasting, gpus=1, note="Less.")
     wait_for_nominal(portal, guaranteed_queue(portal, team), A100, "5")
 
-    expired = services.quota_grants_expire(today=today + datetime.timedelta(days=1))
+    expired = quota.quota_grants_expire(today=today + datetime.timedelta(days=1))
 
     assert len(expired) == 1
     wait_for_nominal(portal, guaranteed_queue(portal, team), A100, "1")
@@ -159,7 +159,7 @@ def test_when_the_grant_goes_its_quota_goes_and_an_archived_teams_queues_are_pru
     grant = approve(team, queue_cluster, gpus=4, gpu_model=A100)
     wait_for_nominal(portal, guaranteed_queue(portal, team), A100, "4")
 
-    services.quota_grant_revoke(actor=admin_user, grant=grant, note="Done.")
+    quota.quota_grant_revoke(actor=admin_user, grant=grant, note="Done.")
     wait_for_nominal(portal, guaranteed_queue(portal, team), A100, "0")
 
     services.team_archive(actor=admin_user, team=team)

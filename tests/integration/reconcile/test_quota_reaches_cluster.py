@@ -6,7 +6,7 @@ import pytest
 from django.utils import timezone
 from kubernetes.client.rest import ApiException
 
-from tenants import services
+from tenants import quota
 from tenants.models import TeamCluster
 
 from .conftest import (
@@ -62,7 +62,7 @@ def test_shrinking_the_grant_to_2_updates_the_quota(
     grant = approve(team, kube_cluster, gpus=4)
     wait_for_gpu_quota(core, team.slug, "4")
 
-    services.quota_grant_shrink(actor=admin_user, grant=grant, gpus=2, note="Less.")
+    quota.quota_grant_shrink(actor=admin_user, grant=grant, gpus=2, note="Less.")
 
     wait_for_gpu_quota(core, team.slug, "2")
 
@@ -74,7 +74,7 @@ def test_revoking_the_grant_removes_the_gpu_allowance(
     grant = approve(team, kube_cluster, gpus=4)
     wait_for_gpu_quota(core, team.slug, "4")
 
-    services.quota_grant_revoke(actor=admin_user, grant=grant, note="Done.")
+    quota.quota_grant_revoke(actor=admin_user, grant=grant, note="Done.")
 
     wait_for_gpu_quota(core, team.slug, "0")
     wait_for_quota_status(core, team.slug)
@@ -92,7 +92,7 @@ def test_an_expired_grant_leaves_the_quota(
     wait_for_gpu_quota(core, team.slug, "5")
 
     # The next day the expiry task ends the first grant.
-    expired = services.quota_grants_expire(today=today + datetime.timedelta(days=1))
+    expired = quota.quota_grants_expire(today=today + datetime.timedelta(days=1))
 
     assert len(expired) == 1
     wait_for_gpu_quota(core, team.slug, "1")

@@ -2,7 +2,7 @@
 
 import yaml
 
-from devcluster import cluster, credentials, nodes, pki, tenant_metrics
+from devcluster import bootstrap, cluster, components, credentials, nodes, pki, tenant_metrics
 from devcluster import settings as settings_module
 from devcluster.settings import Settings
 
@@ -80,7 +80,7 @@ def test_kueue_is_on_unless_switched_off_and_a_running_clusters_choice_is_rememb
 
     assert Settings.from_env().kueue is True
     assert settings_module.current().kueue is False
-    assert "kueue" not in [c.name for c in cluster.components(settings_module.current())]
+    assert "kueue" not in [c.name for c in components.components(settings_module.current())]
 
 
 def test_a_certificate_subject_has_one_organization_per_group_and_escapes_separators():
@@ -121,7 +121,7 @@ def test_prometheus_also_scrapes_tenant_targets_from_files_without_honouring_the
     monkeypatch.setenv("DEVCLUSTER_STATE", str(tmp_path))
     settings = Settings.from_env()
 
-    cluster._write_prometheus_config(settings)
+    bootstrap.write_prometheus_config(settings)
 
     config = yaml.safe_load((tmp_path / "prometheus" / "prometheus.yml").read_text())
     jobs = {job["job_name"]: job for job in config["scrape_configs"]}

@@ -7,7 +7,7 @@ import threading
 import pytest
 from django.core.cache import cache
 
-from monitoring.dashboards import Part, resolve
+from monitoring.parts import Part, resolve
 from monitoring.prometheus import PrometheusUnreachable
 
 

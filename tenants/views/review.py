@@ -1,0 +1,157 @@
+"""The admins' review queue: each pending request beside its cluster's capacity, approve and
+reject."""
+
+from dataclasses import dataclass
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from tenants import quota, selectors
+from tenants.errors import InvalidTransition
+from tenants.filtersets import QuotaRequestFilter
+from tenants.forms import ApproveForm, RejectForm, add_service_errors
+from tenants.models import QuotaRequest
+from tenants.permissions import is_portal_admin
+
+
+@dataclass
+class ReviewRow:
+    request: QuotaRequest
+    summary: selectors.CapacitySummary | None
+    approve_form: ApproveForm
+    reject_form: RejectForm
+    own: bool
+    models: list[selectors.ModelCapacitySummary]
+
+    @property
+    def free_after(self) -> int | None:
+        if self.summary is None:
+            return None
+        return self.summary.free_after(
+            gpus=self.request.gpus, granted_in_period=self.request.granted_in_period
+        )
+
+    @property
+    def model_summary(self) -> selectors.ModelCapacitySummary | None:
+        """The requested model's figures (None for a request of any model)."""
+        return next((m for m in self.models if m.gpu_model == self.request.gpu_model), None)
+
+    @property
+    def model_free_after(self) -> int | None:
+        if not self.request.gpu_model:
+            return None
+        summary = self.model_summary
+        plannable = summary.plannable if summary else 0
+        return plannable - self.request.model_granted_in_period - self.request.gpus
+
+
+def _require_admin(request: HttpRequest) -> None:
+    if not is_portal_admin(request.user):
+        raise PermissionDenied("Only portal admins can review quota requests.")
+
+
+def _render_review(
+    request: HttpRequest,
+    *,
+    bound_id: int | None = None,
+    approve_form: ApproveForm | None = None,
+    reject_form: RejectForm | None = None,
+) -> HttpResponse:
+    """The queue, oldest first (filtered as the API's review queue is), each request beside its
+    cluster's capacity for that GPU kind; a form that failed is shown again, bound, with its
+    errors."""
+    filterset = QuotaRequestFilter(
+        request.GET,
+        queryset=selectors.review_queue(),
+        request=request,
+        teams=selectors.teams_visible_to(request.user).order_by("name", "slug"),
+    )
+    summaries = selectors.capacity_summaries()
+    model_summaries = selectors.model_capacity_summaries()
+    rows = []
+    for quota_request in filterset.page_rows():
+        mine = quota_request.pk == bound_id
+        kind = (quota_request.cluster_id, quota_request.gpu_resource)
+        rows.append(
+            ReviewRow(
+                request=quota_request,
+                summary=summaries.get(kind),
+                models=model_summaries.get(kind, []),
+                approve_form=(approve_form if mine and approve_form else None)
+                or ApproveForm(prefix=f"approve-{quota_request.pk}"),
+                reject_form=(reject_form if mine and reject_form else None)
+                or RejectForm(prefix=f"reject-{quota_request.pk}"),
+                own=quota_request.requested_by_id == request.user.pk,
+            )
+        )
+    return render(
+        request,
+        "tenants/review_queue.html",
+        {"rows": rows, "bound_id": bound_id, "filter_form": filterset.form},
+    )
+
+
+@login_required
+def review_queue(request: HttpRequest) -> HttpResponse:
+    _require_admin(request)
+    return _render_review(request)
+
+
+def _visible_request(request: HttpRequest, pk: int) -> QuotaRequest:
+    return get_object_or_404(selectors.quota_requests_visible_to(request.user), pk=pk)
+
+
+@require_POST
+@login_required
+def quota_request_approve(request: HttpRequest, pk: int) -> HttpResponse:
+    quota_request = _visible_request(request, pk)
+    form = ApproveForm(request.POST, prefix=f"approve-{pk}")
+    if form.is_valid():
+        try:
+            grant = quota.quota_request_approve(
+                reviewer=request.user,
+                quota_request=quota_request,
+                gpus=form.cleaned_data["gpus"],
+                ends_on=form.cleaned_data["ends_on"],
+                note=form.cleaned_data["note"],
+            )
+        except ValidationError as error:
+            add_service_errors(form, error)
+        except InvalidTransition as error:
+            messages.error(request, str(error))
+            return redirect("review-queue")
+        else:
+            messages.success(
+                request,
+                f"Approved request #{quota_request.pk}: {quota_request.team} has "
+                f"{grant.gpus} × {grant.gpu_resource} on {grant.cluster}.",
+            )
+            return redirect("review-queue")
+    _require_admin(request)
+    return _render_review(request, bound_id=pk, approve_form=form)
+
+
+@require_POST
+@login_required
+def quota_request_reject(request: HttpRequest, pk: int) -> HttpResponse:
+    quota_request = _visible_request(request, pk)
+    form = RejectForm(request.POST, prefix=f"reject-{pk}")
+    if form.is_valid():
+        try:
+            quota.quota_request_reject(
+                reviewer=request.user, quota_request=quota_request, note=form.cleaned_data["note"]
+            )
+        except ValidationError as error:
+            add_service_errors(form, error)
+        except InvalidTransition as error:
+            messages.error(request, str(error))
+            return redirect("review-queue")
+        else:
+            messages.success(request, f"Rejected request #{quota_request.pk}.")
+            return redirect("review-queue")
+    _require_admin(request)
+    return _render_review(request, bound_id=pk, reject_form=form)

@@ -50,8 +50,9 @@ def prepare_credentials(settings: Settings) -> None:
         ],
         server_ips=["127.0.0.1", KUBERNETES_SERVICE_IP],
     )
-    pki.ensure_issued(ca, settings.pki_dir, "kwok", "kwok", server_names=["localhost"],
-                      server_ips=["127.0.0.1"])  # fmt: skip
+    pki.ensure_issued(
+        ca, settings.pki_dir, "kwok", "kwok", server_names=["localhost"], server_ips=["127.0.0.1"]
+    )
     front_proxy_ca = pki.ensure_ca(settings.pki_dir, "front-proxy-ca", "front-proxy-ca")
     pki.ensure_issued(front_proxy_ca, settings.pki_dir, "front-proxy-client", "front-proxy-client")
     identities = {

@@ -125,8 +125,9 @@ def team_queue_policy(request: HttpRequest, slug: str, cluster: str) -> HttpResp
     form = QueuePolicyForm(request.POST, prefix=f"policy-{target.pk}")
     if form.is_valid():
         try:
-            queueing.team_queue_policy_set(actor=request.user, team=team, cluster=target,
-                                           **form.cleaned_data)  # fmt: skip
+            queueing.team_queue_policy_set(
+                actor=request.user, team=team, cluster=target, **form.cleaned_data
+            )
         except ValidationError as error:
             add_service_errors(form, error)
         else:
@@ -158,8 +159,12 @@ def team_namespace_delete(request: HttpRequest, slug: str, cluster: str) -> Http
     team = visible_team(request, slug)
     target = get_object_or_404(Cluster, name=cluster)
     try:
-        services.team_namespace_delete(actor=request.user, team=team, cluster=target,
-                                       confirm=request.POST.get("confirm", "").strip())  # fmt: skip
+        services.team_namespace_delete(
+            actor=request.user,
+            team=team,
+            cluster=target,
+            confirm=request.POST.get("confirm", "").strip(),
+        )
     except ValidationError as error:
         for message in error.messages:
             messages.error(request, message)

@@ -646,6 +646,10 @@ def run() -> dict:
                 "kubeconfig_path": str(handle.kubeconfig),
                 "quota_mode": QuotaMode.KUEUE,
                 "gpu_node_selector": {"hardware-type": BENCH_LABEL},
+                # The image policy is checked as on any cluster: the bench image's registry is
+                # the one allowed.
+                "allowed_registries": ["registry.example.com"],
+                "allow_all_registries": False,
             },
         )
         GpuCapacity.objects.update_or_create(

@@ -41,8 +41,6 @@ from tests import factories
 # The session-scoped `devcluster` fixture: a real control plane with simulated GPU nodes.
 pytest_plugins = ["devcluster.pytest_plugin"]
 
-PASSWORD = "correct-horse-battery"
-
 # What a test needs beyond Python and an SQLite database, by the fixtures that provide it (the
 # markers are registered in pyproject.toml). A test commits (``transactional_db``, or
 # ``django_db(transaction=True)``) only so that threads or other processes see its rows: a race

@@ -25,6 +25,7 @@ also belong; ``other_lead`` leads team B (``other_team``), which nobody in team 
 
 import os
 import time
+from pathlib import Path
 
 import pytest
 from django.conf import settings as django_settings
@@ -39,8 +40,6 @@ from tests import factories
 
 # The session-scoped `devcluster` fixture: a real control plane with simulated GPU nodes.
 pytest_plugins = ["devcluster.pytest_plugin"]
-
-PASSWORD = "correct-horse-battery"
 
 # What a test needs beyond Python and an SQLite database, by the fixtures that provide it (the
 # markers are registered in pyproject.toml). A test commits (``transactional_db``, or
@@ -71,6 +70,10 @@ SERVICE_FIXTURES = {
 SERVICE_MARKERS = sorted({marker for markers in SERVICE_FIXTURES.values() for marker in markers})
 # Left out of the fast loop by default for their time alone: they can run there (``-m``).
 SLOW_MARKERS = ["abuse"]
+# Every test under it is marked ``abuse`` (tests/abuse/conftest.py).
+ABUSE_DIR = Path(__file__).resolve().parent / "abuse"
+# Whether this run deselects what ``--fast`` leaves out by default (no ``-m`` given).
+FAST_DEFAULT_SELECTION = pytest.StashKey[bool]()
 FAST_DATABASE = {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}
 FAST_CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
@@ -94,9 +97,18 @@ def pytest_configure(config):
         return
     if not config.option.markexpr:
         config.option.markexpr = "not (" + " or ".join(SERVICE_MARKERS + SLOW_MARKERS) + ")"
+        config.stash[FAST_DEFAULT_SELECTION] = True
     config.option.nomigrations = True
     _use_database(FAST_DATABASE)
     django_settings.CACHES = FAST_CACHES  # whatever DJANGO_CACHE_URL says: no Redis here
+
+
+def pytest_ignore_collect(collection_path, config):
+    """The default fast run deselects the bad-input suites, so it does not collect them at all:
+    building schemathesis' cases for every API operation was a third of collecting the suite."""
+    if config.stash.get(FAST_DEFAULT_SELECTION, False) and collection_path == ABUSE_DIR:
+        return True
+    return None
 
 
 def _use_database(database: dict) -> None:

@@ -3,8 +3,10 @@ row with sensible defaults for the rest. State that a service would write (a dec
 reconcile) is better made through the service, so the test sees the same rules as the portal."""
 
 import datetime
+import functools
 
 import factory
+from django.contrib.auth.hashers import make_password
 from django.contrib.auth.models import User
 from django.utils import timezone
 
@@ -23,21 +25,24 @@ from tenants.models import (
     TeamQueuePolicy,
 )
 
+PASSWORD = "correct-horse-battery"
+
+
+@functools.cache
+def password_hash() -> str:
+    """Every user's password, hashed once (by the suite's fast hasher, see tests/conftest.py):
+    a user is then one INSERT, not an INSERT and an UPDATE with the hash."""
+    return make_password(PASSWORD)
+
 
 class UserFactory(factory.django.DjangoModelFactory):
     class Meta:
         model = User
         django_get_or_create = ["username"]
-        skip_postgeneration_save = True
 
     username = factory.Sequence(lambda n: f"user{n}")
     email = factory.LazyAttribute(lambda u: f"{u.username}@example.com")
-    password = factory.PostGenerationMethodCall("set_password", "correct-horse-battery")
-
-    @factory.post_generation
-    def save_password(obj, create, extracted, **kwargs):
-        if create:
-            obj.save()
+    password = factory.LazyFunction(password_hash)
 
 
 class AdminFactory(UserFactory):

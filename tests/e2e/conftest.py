@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
+from tests.factories import PASSWORD
+
 # Playwright's sync API runs an event loop in this thread; Django would otherwise refuse the
 # ORM calls the tests make to set up data.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
@@ -30,7 +32,6 @@ CHROMIUM_ARGS = [
     "--no-first-run",
     "--disable-sync",
 ]
-PASSWORD = "correct-horse-battery"
 # The machine is shared and may be busy: generous, but bounded.
 ACTION_TIMEOUT_MS = 30_000
 NAVIGATION_TIMEOUT_MS = 60_000

@@ -7,11 +7,10 @@ from django.contrib.staticfiles import finders
 from django.test import Client
 from django.urls import reverse
 
+from tests.factories import PASSWORD
 from tests.integration.pages.helpers import get_ok
 
 pytestmark = pytest.mark.django_db
-
-PASSWORD = "correct-horse-battery"
 
 
 @pytest.mark.parametrize(

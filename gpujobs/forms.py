@@ -143,13 +143,7 @@ class JobForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.job_request: JobRequest | None = None
         self.fields["team"].queryset = teams
-        chosen = cluster
-        if chosen is None and self.is_bound:
-            cluster_id = self.data.get(self.add_prefix("cluster"), "")
-            chosen = Cluster.objects.filter(pk=cluster_id).first() if cluster_id.isdigit() else None
-        if chosen is None:
-            chosen = Cluster.objects.order_by("name").first()
-        self.fields["gpu_model"].choices = gpu_model_choices(chosen)
+        offer_gpu_models(self, cluster)
 
     def clean_env(self):
         return env_pairs(self.cleaned_data["env"])
@@ -200,3 +194,18 @@ class JobForm(forms.Form):
 def gpu_model_choices(cluster: Cluster | None) -> list[tuple[str, str]]:
     models = selectors.gpu_models(cluster) if cluster is not None else []
     return [("", "Any GPU model"), *((m, m) for m in models)]
+
+
+def cluster_by_id(raw: str) -> Cluster | None:
+    """The cluster a select (or a query parameter) names by its id; None for anything else."""
+    return Cluster.objects.filter(pk=raw).first() if raw.isdigit() else None
+
+
+def offer_gpu_models(form: forms.Form, cluster: Cluster | None) -> None:
+    """The form's GPU model choices: those of ``cluster``, else of the cluster a bound form
+    chose, else of the first cluster (the one its cluster select shows first)."""
+    if cluster is None and form.is_bound:
+        cluster = cluster_by_id(form.data.get(form.add_prefix("cluster"), ""))
+    if cluster is None:
+        cluster = Cluster.objects.order_by("name").first()
+    form.fields["gpu_model"].choices = gpu_model_choices(cluster)

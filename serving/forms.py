@@ -13,7 +13,14 @@ from django import forms
 from django.core.exceptions import ValidationError
 
 from clusters.models import Cluster
-from gpujobs.forms import ListField, add_job_errors, env_pairs, gpu_model_choices, lines
+from gpujobs.forms import (
+    ListField,
+    add_job_errors,
+    env_pairs,
+    gpu_model_choices,
+    lines,
+    offer_gpu_models,
+)
 from gpujobs.forms import number_input as number
 from serving import admission, specs
 from serving.models import InferenceService, Revision
@@ -110,11 +117,8 @@ class DeployForm(SpecFields):
         super().__init__(*args, cluster=cluster, **kwargs)
         self.request: DeployRequest | None = None
         self.fields["team"].queryset = teams
-        if cluster is None:
-            cluster_id = self.data.get(self.add_prefix("cluster"), "") if self.is_bound else ""
-            chosen = Cluster.objects.filter(pk=cluster_id).first() if cluster_id.isdigit() else None
-            chosen = chosen or Cluster.objects.order_by("name").first()
-            self.fields["gpu_model"].choices = gpu_model_choices(chosen)
+        if cluster is None:  # ``SpecFields`` offered the given cluster's models
+            offer_gpu_models(self, None)
 
     def clean_sidecar_env(self):
         return env_pairs(self.cleaned_data["sidecar_env"])

@@ -18,13 +18,11 @@ from drf_spectacular.utils import (
 )
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 
-from gpujobs import cluster_reads as workload_reads
 from gpujobs.api.serializers import JobEventSerializer, LogSerializer
-from gpujobs.api.views import TAIL, _int_param
+from gpujobs.api.views import TAIL, log_answer, log_container, log_tail
 from portal.openapi import ErrorSerializer
 from serving import cluster_reads, selectors, services
 from serving.api import serializers as s
@@ -227,30 +225,14 @@ class InferenceServiceViewSet(
     @action(detail=True, methods=["get"], reads_cluster=True)
     def logs(self, request, pk=None):
         service = self.get_object()
-        tail = _int_param(
-            request,
-            "tail",
-            workload_reads.DEFAULT_TAIL_LINES,
-            low=0,
-            high=workload_reads.MAX_TAIL_LINES,
+        tail = log_tail(request)
+        container = log_container(
+            request, containers=cluster_reads.CONTAINERS, default=SERVER_CONTAINER
         )
-        container = request.query_params.get("container") or SERVER_CONTAINER
-        if container not in cluster_reads.CONTAINERS:
-            raise ValidationError(
-                {"container": [f"Must be one of: {', '.join(cluster_reads.CONTAINERS)}."]}
-            )
         result = cluster_reads.replica_log(
             service, pod=request.query_params.get("pod") or None, container=container, tail=tail
         )
-        return Response(
-            {
-                "pod": result.pod,
-                "container": result.container,
-                "tail": tail,
-                "log": result.text,
-                "detail": result.detail,
-            }
-        )
+        return log_answer(result, tail=tail)
 
     @extend_schema(
         summary="Events of the service's Deployments, ReplicaSets, pods and Services",

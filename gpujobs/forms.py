@@ -62,6 +62,18 @@ def add_job_errors(
             form.add_error(field, message)
 
 
+def parse_request(form: forms.Form, parse, add_errors=add_job_errors):
+    """What ``parse`` (the app's ``admission.parse_*_request``) makes of a valid form's
+    ``request_data()`` for its team and cluster; None when it refuses, its errors on the form
+    (by ``add_errors``)."""
+    data = form.cleaned_data
+    try:
+        return parse(form.request_data(), team=data["team"], cluster=data["cluster"])
+    except ValidationError as error:
+        add_errors(form, error)
+        return None
+
+
 class ListField(forms.CharField):
     widget = forms.Textarea(attrs={"rows": 3, "spellcheck": "false"})
 
@@ -153,12 +165,7 @@ class JobForm(forms.Form):
         if data.get("preprocess_mode") and not (data.get("preprocess_image") or "").strip():
             self.add_error("preprocess_image", "Give the preprocessing container's image.")
         if not self.errors:
-            try:
-                self.job_request = admission.parse_job_request(
-                    self.request_data(), team=data["team"], cluster=data["cluster"]
-                )
-            except ValidationError as error:
-                add_job_errors(self, error)
+            self.job_request = parse_request(self, admission.parse_job_request)
         return data
 
     def request_data(self) -> dict:

@@ -20,6 +20,7 @@ from gpujobs.forms import (
     gpu_model_choices,
     lines,
     offer_gpu_models,
+    parse_request,
 )
 from gpujobs.forms import number_input as number
 from serving import admission, specs
@@ -126,12 +127,7 @@ class DeployForm(SpecFields):
     def clean(self):
         data = super().clean()
         if not self.errors:
-            try:
-                self.request = admission.parse_deploy_request(
-                    self.request_data(), team=data["team"], cluster=data["cluster"]
-                )
-            except ValidationError as error:
-                add_errors(self, error)
+            self.request = parse_request(self, admission.parse_deploy_request, add_errors)
         return data
 
     def request_data(self) -> dict:

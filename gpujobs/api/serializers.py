@@ -178,8 +178,8 @@ class GpuJobSerializer(serializers.ModelSerializer):
 
 class TeamClusterFields(serializers.Serializer):
     """A new workload's team (by slug) and cluster (by name), for the create serializers of
-    every workload app (``serving.api`` too): ``read_team_and_cluster`` looks them up before
-    the app's ``admission`` reads the rest of the body."""
+    every workload app (``serving.api`` too): ``read_request`` looks them up, then the app's
+    ``admission`` reads the rest of the body."""
 
     team = serializers.SlugRelatedField(
         slug_field="slug", queryset=Team.objects.none(), help_text="Team slug."
@@ -195,8 +195,10 @@ class TeamClusterFields(serializers.Serializer):
         # Only teams the user can see: another team's slug reads as "does not exist".
         self.fields["team"].queryset = teams_visible_to(user) if user else Team.objects.none()
 
-    def read_team_and_cluster(self, data: Mapping, errors: dict) -> dict:
-        """``team`` and ``cluster`` as found; each one that is not is named in ``errors``."""
+    def read_request(self, data: Mapping, errors: dict, *, parse, key: str) -> dict:
+        """``team`` and ``cluster`` as found, and under ``key`` what ``parse`` (the app's
+        ``admission.parse_*_request``) makes of ``data`` for them; each bad field is named in
+        ``errors``."""
         values = {}
         for name in ("team", "cluster"):
             field = self.fields[name]
@@ -204,6 +206,10 @@ class TeamClusterFields(serializers.Serializer):
                 values[name] = field.run_validation(field.get_value(data))
             except serializers.ValidationError as error:
                 errors[name] = error.detail
+        try:
+            values[key] = parse(data, team=values.get("team"), cluster=values.get("cluster"))
+        except DjangoValidationError as error:
+            errors.update(error.message_dict)
         return values
 
 
@@ -262,13 +268,9 @@ class GpuJobCreateSerializer(TeamClusterFields):
         if isinstance(data, QueryDict):  # a form-encoded body: lists are repeated keys
             data = {k: data.getlist(k) if k in LIST_KEYS else data.get(k) for k in data}
         errors = {}
-        values = self.read_team_and_cluster(data, errors)
-        try:
-            values["job_request"] = admission.parse_job_request(
-                data, team=values.get("team"), cluster=values.get("cluster")
-            )
-        except DjangoValidationError as error:
-            errors.update(error.message_dict)
+        values = self.read_request(
+            data, errors, parse=admission.parse_job_request, key="job_request"
+        )
         if errors:
             raise serializers.ValidationError(errors)
         return values

@@ -250,14 +250,7 @@ class ServiceCreateSerializer(RevisionFieldsSerializer, TeamClusterFields):
     replicas = serializers.IntegerField(min_value=1, max_value=specs.MAX_REPLICAS, default=1)
 
     def read(self, data: Mapping, errors: Errors) -> dict:
-        values = self.read_team_and_cluster(data, errors)
-        try:
-            values["request"] = admission.parse_deploy_request(
-                data, team=values.get("team"), cluster=values.get("cluster")
-            )
-        except DjangoValidationError as error:
-            errors.update(error.message_dict)
-        return values
+        return self.read_request(data, errors, parse=admission.parse_deploy_request, key="request")
 
 
 class NewRevisionSerializer(RevisionFieldsSerializer):

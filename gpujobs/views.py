@@ -18,13 +18,17 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from clusters.kube import KubeError
 from gpujobs import cluster_reads, queue_reads, selectors, services
 from gpujobs.filtersets import GpuJobFilter
 from gpujobs.forms import JobForm, add_job_errors
 from gpujobs.models import GpuJob
 from gpujobs.permissions import can_stop_job
-from gpujobs.workload_pages import create_form_page, creator_teams, fragment
+from gpujobs.workload_pages import (
+    cluster_read_fragment,
+    create_form_page,
+    creator_teams,
+    fragment,
+)
 from portal.params import page_of
 from tenants.errors import InvalidTransition
 from tenants.selectors import teams_visible_to
@@ -128,23 +132,23 @@ def job_logs(request: HttpRequest, pk: int) -> HttpResponse:
     """The log panel: the last lines of the newest pod's GPU container."""
     job = _visible_job(request, pk)
     tail = _tail(request)
-    context: dict = {"job": job, "tail": tail, "refresh_seconds": settings.GPUJOBS_REFRESH_SECONDS}
-    try:
-        context["result"] = cluster_reads.job_log(job, tail=tail)
-    except KubeError as error:
-        context["error"] = str(error)
-    return fragment(request, "gpujobs/_job_logs.html", context)
+    return cluster_read_fragment(
+        request,
+        "gpujobs/_job_logs.html",
+        {"job": job, "tail": tail, "refresh_seconds": settings.GPUJOBS_REFRESH_SECONDS},
+        result=lambda: cluster_reads.job_log(job, tail=tail),
+    )
 
 
 @login_required
 def job_events(request: HttpRequest, pk: int) -> HttpResponse:
     job = _visible_job(request, pk)
-    context: dict = {"job": job, "refresh_seconds": settings.GPUJOBS_REFRESH_SECONDS * 3}
-    try:
-        context["events"] = cluster_reads.job_events(job)
-    except KubeError as error:
-        context["error"] = str(error)
-    return fragment(request, "gpujobs/_job_events.html", context)
+    return cluster_read_fragment(
+        request,
+        "gpujobs/_job_events.html",
+        {"job": job, "refresh_seconds": settings.GPUJOBS_REFRESH_SECONDS * 3},
+        events=lambda: cluster_reads.job_events(job),
+    )
 
 
 @login_required

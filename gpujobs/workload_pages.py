@@ -1,5 +1,6 @@
 """What the pages of every workload app share (the jobs' here, the services' in ``serving``):
-the teams a user may create workloads in, the create-form page, and fragments htmx polls.
+the teams a user may create workloads in, the create-form page, and the fragments htmx polls
+(those that read the cluster among them).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.cache import add_never_cache_headers
 
+from clusters.kube import KubeError
 from gpujobs.forms import cluster_by_id
 from tenants.models import Membership, Team
 from tenants.selectors import teams_visible_to
@@ -33,6 +35,21 @@ def fragment(request: HttpRequest, template: str, context: dict) -> HttpResponse
     response = render(request, template, context)
     add_never_cache_headers(response)
     return response
+
+
+def cluster_read_fragment(
+    request: HttpRequest, template: str, context: dict, **reads: Callable[[], object]
+) -> HttpResponse:
+    """A fragment that shows what the cluster answers: each of ``reads`` (a context key -> a
+    read of the cluster, made in order, so a later one may use what an earlier one put in
+    ``context``) fills the context, and a cluster that does not answer puts its ``error``
+    there instead."""
+    try:
+        for key, read in reads.items():
+            context[key] = read()
+    except KubeError as error:
+        context["error"] = str(error)
+    return fragment(request, template, context)
 
 
 def create_form_page(

@@ -17,9 +17,13 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from clusters.kube import KubeError
 from gpujobs.views import LOG_TAIL_CHOICES
-from gpujobs.workload_pages import create_form_page, creator_teams, fragment
+from gpujobs.workload_pages import (
+    cluster_read_fragment,
+    create_form_page,
+    creator_teams,
+    fragment,
+)
 from serving import charts, cluster_reads, manifests, selectors, services, traffic
 from serving.filtersets import InferenceServiceFilter
 from serving.forms import DeployForm, RevisionForm, ScaleForm, TrafficForm, add_errors
@@ -176,26 +180,27 @@ def service_logs(request: HttpRequest, pk: int) -> HttpResponse:
     if container not in cluster_reads.CONTAINERS:
         container = manifests.SERVER_CONTAINER
     context: dict = {"service": service, "tail": tail}
-    try:
-        context["pods"] = [p["metadata"]["name"] for p in cluster_reads.service_pods(service)]
-        pod = request.GET.get("pod") or None
-        context["result"] = cluster_reads.replica_log(
+    pod = request.GET.get("pod") or None
+    return cluster_read_fragment(
+        request,
+        "serving/_service_logs.html",
+        context,
+        pods=lambda: [p["metadata"]["name"] for p in cluster_reads.service_pods(service)],
+        result=lambda: cluster_reads.replica_log(
             service, pod=pod if pod in context["pods"] else None, container=container, tail=tail
-        )
-    except KubeError as error:
-        context["error"] = str(error)
-    return fragment(request, "serving/_service_logs.html", context)
+        ),
+    )
 
 
 @login_required
 def service_events(request: HttpRequest, pk: int) -> HttpResponse:
     service = _visible(request, pk)
-    context: dict = {"service": service, "refresh_seconds": settings.SERVING_REFRESH_SECONDS * 3}
-    try:
-        context["events"] = cluster_reads.service_events(service)
-    except KubeError as error:
-        context["error"] = str(error)
-    return fragment(request, "serving/_service_events.html", context)
+    return cluster_read_fragment(
+        request,
+        "serving/_service_events.html",
+        {"service": service, "refresh_seconds": settings.SERVING_REFRESH_SECONDS * 3},
+        events=lambda: cluster_reads.service_events(service),
+    )
 
 
 @login_required

@@ -88,6 +88,12 @@ def number_input(**attrs) -> forms.NumberInput:
     return forms.NumberInput(attrs=attrs)
 
 
+def amount_field(label: str) -> forms.DecimalField:
+    """An optional amount of a container's CPU cores or memory (GiB); the request's parse
+    checks its bounds."""
+    return forms.DecimalField(label=label, required=False, widget=number_input(min=0, step="0.01"))
+
+
 class JobForm(forms.Form):
     """A new job. Its fields convert what was typed (lines, NAME=value, minutes); the bounds
     and shapes are ``JobRequest.parse``'s. A valid form holds the request in ``job_request``."""
@@ -110,12 +116,8 @@ class JobForm(forms.Form):
         help_text=PRIORITY_HELP,
     )
     gpu_model = forms.ChoiceField(label="GPU model", required=False)
-    cpu_cores = forms.DecimalField(
-        label="CPU cores", required=False, widget=number_input(min=0, step="0.01")
-    )
-    memory_gib = forms.DecimalField(
-        label="Memory (GiB)", required=False, widget=number_input(min=0, step="0.01")
-    )
+    cpu_cores = amount_field("CPU cores")
+    memory_gib = amount_field("Memory (GiB)")
     max_runtime_minutes = forms.IntegerField(
         label="Maximum run time (minutes)",
         initial=60,
@@ -140,16 +142,8 @@ class JobForm(forms.Form):
     preprocess_image = forms.CharField(label="Preprocessing image", required=False)
     preprocess_command = ListField(label="Preprocessing command")
     preprocess_args = ListField(label="Preprocessing arguments")
-    preprocess_cpu_cores = forms.DecimalField(
-        label="Preprocessing CPU cores",
-        required=False,
-        widget=number_input(min=0, step="0.01"),
-    )
-    preprocess_memory_gib = forms.DecimalField(
-        label="Preprocessing memory (GiB)",
-        required=False,
-        widget=number_input(min=0, step="0.01"),
-    )
+    preprocess_cpu_cores = amount_field("Preprocessing CPU cores")
+    preprocess_memory_gib = amount_field("Preprocessing memory (GiB)")
 
     def __init__(self, *args, teams, cluster: Cluster | None = None, **kwargs):
         super().__init__(*args, **kwargs)

@@ -16,6 +16,7 @@ from clusters.models import Cluster
 from gpujobs.forms import (
     ListField,
     add_job_errors,
+    amount_field,
     env_pairs,
     gpu_model_choices,
     lines,
@@ -45,12 +46,8 @@ class SpecFields(forms.Form):
     env = ListField(label="Environment", help_text="One NAME=value per line.")
     gpus = forms.IntegerField(label="GPUs per replica", initial=1, widget=number(min=1))
     gpu_model = forms.ChoiceField(label="GPU model", required=False)
-    cpu_cores = forms.DecimalField(
-        label="CPU cores", required=False, widget=number(min=0, step="0.01")
-    )
-    memory_gib = forms.DecimalField(
-        label="Memory (GiB)", required=False, widget=number(min=0, step="0.01")
-    )
+    cpu_cores = amount_field("CPU cores")
+    memory_gib = amount_field("Memory (GiB)")
     port = forms.IntegerField(
         initial=8000, help_text="The port the model server listens on.", widget=number(min=1)
     )
@@ -107,12 +104,8 @@ class DeployForm(SpecFields):
     sidecar_command = ListField(label="Sidecar command")
     sidecar_args = ListField(label="Sidecar arguments")
     sidecar_env = ListField(label="Sidecar environment", help_text="One NAME=value per line.")
-    sidecar_cpu_cores = forms.DecimalField(
-        label="Sidecar CPU cores", required=False, widget=number(min=0, step="0.01")
-    )
-    sidecar_memory_gib = forms.DecimalField(
-        label="Sidecar memory (GiB)", required=False, widget=number(min=0, step="0.01")
-    )
+    sidecar_cpu_cores = amount_field("Sidecar CPU cores")
+    sidecar_memory_gib = amount_field("Sidecar memory (GiB)")
 
     def __init__(self, *args, teams, cluster: Cluster | None = None, **kwargs):
         super().__init__(*args, cluster=cluster, **kwargs)

@@ -115,6 +115,13 @@ class InferenceServiceViewSet(
         serializer.is_valid(raise_exception=True)
         return serializer.validated_data
 
+    def _change(self, request, change) -> Response:
+        """Read the body for the service, make ``change`` (a service of ``serving.services``),
+        answer with the service as it now is."""
+        service = self.get_object()
+        body = self._body(request, service)
+        return self._answer(change(actor=request.user, service=service, **body))
+
     def create(self, request, *args, **kwargs):
         body = self._body(request)
         service = services.service_deploy(user=request.user, **body)
@@ -132,9 +139,7 @@ class InferenceServiceViewSet(
     )
     @action(detail=True, methods=["post"], url_path="update")
     def update_revision(self, request, pk=None):
-        service = self.get_object()
-        body = self._body(request, service)
-        return self._answer(services.service_update(actor=request.user, service=service, **body))
+        return self._change(request, services.service_update)
 
     @_action(
         "Start a canary: a new revision taking a share of the traffic",
@@ -143,9 +148,7 @@ class InferenceServiceViewSet(
     )
     @action(detail=True, methods=["post"])
     def canary(self, request, pk=None):
-        service = self.get_object()
-        body = self._body(request, service)
-        return self._answer(services.service_canary(actor=request.user, service=service, **body))
+        return self._change(request, services.service_canary)
 
     @_action(
         "Start an A/B test: the running revision and a new one as two named variants",
@@ -153,18 +156,12 @@ class InferenceServiceViewSet(
     )
     @action(detail=True, methods=["post"], url_path="ab-test")
     def ab_test(self, request, pk=None):
-        service = self.get_object()
-        body = self._body(request, service)
-        return self._answer(services.service_ab_test(actor=request.user, service=service, **body))
+        return self._change(request, services.service_ab_test)
 
     @_action("Set the traffic split of a canary or an A/B test", s.TrafficSerializer)
     @action(detail=True, methods=["post"])
     def traffic(self, request, pk=None):
-        service = self.get_object()
-        body = self._body(request, service)
-        return self._answer(
-            services.service_set_traffic(actor=request.user, service=service, **body)
-        )
+        return self._change(request, services.service_set_traffic)
 
     @_action(
         "Promote the candidate (or an A/B test's variant): it takes all the traffic",
@@ -208,9 +205,7 @@ class InferenceServiceViewSet(
     )
     @action(detail=True, methods=["post"])
     def scale(self, request, pk=None):
-        service = self.get_object()
-        body = self._body(request, service)
-        return self._answer(services.service_scale(actor=request.user, service=service, **body))
+        return self._change(request, services.service_scale)
 
     @_action("Stop: scale every revision to zero (it holds no GPU until scaled again)")
     @action(detail=True, methods=["post"])

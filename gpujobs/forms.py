@@ -177,19 +177,27 @@ class JobForm(forms.Form):
             }
         return {
             "name": data["name"],
-            "image": data["image"],
-            "command": lines(data["command"]),
-            "args": lines(data["args"]),
-            "env": data["env"],
-            "gpus": data["gpus"],
-            "gpu_model": data.get("gpu_model") or "",
-            "cpu_cores": data.get("cpu_cores"),
-            "memory_gib": data.get("memory_gib"),
+            **gpu_container_data(data),
             "max_runtime_seconds": data["max_runtime_minutes"] * 60,
             "backoff_limit": data["backoff_limit"],
             "preprocess": preprocess,
             "priority": data.get("priority") or "",
         }
+
+
+def gpu_container_data(data: dict) -> dict:
+    """A form's GPU container (image, lists, environment, GPUs, CPU and memory) from its
+    cleaned data, in the shape of the API's body."""
+    return {
+        "image": data["image"],
+        "command": lines(data["command"]),
+        "args": lines(data["args"]),
+        "env": data["env"],
+        "gpus": data["gpus"],
+        "gpu_model": data.get("gpu_model") or "",
+        "cpu_cores": data.get("cpu_cores"),
+        "memory_gib": data.get("memory_gib"),
+    }
 
 
 def gpu_model_choices(cluster: Cluster | None) -> list[tuple[str, str]]:

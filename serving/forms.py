@@ -18,6 +18,7 @@ from gpujobs.forms import (
     add_job_errors,
     amount_field,
     env_pairs,
+    gpu_container_data,
     gpu_model_choices,
     lines,
     offer_gpu_models,
@@ -73,14 +74,7 @@ class SpecFields(forms.Form):
     def spec_data(self) -> dict:
         data = self.cleaned_data
         return {
-            "image": data["image"],
-            "command": lines(data["command"]),
-            "args": lines(data["args"]),
-            "env": data["env"],
-            "gpus": data["gpus"],
-            "gpu_model": data.get("gpu_model") or "",
-            "cpu_cores": data.get("cpu_cores"),
-            "memory_gib": data.get("memory_gib"),
+            **gpu_container_data(data),
             "port": data["port"],
             "probe": data["probe"],
             "probe_path": data.get("probe_path") or "",

@@ -3,7 +3,8 @@ every object of the kind (a full resync), then watch from the list's resourceVer
 watch ends (the API server closes it every few minutes, or the connection drops) resume from the
 last resourceVersion seen (bookmarks keep it fresh), and when the API server answers 410 Gone
 (the version is too old) list again. What was seen goes onto a queue as ``Change``s, in order,
-for the one thread that owns the cluster's state.
+for the one thread that owns the cluster's state. ``WorkloadWatch`` is those threads for one
+cluster; each workload app's watcher subclasses it.
 """
 
 from __future__ import annotations
@@ -101,3 +102,71 @@ def follow(
             version = ""
             stop.wait(delay)
             delay = min(delay * 2, RETRY_MAX_SECONDS)
+
+
+class WorkloadWatch:
+    """The threads that follow one cluster for a workload app: one per kind (``follow``) puts
+    what it sees on ``changes``; one more (``_apply``, the app's) owns the cluster's state, takes
+    the changes off in order and writes them; ``extra_threads`` may add more. The app's subclass
+    names its ``kinds`` and their ``object_selectors``."""
+
+    # Threads are named ``watch-<prefix><cluster>-<kind>`` and ``apply-<prefix><cluster>``.
+    thread_prefix = ""
+    what = "workloads"  # for the log line that says the watch started
+
+    def __init__(self, cluster, *, stop: threading.Event, watch_timeout: int):
+        self.cluster_id = cluster.pk
+        self.cluster_name = cluster.name
+        self.kube = WorkloadClient.for_cluster(cluster)
+        self.stop = threading.Event()
+        self.parent_stop = stop
+        self.watch_timeout = watch_timeout
+        self.changes: queue.Queue[Change] = queue.Queue()
+        self.threads: list[threading.Thread] = []
+        self.lists = 0  # full lists made (first ones, and after 410 Gone)
+        self.resumes = 0  # watches resumed from a resourceVersion
+
+    def kinds(self) -> tuple[str, ...]:
+        raise NotImplementedError
+
+    def object_selectors(self, kind: str) -> dict:
+        raise NotImplementedError
+
+    def extra_threads(self) -> list[threading.Thread]:
+        return []
+
+    def stopping(self) -> bool:
+        return self.stop.is_set() or self.parent_stop.is_set()
+
+    def start(self) -> None:
+        name = f"{self.thread_prefix}{self.cluster_name}"
+        for kind in self.kinds():
+            self.threads.append(
+                threading.Thread(
+                    target=self._follow, args=(kind,), name=f"watch-{name}-{kind}", daemon=True
+                )
+            )
+        self.threads.append(threading.Thread(target=self._apply, name=f"apply-{name}", daemon=True))
+        self.threads.extend(self.extra_threads())
+        for thread in self.threads:
+            thread.start()
+        logger.info("watching %s on cluster %s", self.what, self.cluster_name)
+
+    def close(self) -> None:
+        self.stop.set()
+
+    def _follow(self, kind: str) -> None:
+        follow(
+            self.kube,
+            kind,
+            selectors=self.object_selectors(kind),
+            changes=self.changes,
+            stop=self.stop,
+            stopping=self.stopping,
+            watch_timeout=self.watch_timeout,
+            counts=self,
+            cluster_name=self.cluster_name,
+        )
+
+    def _apply(self) -> None:
+        raise NotImplementedError

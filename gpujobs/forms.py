@@ -62,6 +62,18 @@ def add_job_errors(
             form.add_error(field, message)
 
 
+def parse_request(form: forms.Form, parse, add_errors=add_job_errors):
+    """What ``parse`` (the app's ``admission.parse_*_request``) makes of a valid form's
+    ``request_data()`` for its team and cluster; None when it refuses, its errors on the form
+    (by ``add_errors``)."""
+    data = form.cleaned_data
+    try:
+        return parse(form.request_data(), team=data["team"], cluster=data["cluster"])
+    except ValidationError as error:
+        add_errors(form, error)
+        return None
+
+
 class ListField(forms.CharField):
     widget = forms.Textarea(attrs={"rows": 3, "spellcheck": "false"})
 
@@ -74,6 +86,12 @@ class ListField(forms.CharField):
 def number_input(**attrs) -> forms.NumberInput:
     """The browser's hint of a bound; ``JobRequest.parse`` checks it."""
     return forms.NumberInput(attrs=attrs)
+
+
+def amount_field(label: str) -> forms.DecimalField:
+    """An optional amount of a container's CPU cores or memory (GiB); the request's parse
+    checks its bounds."""
+    return forms.DecimalField(label=label, required=False, widget=number_input(min=0, step="0.01"))
 
 
 class JobForm(forms.Form):
@@ -98,12 +116,8 @@ class JobForm(forms.Form):
         help_text=PRIORITY_HELP,
     )
     gpu_model = forms.ChoiceField(label="GPU model", required=False)
-    cpu_cores = forms.DecimalField(
-        label="CPU cores", required=False, widget=number_input(min=0, step="0.01")
-    )
-    memory_gib = forms.DecimalField(
-        label="Memory (GiB)", required=False, widget=number_input(min=0, step="0.01")
-    )
+    cpu_cores = amount_field("CPU cores")
+    memory_gib = amount_field("Memory (GiB)")
     max_runtime_minutes = forms.IntegerField(
         label="Maximum run time (minutes)",
         initial=60,
@@ -128,28 +142,14 @@ class JobForm(forms.Form):
     preprocess_image = forms.CharField(label="Preprocessing image", required=False)
     preprocess_command = ListField(label="Preprocessing command")
     preprocess_args = ListField(label="Preprocessing arguments")
-    preprocess_cpu_cores = forms.DecimalField(
-        label="Preprocessing CPU cores",
-        required=False,
-        widget=number_input(min=0, step="0.01"),
-    )
-    preprocess_memory_gib = forms.DecimalField(
-        label="Preprocessing memory (GiB)",
-        required=False,
-        widget=number_input(min=0, step="0.01"),
-    )
+    preprocess_cpu_cores = amount_field("Preprocessing CPU cores")
+    preprocess_memory_gib = amount_field("Preprocessing memory (GiB)")
 
     def __init__(self, *args, teams, cluster: Cluster | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.job_request: JobRequest | None = None
         self.fields["team"].queryset = teams
-        chosen = cluster
-        if chosen is None and self.is_bound:
-            cluster_id = self.data.get(self.add_prefix("cluster"), "")
-            chosen = Cluster.objects.filter(pk=cluster_id).first() if cluster_id.isdigit() else None
-        if chosen is None:
-            chosen = Cluster.objects.order_by("name").first()
-        self.fields["gpu_model"].choices = gpu_model_choices(chosen)
+        offer_gpu_models(self, cluster)
 
     def clean_env(self):
         return env_pairs(self.cleaned_data["env"])
@@ -159,12 +159,7 @@ class JobForm(forms.Form):
         if data.get("preprocess_mode") and not (data.get("preprocess_image") or "").strip():
             self.add_error("preprocess_image", "Give the preprocessing container's image.")
         if not self.errors:
-            try:
-                self.job_request = admission.parse_job_request(
-                    self.request_data(), team=data["team"], cluster=data["cluster"]
-                )
-            except ValidationError as error:
-                add_job_errors(self, error)
+            self.job_request = parse_request(self, admission.parse_job_request)
         return data
 
     def request_data(self) -> dict:
@@ -182,14 +177,7 @@ class JobForm(forms.Form):
             }
         return {
             "name": data["name"],
-            "image": data["image"],
-            "command": lines(data["command"]),
-            "args": lines(data["args"]),
-            "env": data["env"],
-            "gpus": data["gpus"],
-            "gpu_model": data.get("gpu_model") or "",
-            "cpu_cores": data.get("cpu_cores"),
-            "memory_gib": data.get("memory_gib"),
+            **gpu_container_data(data),
             "max_runtime_seconds": data["max_runtime_minutes"] * 60,
             "backoff_limit": data["backoff_limit"],
             "preprocess": preprocess,
@@ -197,6 +185,36 @@ class JobForm(forms.Form):
         }
 
 
+def gpu_container_data(data: dict) -> dict:
+    """A form's GPU container (image, lists, environment, GPUs, CPU and memory) from its
+    cleaned data, in the shape of the API's body."""
+    return {
+        "image": data["image"],
+        "command": lines(data["command"]),
+        "args": lines(data["args"]),
+        "env": data["env"],
+        "gpus": data["gpus"],
+        "gpu_model": data.get("gpu_model") or "",
+        "cpu_cores": data.get("cpu_cores"),
+        "memory_gib": data.get("memory_gib"),
+    }
+
+
 def gpu_model_choices(cluster: Cluster | None) -> list[tuple[str, str]]:
     models = selectors.gpu_models(cluster) if cluster is not None else []
     return [("", "Any GPU model"), *((m, m) for m in models)]
+
+
+def cluster_by_id(raw: str) -> Cluster | None:
+    """The cluster a select (or a query parameter) names by its id; None for anything else."""
+    return Cluster.objects.filter(pk=raw).first() if raw.isdigit() else None
+
+
+def offer_gpu_models(form: forms.Form, cluster: Cluster | None) -> None:
+    """The form's GPU model choices: those of ``cluster``, else of the cluster a bound form
+    chose, else of the first cluster (the one its cluster select shows first)."""
+    if cluster is None and form.is_bound:
+        cluster = cluster_by_id(form.data.get(form.add_prefix("cluster"), ""))
+    if cluster is None:
+        cluster = Cluster.objects.order_by("name").first()
+    form.fields["gpu_model"].choices = gpu_model_choices(cluster)

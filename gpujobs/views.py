@@ -12,24 +12,25 @@ import datetime
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import BadRequest, PermissionDenied, ValidationError
+from django.core.exceptions import BadRequest
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.urls import reverse
 from django.utils import timezone
-from django.utils.cache import add_never_cache_headers
 from django.views.decorators.http import require_POST
 
-from clusters.kube import KubeError
-from clusters.models import Cluster
 from gpujobs import cluster_reads, queue_reads, selectors, services
 from gpujobs.filtersets import GpuJobFilter
 from gpujobs.forms import JobForm, add_job_errors
 from gpujobs.models import GpuJob
 from gpujobs.permissions import can_stop_job
+from gpujobs.workload_pages import (
+    cluster_read_fragment,
+    create_form_page,
+    creator_teams,
+    fragment,
+)
 from portal.params import page_of
 from tenants.errors import InvalidTransition
-from tenants.models import Membership
 from tenants.selectors import teams_visible_to
 
 JOBS_PAGE_SIZE = 25
@@ -39,20 +40,6 @@ LOG_TAIL_CHOICES = (100, 500, 2000)
 def _visible_job(request: HttpRequest, pk: int) -> GpuJob:
     """The job, or 404 when the user may not see it (never a 403 that confirms it exists)."""
     return get_object_or_404(selectors.jobs_visible_to(request.user), pk=pk)
-
-
-def _submit_teams(request: HttpRequest):
-    """Teams the user may run jobs in: where they are a lead or a member."""
-    return teams_visible_to(request.user).filter(
-        memberships__user=request.user,
-        memberships__role__in=[Membership.Role.LEAD, Membership.Role.MEMBER],
-    )
-
-
-def _fragment(request: HttpRequest, template: str, context: dict) -> HttpResponse:
-    response = render(request, template, context)
-    add_never_cache_headers(response)
-    return response
 
 
 # --- list --------------------------------------------------------------------------------------
@@ -74,7 +61,7 @@ def job_list(request: HttpRequest) -> HttpResponse:
             "filter_form": filterset.form,
             "page": page,
             "jobs": list(page.object_list),
-            "can_submit": _submit_teams(request).exists(),
+            "can_submit": creator_teams(request).exists(),
         },
     )
 
@@ -84,44 +71,22 @@ def job_list(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def job_new(request: HttpRequest) -> HttpResponse:
-    teams = _submit_teams(request).order_by("name", "slug")
-    if request.method == "GET" and request.htmx and "cluster" in request.GET:
-        # The cluster select changed: send back the GPU model select for that cluster.
-        cluster_id = request.GET["cluster"]
-        cluster = Cluster.objects.filter(pk=cluster_id).first() if cluster_id.isdigit() else None
-        form = JobForm(teams=teams, cluster=cluster)
-        return render(request, "gpujobs/_gpu_model_field.html", {"form": form})
-    if not teams.exists():
-        raise PermissionDenied("Only leads and members of a team can run jobs.")
-    if request.method == "POST":
-        form = JobForm(request.POST, teams=teams)
-        if form.is_valid():
-            try:
-                job = services.job_submit(
-                    user=request.user,
-                    team=form.cleaned_data["team"],
-                    cluster=form.cleaned_data["cluster"],
-                    job_request=form.job_request,
-                )
-            except ValidationError as error:
-                add_job_errors(form, error)
-            else:
-                messages.success(request, f"Submitted job #{job.pk} {job.name}.")
-                return redirect("gpujob-detail", pk=job.pk)
-    else:
-        initial = {}
-        team = teams.filter(slug=request.GET.get("team", "")).first()
-        if team is not None:
-            initial["team"] = team
-        form = JobForm(initial=initial, teams=teams)
-    form.fields["cluster"].widget.attrs.update(
-        {
-            "hx-get": reverse("gpujob-new"),
-            "hx-target": "#field-gpu_model",
-            "hx-swap": "outerHTML",
-        }
+    return create_form_page(
+        request,
+        form_class=JobForm,
+        url_name="gpujob-new",
+        template="gpujobs/job_form.html",
+        refusal="Only leads and members of a team can run jobs.",
+        create=lambda form: services.job_submit(
+            user=request.user,
+            team=form.cleaned_data["team"],
+            cluster=form.cleaned_data["cluster"],
+            job_request=form.job_request,
+        ),
+        add_errors=add_job_errors,
+        done=lambda job: f"Submitted job #{job.pk} {job.name}.",
+        detail_url_name="gpujob-detail",
     )
-    return render(request, "gpujobs/job_form.html", {"form": form})
 
 
 # --- one job -----------------------------------------------------------------------------------
@@ -149,7 +114,7 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
 def job_live(request: HttpRequest, pk: int) -> HttpResponse:
     """The state panel alone (htmx polls it until the job ends)."""
     job = _visible_job(request, pk)
-    return _fragment(request, "gpujobs/_job_live.html", _live_context(request, job))
+    return fragment(request, "gpujobs/_job_live.html", _live_context(request, job))
 
 
 def _tail(request: HttpRequest) -> int:
@@ -167,23 +132,23 @@ def job_logs(request: HttpRequest, pk: int) -> HttpResponse:
     """The log panel: the last lines of the newest pod's GPU container."""
     job = _visible_job(request, pk)
     tail = _tail(request)
-    context: dict = {"job": job, "tail": tail, "refresh_seconds": settings.GPUJOBS_REFRESH_SECONDS}
-    try:
-        context["result"] = cluster_reads.job_log(job, tail=tail)
-    except KubeError as error:
-        context["error"] = str(error)
-    return _fragment(request, "gpujobs/_job_logs.html", context)
+    return cluster_read_fragment(
+        request,
+        "gpujobs/_job_logs.html",
+        {"job": job, "tail": tail, "refresh_seconds": settings.GPUJOBS_REFRESH_SECONDS},
+        result=lambda: cluster_reads.job_log(job, tail=tail),
+    )
 
 
 @login_required
 def job_events(request: HttpRequest, pk: int) -> HttpResponse:
     job = _visible_job(request, pk)
-    context: dict = {"job": job, "refresh_seconds": settings.GPUJOBS_REFRESH_SECONDS * 3}
-    try:
-        context["events"] = cluster_reads.job_events(job)
-    except KubeError as error:
-        context["error"] = str(error)
-    return _fragment(request, "gpujobs/_job_events.html", context)
+    return cluster_read_fragment(
+        request,
+        "gpujobs/_job_events.html",
+        {"job": job, "refresh_seconds": settings.GPUJOBS_REFRESH_SECONDS * 3},
+        events=lambda: cluster_reads.job_events(job),
+    )
 
 
 @login_required
@@ -195,7 +160,7 @@ def job_gpus(request: HttpRequest, pk: int) -> HttpResponse:
         from monitoring import dashboards, promql
     except ImportError:  # the monitoring app is optional for the job pages
         context["unavailable"] = "GPU monitoring is not installed in this portal."
-        return _fragment(request, "gpujobs/_job_gpus.html", context)
+        return fragment(request, "gpujobs/_job_gpus.html", context)
     if not job.cluster.prometheus_url:
         context["unavailable"] = (
             f"Cluster {job.cluster.name} has no Prometheus URL, so there are no GPU metrics."
@@ -213,7 +178,7 @@ def job_gpus(request: HttpRequest, pk: int) -> HttpResponse:
         context["dashboard"] = dashboards.pod_dashboard(
             cluster=job.cluster, namespace=job.team.slug, pod_names=job.pods, window=window
         )
-    return _fragment(request, "gpujobs/_job_gpus.html", context)
+    return fragment(request, "gpujobs/_job_gpus.html", context)
 
 
 @require_POST

@@ -31,82 +31,39 @@ from django.db import close_old_connections, connection
 from django.db.utils import Error as DatabaseError
 
 from clusters import following
-from clusters.following import RETRY_MAX_SECONDS, RETRY_MIN_SECONDS, Change
+from clusters.following import RETRY_MAX_SECONDS, RETRY_MIN_SECONDS
 from clusters.kube import KubeError, connection_configured
 from clusters.models import Cluster, QuotaMode
-from clusters.workloads import WorkloadClient
 from gpujobs import queues
 from gpujobs import tracker as tracking
 
 logger = logging.getLogger(__name__)
 
 
-class ClusterWatch:
-    """The threads that follow one cluster."""
+class ClusterWatch(following.WorkloadWatch):
+    """The threads that follow one cluster's jobs (and, with Kueue, read its queues)."""
+
+    what = "GPU jobs"
 
     def __init__(self, cluster: Cluster, *, stop: threading.Event, watch_timeout: int):
-        self.cluster_id = cluster.pk
-        self.cluster_name = cluster.name
         self.cluster = cluster
         self.kueue = cluster.quota_mode == QuotaMode.KUEUE
-        self.kube = WorkloadClient.for_cluster(cluster)
-        self.stop = threading.Event()
-        self.parent_stop = stop
-        self.watch_timeout = watch_timeout
-        self.changes: queue.Queue[Change] = queue.Queue()
+        super().__init__(cluster, stop=stop, watch_timeout=watch_timeout)
         self.tracker = tracking.Tracker(
             cluster_id=cluster.pk, cluster_name=cluster.name, kueue=self.kueue
         )
-        self.threads: list[threading.Thread] = []
-        self.lists = 0  # full lists made (first ones, and after 410 Gone)
-        self.resumes = 0  # watches resumed from a resourceVersion
-
-    def stopping(self) -> bool:
-        return self.stop.is_set() or self.parent_stop.is_set()
 
     def kinds(self) -> tuple[str, ...]:
         return tracking.KINDS + (tracking.KUEUE_KINDS if self.kueue else ())
 
-    def start(self) -> None:
-        for kind in self.kinds():
-            self.threads.append(
-                threading.Thread(
-                    target=self._follow,
-                    args=(kind,),
-                    name=f"watch-{self.cluster_name}-{kind}",
-                    daemon=True,
-                )
-            )
-        self.threads.append(
-            threading.Thread(target=self._apply, name=f"apply-{self.cluster_name}", daemon=True)
-        )
-        if self.kueue:
-            self.threads.append(
-                threading.Thread(
-                    target=self._queues, name=f"queues-{self.cluster_name}", daemon=True
-                )
-            )
-        for thread in self.threads:
-            thread.start()
-        logger.info("watching GPU jobs on cluster %s", self.cluster_name)
+    def object_selectors(self, kind: str) -> dict:
+        return tracking.object_selectors(kind)
 
-    def close(self) -> None:
-        self.stop.set()
-
-    # -- following one kind
-
-    def _follow(self, kind: str) -> None:
-        following.follow(
-            self.kube,
-            kind,
-            selectors=tracking.object_selectors(kind),
-            changes=self.changes,
-            stop=self.stop,
-            stopping=self.stopping,
-            watch_timeout=self.watch_timeout,
-            counts=self,
-            cluster_name=self.cluster_name,
-        )
+    def extra_threads(self) -> list[threading.Thread]:
+        if not self.kueue:
+            return []
+        name = f"queues-{self.cluster_name}"
+        return [threading.Thread(target=self._queues, name=name, daemon=True)]
 
     # -- Kueue's queues, read every few seconds
 

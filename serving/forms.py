@@ -13,7 +13,17 @@ from django import forms
 from django.core.exceptions import ValidationError
 
 from clusters.models import Cluster
-from gpujobs.forms import ListField, add_job_errors, env_pairs, gpu_model_choices, lines
+from gpujobs.forms import (
+    ListField,
+    add_job_errors,
+    amount_field,
+    env_pairs,
+    gpu_container_data,
+    gpu_model_choices,
+    lines,
+    offer_gpu_models,
+    parse_request,
+)
 from gpujobs.forms import number_input as number
 from serving import admission, specs
 from serving.models import InferenceService, Revision
@@ -37,12 +47,8 @@ class SpecFields(forms.Form):
     env = ListField(label="Environment", help_text="One NAME=value per line.")
     gpus = forms.IntegerField(label="GPUs per replica", initial=1, widget=number(min=1))
     gpu_model = forms.ChoiceField(label="GPU model", required=False)
-    cpu_cores = forms.DecimalField(
-        label="CPU cores", required=False, widget=number(min=0, step="0.01")
-    )
-    memory_gib = forms.DecimalField(
-        label="Memory (GiB)", required=False, widget=number(min=0, step="0.01")
-    )
+    cpu_cores = amount_field("CPU cores")
+    memory_gib = amount_field("Memory (GiB)")
     port = forms.IntegerField(
         initial=8000, help_text="The port the model server listens on.", widget=number(min=1)
     )
@@ -68,14 +74,7 @@ class SpecFields(forms.Form):
     def spec_data(self) -> dict:
         data = self.cleaned_data
         return {
-            "image": data["image"],
-            "command": lines(data["command"]),
-            "args": lines(data["args"]),
-            "env": data["env"],
-            "gpus": data["gpus"],
-            "gpu_model": data.get("gpu_model") or "",
-            "cpu_cores": data.get("cpu_cores"),
-            "memory_gib": data.get("memory_gib"),
+            **gpu_container_data(data),
             "port": data["port"],
             "probe": data["probe"],
             "probe_path": data.get("probe_path") or "",
@@ -99,22 +98,15 @@ class DeployForm(SpecFields):
     sidecar_command = ListField(label="Sidecar command")
     sidecar_args = ListField(label="Sidecar arguments")
     sidecar_env = ListField(label="Sidecar environment", help_text="One NAME=value per line.")
-    sidecar_cpu_cores = forms.DecimalField(
-        label="Sidecar CPU cores", required=False, widget=number(min=0, step="0.01")
-    )
-    sidecar_memory_gib = forms.DecimalField(
-        label="Sidecar memory (GiB)", required=False, widget=number(min=0, step="0.01")
-    )
+    sidecar_cpu_cores = amount_field("Sidecar CPU cores")
+    sidecar_memory_gib = amount_field("Sidecar memory (GiB)")
 
     def __init__(self, *args, teams, cluster: Cluster | None = None, **kwargs):
         super().__init__(*args, cluster=cluster, **kwargs)
         self.request: DeployRequest | None = None
         self.fields["team"].queryset = teams
-        if cluster is None:
-            cluster_id = self.data.get(self.add_prefix("cluster"), "") if self.is_bound else ""
-            chosen = Cluster.objects.filter(pk=cluster_id).first() if cluster_id.isdigit() else None
-            chosen = chosen or Cluster.objects.order_by("name").first()
-            self.fields["gpu_model"].choices = gpu_model_choices(chosen)
+        if cluster is None:  # ``SpecFields`` offered the given cluster's models
+            offer_gpu_models(self, None)
 
     def clean_sidecar_env(self):
         return env_pairs(self.cleaned_data["sidecar_env"])
@@ -122,12 +114,7 @@ class DeployForm(SpecFields):
     def clean(self):
         data = super().clean()
         if not self.errors:
-            try:
-                self.request = admission.parse_deploy_request(
-                    self.request_data(), team=data["team"], cluster=data["cluster"]
-                )
-            except ValidationError as error:
-                add_errors(self, error)
+            self.request = parse_request(self, admission.parse_deploy_request, add_errors)
         return data
 
     def request_data(self) -> dict:

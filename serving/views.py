@@ -15,13 +15,15 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.urls import reverse
-from django.utils.cache import add_never_cache_headers
 from django.views.decorators.http import require_POST
 
-from clusters.kube import KubeError
-from clusters.models import Cluster
 from gpujobs.views import LOG_TAIL_CHOICES
+from gpujobs.workload_pages import (
+    cluster_read_fragment,
+    create_form_page,
+    creator_teams,
+    fragment,
+)
 from serving import charts, cluster_reads, manifests, selectors, services, traffic
 from serving.filtersets import InferenceServiceFilter
 from serving.forms import DeployForm, RevisionForm, ScaleForm, TrafficForm, add_errors
@@ -30,7 +32,6 @@ from serving.observe import rollout_progress
 from serving.permissions import can_change
 from serving.specs import RevisionRequest
 from tenants.errors import InvalidTransition
-from tenants.models import Membership
 from tenants.selectors import teams_visible_to
 
 SERVICES_PAGE_SIZE = 25
@@ -41,19 +42,6 @@ Rollout = InferenceService.Rollout
 def _visible(request: HttpRequest, pk: int) -> InferenceService:
     """The service, or 404 when the user may not see it (never a 403 that confirms it)."""
     return get_object_or_404(selectors.services_visible_to(request.user), pk=pk)
-
-
-def _deploy_teams(request: HttpRequest):
-    return teams_visible_to(request.user).filter(
-        memberships__user=request.user,
-        memberships__role__in=[Membership.Role.LEAD, Membership.Role.MEMBER],
-    )
-
-
-def _fragment(request: HttpRequest, template: str, context: dict) -> HttpResponse:
-    response = render(request, template, context)
-    add_never_cache_headers(response)
-    return response
 
 
 @login_required
@@ -72,44 +60,29 @@ def service_list(request: HttpRequest) -> HttpResponse:
             "filter_form": filterset.form,
             "page": page,
             "services": list(page.object_list),
-            "can_deploy": _deploy_teams(request).exists(),
+            "can_deploy": creator_teams(request).exists(),
         },
     )
 
 
 @login_required
 def service_new(request: HttpRequest) -> HttpResponse:
-    teams = _deploy_teams(request).order_by("name", "slug")
-    if request.method == "GET" and request.htmx and "cluster" in request.GET:
-        # The cluster select changed: send back the GPU model select for that cluster.
-        cluster_id = request.GET["cluster"]
-        cluster = Cluster.objects.filter(pk=cluster_id).first() if cluster_id.isdigit() else None
-        form = DeployForm(teams=teams, cluster=cluster)
-        return render(request, "gpujobs/_gpu_model_field.html", {"form": form})
-    if not teams.exists():
-        raise PermissionDenied("Only leads and members of a team can deploy services.")
-    if request.method == "POST":
-        form = DeployForm(request.POST, teams=teams)
-        if form.is_valid():
-            try:
-                service = services.service_deploy(
-                    user=request.user,
-                    team=form.cleaned_data["team"],
-                    cluster=form.cleaned_data["cluster"],
-                    request=form.request,
-                )
-            except ValidationError as error:
-                add_errors(form, error)
-            else:
-                messages.success(request, f"Deployed service {service.name}.")
-                return redirect("service-detail", pk=service.pk)
-    else:
-        team = teams.filter(slug=request.GET.get("team", "")).first()
-        form = DeployForm(initial={"team": team} if team else {}, teams=teams)
-    form.fields["cluster"].widget.attrs.update(
-        {"hx-get": reverse("service-new"), "hx-target": "#field-gpu_model", "hx-swap": "outerHTML"}
+    return create_form_page(
+        request,
+        form_class=DeployForm,
+        url_name="service-new",
+        template="serving/service_form.html",
+        refusal="Only leads and members of a team can deploy services.",
+        create=lambda form: services.service_deploy(
+            user=request.user,
+            team=form.cleaned_data["team"],
+            cluster=form.cleaned_data["cluster"],
+            request=form.request,
+        ),
+        add_errors=add_errors,
+        done=lambda service: f"Deployed service {service.name}.",
+        detail_url_name="service-detail",
     )
-    return render(request, "serving/service_form.html", {"form": form})
 
 
 # --- one service -------------------------------------------------------------------------------
@@ -194,7 +167,7 @@ def service_detail(request: HttpRequest, pk: int) -> HttpResponse:
 def service_live(request: HttpRequest, pk: int) -> HttpResponse:
     """The state panel alone (htmx polls it)."""
     service = _visible(request, pk)
-    return _fragment(request, "serving/_service_live.html", _live_context(request, service))
+    return fragment(request, "serving/_service_live.html", _live_context(request, service))
 
 
 @login_required
@@ -207,26 +180,27 @@ def service_logs(request: HttpRequest, pk: int) -> HttpResponse:
     if container not in cluster_reads.CONTAINERS:
         container = manifests.SERVER_CONTAINER
     context: dict = {"service": service, "tail": tail}
-    try:
-        context["pods"] = [p["metadata"]["name"] for p in cluster_reads.service_pods(service)]
-        pod = request.GET.get("pod") or None
-        context["result"] = cluster_reads.replica_log(
+    pod = request.GET.get("pod") or None
+    return cluster_read_fragment(
+        request,
+        "serving/_service_logs.html",
+        context,
+        pods=lambda: [p["metadata"]["name"] for p in cluster_reads.service_pods(service)],
+        result=lambda: cluster_reads.replica_log(
             service, pod=pod if pod in context["pods"] else None, container=container, tail=tail
-        )
-    except KubeError as error:
-        context["error"] = str(error)
-    return _fragment(request, "serving/_service_logs.html", context)
+        ),
+    )
 
 
 @login_required
 def service_events(request: HttpRequest, pk: int) -> HttpResponse:
     service = _visible(request, pk)
-    context: dict = {"service": service, "refresh_seconds": settings.SERVING_REFRESH_SECONDS * 3}
-    try:
-        context["events"] = cluster_reads.service_events(service)
-    except KubeError as error:
-        context["error"] = str(error)
-    return _fragment(request, "serving/_service_events.html", context)
+    return cluster_read_fragment(
+        request,
+        "serving/_service_events.html",
+        {"service": service, "refresh_seconds": settings.SERVING_REFRESH_SECONDS * 3},
+        events=lambda: cluster_reads.service_events(service),
+    )
 
 
 @login_required
@@ -234,7 +208,7 @@ def service_gpus(request: HttpRequest, pk: int) -> HttpResponse:
     """Per-revision GPU charts, side by side."""
     service = _visible(request, pk)
     columns, unavailable = charts.revision_charts(service, selectors.live_revisions(service))
-    return _fragment(
+    return fragment(
         request,
         "serving/_service_gpus.html",
         {"service": service, "columns": columns, "unavailable": unavailable},

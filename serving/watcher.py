@@ -3,9 +3,10 @@ follows every cluster's Deployments, ReplicaSets and pods that carry the portal'
 labels and writes each revision's replicas and state back within seconds.
 
 Per cluster, one thread per kind lists it and then watches it from the list's resourceVersion,
-resuming after a watch ends and listing again after 410 Gone (``clusters.following``, the loop
-the jobs' watcher uses); one more thread owns the cluster's state (``tracker.Tracker``), takes
-the changes off a queue in order and writes the revisions they touch. Nothing is lost across a
+resuming after a watch ends and listing again after 410 Gone (``clusters.following``: the
+threads and the loop the jobs' watcher uses); one more thread owns the cluster's state
+(``tracker.Tracker``), takes the changes off a queue in order and writes the revisions they
+touch. Nothing is lost across a
 restart: a watcher that starts lists everything, and once every kind is listed it writes every
 revision the portal follows there, those whose objects are gone included; the periodic
 ``resync_services`` does the same without a watch. Clusters are found as the jobs' watcher
@@ -22,69 +23,30 @@ from django.db import close_old_connections, connection
 from django.db.utils import Error as DatabaseError
 
 from clusters import following
-from clusters.following import RETRY_MIN_SECONDS, Change
+from clusters.following import RETRY_MIN_SECONDS
 from clusters.kube import KubeError
 from clusters.models import Cluster
-from clusters.workloads import WorkloadClient
 from gpujobs import watcher as workload_watcher
 from serving import tracker as tracking
 
 logger = logging.getLogger(__name__)
 
 
-class ServiceWatch:
+class ServiceWatch(following.WorkloadWatch):
     """The threads that follow one cluster's services."""
 
+    thread_prefix = "services-"
+    what = "inference services"
+
     def __init__(self, cluster: Cluster, *, stop: threading.Event, watch_timeout: int):
-        self.cluster_id = cluster.pk
-        self.cluster_name = cluster.name
-        self.kube = WorkloadClient.for_cluster(cluster)
-        self.stop = threading.Event()
-        self.parent_stop = stop
-        self.watch_timeout = watch_timeout
-        self.changes: queue.Queue[Change] = queue.Queue()
+        super().__init__(cluster, stop=stop, watch_timeout=watch_timeout)
         self.tracker = tracking.Tracker(cluster_id=cluster.pk, cluster_name=cluster.name)
-        self.threads: list[threading.Thread] = []
-        self.lists = 0
-        self.resumes = 0
 
-    def stopping(self) -> bool:
-        return self.stop.is_set() or self.parent_stop.is_set()
+    def kinds(self) -> tuple[str, ...]:
+        return tracking.KINDS
 
-    def start(self) -> None:
-        for kind in tracking.KINDS:
-            self.threads.append(
-                threading.Thread(
-                    target=self._follow,
-                    args=(kind,),
-                    name=f"watch-services-{self.cluster_name}-{kind}",
-                    daemon=True,
-                )
-            )
-        self.threads.append(
-            threading.Thread(
-                target=self._apply, name=f"apply-services-{self.cluster_name}", daemon=True
-            )
-        )
-        for thread in self.threads:
-            thread.start()
-        logger.info("watching inference services on cluster %s", self.cluster_name)
-
-    def close(self) -> None:
-        self.stop.set()
-
-    def _follow(self, kind: str) -> None:
-        following.follow(
-            self.kube,
-            kind,
-            selectors=tracking.object_selectors(kind),
-            changes=self.changes,
-            stop=self.stop,
-            stopping=self.stopping,
-            watch_timeout=self.watch_timeout,
-            counts=self,
-            cluster_name=self.cluster_name,
-        )
+    def object_selectors(self, kind: str) -> dict:
+        return tracking.object_selectors(kind)
 
     def _apply(self) -> None:
         state = self.tracker.state

@@ -176,11 +176,10 @@ class GpuJobSerializer(serializers.ModelSerializer):
         return QueueStatusSerializer(status).data if status is not None else None
 
 
-class GpuJobCreateSerializer(serializers.Serializer):
-    """A job submission. Team and cluster are looked up here; the job's own fields are declared
-    for the OpenAPI schema and read by ``admission.parse_job_request`` into a ``JobRequest``,
-    so that the API and the job form check them the same way, and one 400 names every bad
-    field. Validated data: ``team``, ``cluster`` and ``job_request``."""
+class TeamClusterFields(serializers.Serializer):
+    """A new workload's team (by slug) and cluster (by name), for the create serializers of
+    every workload app (``serving.api`` too): ``read_request`` looks them up, then the app's
+    ``admission`` reads the rest of the body."""
 
     team = serializers.SlugRelatedField(
         slug_field="slug", queryset=Team.objects.none(), help_text="Team slug."
@@ -188,6 +187,38 @@ class GpuJobCreateSerializer(serializers.Serializer):
     cluster = serializers.SlugRelatedField(
         slug_field="name", queryset=Cluster.objects.all(), help_text="Cluster name."
     )
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        request = self.context.get("request")
+        user = request.user if request is not None else None
+        # Only teams the user can see: another team's slug reads as "does not exist".
+        self.fields["team"].queryset = teams_visible_to(user) if user else Team.objects.none()
+
+    def read_request(self, data: Mapping, errors: dict, *, parse, key: str) -> dict:
+        """``team`` and ``cluster`` as found, and under ``key`` what ``parse`` (the app's
+        ``admission.parse_*_request``) makes of ``data`` for them; each bad field is named in
+        ``errors``."""
+        values = {}
+        for name in ("team", "cluster"):
+            field = self.fields[name]
+            try:
+                values[name] = field.run_validation(field.get_value(data))
+            except serializers.ValidationError as error:
+                errors[name] = error.detail
+        try:
+            values[key] = parse(data, team=values.get("team"), cluster=values.get("cluster"))
+        except DjangoValidationError as error:
+            errors.update(error.message_dict)
+        return values
+
+
+class GpuJobCreateSerializer(TeamClusterFields):
+    """A job submission. Team and cluster are looked up here; the job's own fields are declared
+    for the OpenAPI schema and read by ``admission.parse_job_request`` into a ``JobRequest``,
+    so that the API and the job form check them the same way, and one 400 names every bad
+    field. Validated data: ``team``, ``cluster`` and ``job_request``."""
+
     name = serializers.CharField(
         max_length=specs.MAX_NAME_LENGTH, help_text="A short name for people."
     )
@@ -230,32 +261,16 @@ class GpuJobCreateSerializer(serializers.Serializer):
         help_text=f"{PRIORITY_HELP} Under quota only (no Kueue) both run alike.",
     )
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        request = self.context.get("request")
-        user = request.user if request is not None else None
-        # Only teams the user can see: another team's slug reads as "does not exist".
-        self.fields["team"].queryset = teams_visible_to(user) if user else Team.objects.none()
-
     def to_internal_value(self, data):
         if not isinstance(data, Mapping):
             message = self.error_messages["invalid"].format(datatype=type(data).__name__)
             raise serializers.ValidationError({api_settings.NON_FIELD_ERRORS_KEY: [message]})
         if isinstance(data, QueryDict):  # a form-encoded body: lists are repeated keys
             data = {k: data.getlist(k) if k in LIST_KEYS else data.get(k) for k in data}
-        errors, values = {}, {}
-        for name in ("team", "cluster"):
-            field = self.fields[name]
-            try:
-                values[name] = field.run_validation(field.get_value(data))
-            except serializers.ValidationError as error:
-                errors[name] = error.detail
-        try:
-            values["job_request"] = admission.parse_job_request(
-                data, team=values.get("team"), cluster=values.get("cluster")
-            )
-        except DjangoValidationError as error:
-            errors.update(error.message_dict)
+        errors = {}
+        values = self.read_request(
+            data, errors, parse=admission.parse_job_request, key="job_request"
+        )
         if errors:
             raise serializers.ValidationError(errors)
         return values

@@ -78,6 +78,38 @@ def _int_param(request, name: str, default: int, *, low: int, high: int) -> int:
         raise ValidationError({name: [str(error)]}) from None
 
 
+def log_tail(request) -> int:
+    """``?tail=``: how many of the log's last lines (the default when not given), else a 400."""
+    return _int_param(
+        request,
+        "tail",
+        cluster_reads.DEFAULT_TAIL_LINES,
+        low=0,
+        high=cluster_reads.MAX_TAIL_LINES,
+    )
+
+
+def log_container(request, *, containers, default: str) -> str:
+    """``?container=``: one of the workload's ``containers`` (``default`` when not given)."""
+    container = request.query_params.get("container") or default
+    if container not in containers:
+        raise ValidationError({"container": [f"Must be one of: {', '.join(containers)}."]})
+    return container
+
+
+def log_answer(result: cluster_reads.LogResult, *, tail: int) -> Response:
+    """A log read (``LogSerializer``'s shape)."""
+    return Response(
+        {
+            "pod": result.pod,
+            "container": result.container,
+            "tail": tail,
+            "log": result.text,
+            "detail": result.detail,
+        }
+    )
+
+
 @extend_schema_view(
     list=extend_schema(summary="GPU jobs of your teams (admins: all)"),
     create=extend_schema(
@@ -167,18 +199,10 @@ class GpuJobViewSet(
     )
     def logs(self, request, pk=None):
         job = self.get_object()
-        tail = _int_param(
-            request,
-            "tail",
-            cluster_reads.DEFAULT_TAIL_LINES,
-            low=0,
-            high=cluster_reads.MAX_TAIL_LINES,
+        tail = log_tail(request)
+        container = log_container(
+            request, containers=cluster_reads.CONTAINERS, default=GPU_CONTAINER
         )
-        container = request.query_params.get("container") or GPU_CONTAINER
-        if container not in cluster_reads.CONTAINERS:
-            raise ValidationError(
-                {"container": [f"Must be one of: {', '.join(cluster_reads.CONTAINERS)}."]}
-            )
         pod = request.query_params.get("pod") or None
         if pod is not None and (len(pod) > 253 or not DNS_SUBDOMAIN_RE.match(pod)):
             raise ValidationError({"pod": ["Not a pod name (a DNS subdomain)."]})
@@ -186,15 +210,7 @@ class GpuJobViewSet(
         if follow:
             return self._follow(request, job, tail=tail, container=container, pod=pod)
         result = cluster_reads.job_log(job, tail=tail, container=container, pod=pod)
-        return Response(
-            {
-                "pod": result.pod,
-                "container": result.container,
-                "tail": tail,
-                "log": result.text,
-                "detail": result.detail,
-            }
-        )
+        return log_answer(result, tail=tail)
 
     def _follow(self, request, job, *, tail: int, container: str, pod: str | None):
         try:

@@ -11,17 +11,14 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.settings import api_settings
 
-from clusters.models import Cluster
 from clusters.vocabulary import DEFAULT_GPU_RESOURCE
-from gpujobs.api.serializers import EnvVarSerializer
+from gpujobs.api.serializers import EnvVarSerializer, TeamClusterFields
 from gpujobs.images import MAX_IMAGE_LENGTH
 from gpujobs.specs import MAX_GPUS_PER_JOB, Errors
 from serving import admission, selectors, specs, traffic
 from serving.models import InferenceService, Revision
 from serving.observe import rollout_progress
 from serving.specs import RevisionRequest
-from tenants.models import Team
-from tenants.selectors import teams_visible_to
 
 LIST_FIELD = serializers.ListField(
     child=serializers.CharField(allow_blank=True, trim_whitespace=False), required=False
@@ -68,20 +65,7 @@ class RevisionSerializer(serializers.ModelSerializer):
             "message",
             "pods",
             "nodes",
-            "image",
-            "command",
-            "args",
-            "env",
-            "cpu_cores",
-            "memory_gib",
-            "gpus",
-            "gpu_resource",
-            "gpu_model",
-            "port",
-            "probe",
-            "probe_path",
-            "sidecar",
-            "annotations",
+            *specs.REVISION_KEYS,
             "created_by",
             "created_at",
             "retired_at",
@@ -250,16 +234,10 @@ class RevisionFieldsSerializer(serializers.Serializer):
         return values
 
 
-class ServiceCreateSerializer(RevisionFieldsSerializer):
+class ServiceCreateSerializer(RevisionFieldsSerializer, TeamClusterFields):
     """A new service. Validated data: ``team``, ``cluster`` and ``request`` (a
     ``DeployRequest``)."""
 
-    team = serializers.SlugRelatedField(
-        slug_field="slug", queryset=Team.objects.none(), help_text="Team slug."
-    )
-    cluster = serializers.SlugRelatedField(
-        slug_field="name", queryset=Cluster.objects.all(), help_text="Cluster name."
-    )
     name = serializers.CharField(
         max_length=specs.MAX_SERVICE_NAME_LENGTH,
         help_text="A DNS label: its Kubernetes Service's name.",
@@ -271,28 +249,8 @@ class ServiceCreateSerializer(RevisionFieldsSerializer):
     port = serializers.IntegerField(min_value=1, max_value=specs.MAX_PORT)
     replicas = serializers.IntegerField(min_value=1, max_value=specs.MAX_REPLICAS, default=1)
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        request = self.context.get("request")
-        user = request.user if request is not None else None
-        # Only teams the user can see: another team's slug reads as "does not exist".
-        self.fields["team"].queryset = teams_visible_to(user) if user else Team.objects.none()
-
     def read(self, data: Mapping, errors: Errors) -> dict:
-        values = {}
-        for name in ("team", "cluster"):
-            field = self.fields[name]
-            try:
-                values[name] = field.run_validation(field.get_value(data))
-            except serializers.ValidationError as error:
-                errors[name] = error.detail
-        try:
-            values["request"] = admission.parse_deploy_request(
-                data, team=values.get("team"), cluster=values.get("cluster")
-            )
-        except DjangoValidationError as error:
-            errors.update(error.message_dict)
-        return values
+        return self.read_request(data, errors, parse=admission.parse_deploy_request, key="request")
 
 
 class NewRevisionSerializer(RevisionFieldsSerializer):

@@ -18,13 +18,11 @@ from drf_spectacular.utils import (
 )
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 
-from gpujobs import cluster_reads as workload_reads
 from gpujobs.api.serializers import JobEventSerializer, LogSerializer
-from gpujobs.api.views import TAIL, _int_param
+from gpujobs.api.views import TAIL, log_answer, log_container, log_tail
 from portal.openapi import ErrorSerializer
 from serving import cluster_reads, selectors, services
 from serving.api import serializers as s
@@ -117,6 +115,13 @@ class InferenceServiceViewSet(
         serializer.is_valid(raise_exception=True)
         return serializer.validated_data
 
+    def _change(self, request, change) -> Response:
+        """Read the body for the service, make ``change`` (a service of ``serving.services``),
+        answer with the service as it now is."""
+        service = self.get_object()
+        body = self._body(request, service)
+        return self._answer(change(actor=request.user, service=service, **body))
+
     def create(self, request, *args, **kwargs):
         body = self._body(request)
         service = services.service_deploy(user=request.user, **body)
@@ -134,9 +139,7 @@ class InferenceServiceViewSet(
     )
     @action(detail=True, methods=["post"], url_path="update")
     def update_revision(self, request, pk=None):
-        service = self.get_object()
-        body = self._body(request, service)
-        return self._answer(services.service_update(actor=request.user, service=service, **body))
+        return self._change(request, services.service_update)
 
     @_action(
         "Start a canary: a new revision taking a share of the traffic",
@@ -145,9 +148,7 @@ class InferenceServiceViewSet(
     )
     @action(detail=True, methods=["post"])
     def canary(self, request, pk=None):
-        service = self.get_object()
-        body = self._body(request, service)
-        return self._answer(services.service_canary(actor=request.user, service=service, **body))
+        return self._change(request, services.service_canary)
 
     @_action(
         "Start an A/B test: the running revision and a new one as two named variants",
@@ -155,18 +156,12 @@ class InferenceServiceViewSet(
     )
     @action(detail=True, methods=["post"], url_path="ab-test")
     def ab_test(self, request, pk=None):
-        service = self.get_object()
-        body = self._body(request, service)
-        return self._answer(services.service_ab_test(actor=request.user, service=service, **body))
+        return self._change(request, services.service_ab_test)
 
     @_action("Set the traffic split of a canary or an A/B test", s.TrafficSerializer)
     @action(detail=True, methods=["post"])
     def traffic(self, request, pk=None):
-        service = self.get_object()
-        body = self._body(request, service)
-        return self._answer(
-            services.service_set_traffic(actor=request.user, service=service, **body)
-        )
+        return self._change(request, services.service_set_traffic)
 
     @_action(
         "Promote the candidate (or an A/B test's variant): it takes all the traffic",
@@ -210,9 +205,7 @@ class InferenceServiceViewSet(
     )
     @action(detail=True, methods=["post"])
     def scale(self, request, pk=None):
-        service = self.get_object()
-        body = self._body(request, service)
-        return self._answer(services.service_scale(actor=request.user, service=service, **body))
+        return self._change(request, services.service_scale)
 
     @_action("Stop: scale every revision to zero (it holds no GPU until scaled again)")
     @action(detail=True, methods=["post"])
@@ -227,30 +220,14 @@ class InferenceServiceViewSet(
     @action(detail=True, methods=["get"], reads_cluster=True)
     def logs(self, request, pk=None):
         service = self.get_object()
-        tail = _int_param(
-            request,
-            "tail",
-            workload_reads.DEFAULT_TAIL_LINES,
-            low=0,
-            high=workload_reads.MAX_TAIL_LINES,
+        tail = log_tail(request)
+        container = log_container(
+            request, containers=cluster_reads.CONTAINERS, default=SERVER_CONTAINER
         )
-        container = request.query_params.get("container") or SERVER_CONTAINER
-        if container not in cluster_reads.CONTAINERS:
-            raise ValidationError(
-                {"container": [f"Must be one of: {', '.join(cluster_reads.CONTAINERS)}."]}
-            )
         result = cluster_reads.replica_log(
             service, pod=request.query_params.get("pod") or None, container=container, tail=tail
         )
-        return Response(
-            {
-                "pod": result.pod,
-                "container": result.container,
-                "tail": tail,
-                "log": result.text,
-                "detail": result.detail,
-            }
-        )
+        return log_answer(result, tail=tail)
 
     @extend_schema(
         summary="Events of the service's Deployments, ReplicaSets, pods and Services",

@@ -147,19 +147,32 @@ def check_job(*, team: Team, cluster: Cluster, request: JobRequest) -> None:
         raise ValidationError(errors)
 
 
+def parse_with_refusals(read, data: Mapping[str, Any], refusals=None):
+    """The request ``read`` makes of ``data`` (a ``(request, errors)`` reader such as
+    ``JobRequest.read``). When the shape is wrong, ``refusals(request)`` (the team's and the
+    cluster's rules, when both are known) is checked too on the fields that are right, so that
+    one ``ValidationError`` names every bad field; a request that parses is left to the
+    service's own checks."""
+    request, errors = read(data)
+    if not errors:
+        return request
+    if refusals is not None:
+        for key, message in refusals(request).items():
+            errors.setdefault(key, message)
+    raise ValidationError(errors)
+
+
 def parse_job_request(
     data: Mapping[str, Any], *, team: Team | None, cluster: Cluster | None
 ) -> JobRequest:
-    """``JobRequest.parse`` for the serializer and the form. When the shape is wrong, the
-    team's and the cluster's rules are checked too on the fields that are right, so that one
-    answer names every bad field; a request that parses is left to ``job_submit``'s checks."""
-    request, errors = JobRequest.read(data)
-    if not errors:
-        return request
+    """``JobRequest.parse`` for the serializer and the form (``parse_with_refusals``)."""
+    refusals = None
     if team is not None and cluster is not None:
-        for key, message in job_refusals(team=team, cluster=cluster, request=request).items():
-            errors.setdefault(key, message)
-    raise ValidationError(errors)
+
+        def refusals(request: JobRequest) -> Errors:
+            return job_refusals(team=team, cluster=cluster, request=request)
+
+    return parse_with_refusals(JobRequest.read, data, refusals)
 
 
 def _model_words(model: str) -> str:

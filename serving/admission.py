@@ -56,17 +56,15 @@ def check_revision(*, team: Team, cluster: Cluster, request: RevisionRequest) ->
 def parse_deploy_request(
     data: Mapping[str, Any], *, team: Team | None, cluster: Cluster | None
 ) -> DeployRequest:
-    """``DeployRequest.parse`` for the serializer and the form; when the shape is wrong, the
-    team's and the cluster's rules are checked too on the fields that are right, so that one
-    answer names every bad field."""
-    request, errors = DeployRequest.read(data)
-    if not errors:
-        return request
+    """``DeployRequest.parse`` for the serializer and the form, naming every bad field in one
+    answer (``parse_with_refusals``)."""
+    refusals = None
     if team is not None and cluster is not None:
-        refusals = revision_refusals(team=team, cluster=cluster, request=request.revision)
-        for key, message in refusals.items():
-            errors.setdefault(key, message)
-    raise ValidationError(errors)
+
+        def refusals(request: DeployRequest) -> Errors:
+            return revision_refusals(team=team, cluster=cluster, request=request.revision)
+
+    return workload_admission.parse_with_refusals(DeployRequest.read, data, refusals)
 
 
 def parse_revision_changes(data: Mapping[str, Any], *, base: RevisionRequest) -> RevisionRequest:

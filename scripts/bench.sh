@@ -29,3 +29,4 @@ trap '.venv/bin/python tests/bench/summary.py' EXIT
 .venv/bin/python tests/bench/bench_gpujobs.py
 .venv/bin/python tests/bench/bench_kueue.py
 .venv/bin/python tests/bench/bench_serving.py
+.venv/bin/python tests/bench/bench_web_load.py

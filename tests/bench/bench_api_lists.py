@@ -55,9 +55,18 @@ PAGE_SIZES = [int(n) for n in os.environ.get("BENCH_PAGE_SIZES", "10,50,100,500,
 REPEATS = int(os.environ.get("BENCH_REPEATS", "7"))
 RESULTS = REPO_ROOT / "bench-results"
 QUOTA_COLUMNS = (
-    "id", "team__slug", "cluster__name", "gpu_resource", "gpu_model", "gpus", "cpu_cores",
-    "memory_gib", "starts_on", "ends_on", "state",
-)  # fmt: skip
+    "id",
+    "team__slug",
+    "cluster__name",
+    "gpu_resource",
+    "gpu_model",
+    "gpus",
+    "cpu_cores",
+    "memory_gib",
+    "starts_on",
+    "ends_on",
+    "state",
+)
 
 
 def page_of(request, rows):
@@ -72,10 +81,15 @@ def bare_quota_requests(request):
     return page_of(
         request,
         QuotaRequest.objects.order_by("-created_at", "-id").values(
-            *QUOTA_COLUMNS, "justification", "requested_by__username", "created_at",
-            "decided_by__username", "decided_at", "decision_note",
+            *QUOTA_COLUMNS,
+            "justification",
+            "requested_by__username",
+            "created_at",
+            "decided_by__username",
+            "decided_at",
+            "decision_note",
         ),
-    )  # fmt: skip
+    )
 
 
 @login_required
@@ -85,10 +99,14 @@ def bare_review_queue(request):
     return page_of(
         request,
         review_queue().values(
-            *QUOTA_COLUMNS, "justification", "requested_by__username", "created_at",
-            "granted_in_period", "model_granted_in_period",
+            *QUOTA_COLUMNS,
+            "justification",
+            "requested_by__username",
+            "created_at",
+            "granted_in_period",
+            "model_granted_in_period",
         ),
-    )  # fmt: skip
+    )
 
 
 @login_required
@@ -96,10 +114,14 @@ def bare_grants(request):
     return page_of(
         request,
         QuotaGrant.objects.order_by("-created_at", "-id").values(
-            *QUOTA_COLUMNS, "request_id", "granted_by__username", "created_at", "updated_at",
+            *QUOTA_COLUMNS,
+            "request_id",
+            "granted_by__username",
+            "created_at",
+            "updated_at",
             "ended_at",
         ),
-    )  # fmt: skip
+    )
 
 
 @login_required
@@ -107,15 +129,46 @@ def bare_jobs(request):
     return page_of(
         request,
         GpuJob.objects.order_by("-created_at", "-id").values(
-            "id", "name", "team__slug", "cluster__name", "submitted_by__username", "state",
-            "reason", "message", "node", "exit_code", "created_at", "submitted_at", "started_at",
-            "finished_at", "state_changed_at", "image", "command", "args", "env", "gpus",
-            "gpu_resource", "gpu_model", "cpu_cores", "memory_gib", "max_runtime_seconds",
-            "backoff_limit", "preprocess", "annotations", "pods", "cancelled_by__username",
-            "kube_uid", "priority", "queue_name", "admitted_at", "preemptions", "preempted_at",
-            "preempted_by", "preemption_reason",
+            "id",
+            "name",
+            "team__slug",
+            "cluster__name",
+            "submitted_by__username",
+            "state",
+            "reason",
+            "message",
+            "node",
+            "exit_code",
+            "created_at",
+            "submitted_at",
+            "started_at",
+            "finished_at",
+            "state_changed_at",
+            "image",
+            "command",
+            "args",
+            "env",
+            "gpus",
+            "gpu_resource",
+            "gpu_model",
+            "cpu_cores",
+            "memory_gib",
+            "max_runtime_seconds",
+            "backoff_limit",
+            "preprocess",
+            "annotations",
+            "pods",
+            "cancelled_by__username",
+            "kube_uid",
+            "priority",
+            "queue_name",
+            "admitted_at",
+            "preemptions",
+            "preempted_at",
+            "preempted_by",
+            "preemption_reason",
         ),
-    )  # fmt: skip
+    )
 
 
 urlpatterns = [
@@ -150,10 +203,12 @@ def seed() -> User:
     jobs.delete()
     QuotaGrant.objects.filter(cluster=cluster).delete()
     requests.delete()
-    GpuCapacity.objects.get_or_create(cluster=cluster, resource_name="nvidia.com/gpu",
-                                      defaults={"allocatable": 4096})  # fmt: skip
-    teams = [Team.objects.get_or_create(slug=f"bench-{i}", name=f"Bench {i}")[0]
-             for i in range(TEAMS)]  # fmt: skip
+    GpuCapacity.objects.get_or_create(
+        cluster=cluster, resource_name="nvidia.com/gpu", defaults={"allocatable": 4096}
+    )
+    teams = [
+        Team.objects.get_or_create(slug=f"bench-{i}", name=f"Bench {i}")[0] for i in range(TEAMS)
+    ]
     leads = []
     for i, team in enumerate(teams):
         lead, _ = User.objects.get_or_create(username=f"bench-lead-{i}")
@@ -163,10 +218,15 @@ def seed() -> User:
 
     def quota_request(i: int, state: str) -> QuotaRequest:
         return QuotaRequest(
-            team=teams[i % TEAMS], cluster=cluster, gpus=1 + i % 8, state=state,
-            starts_on=today, ends_on=today + datetime.timedelta(days=30 + i % 60),
-            justification=f"Benchmark request {i}", requested_by=leads[i % TEAMS],
-        )  # fmt: skip
+            team=teams[i % TEAMS],
+            cluster=cluster,
+            gpus=1 + i % 8,
+            state=state,
+            starts_on=today,
+            ends_on=today + datetime.timedelta(days=30 + i % 60),
+            justification=f"Benchmark request {i}",
+            requested_by=leads[i % TEAMS],
+        )
 
     QuotaRequest.objects.bulk_create(
         [quota_request(i, QuotaRequest.State.PENDING) for i in range(PENDING)], batch_size=2000
@@ -177,26 +237,38 @@ def seed() -> User:
     QuotaGrant.objects.bulk_create(
         [
             QuotaGrant(
-                request=r, team=r.team, cluster=cluster, gpu_resource=r.gpu_resource,
-                gpus=r.gpus, starts_on=r.starts_on, ends_on=r.ends_on, granted_by=admin,
+                request=r,
+                team=r.team,
+                cluster=cluster,
+                gpu_resource=r.gpu_resource,
+                gpus=r.gpus,
+                starts_on=r.starts_on,
+                ends_on=r.ends_on,
+                granted_by=admin,
                 state=QuotaGrant.State.EXPIRED,
             )
             for r in approved
         ],
         batch_size=2000,
-    )  # fmt: skip
+    )
     GpuJob.objects.bulk_create(
         [
             GpuJob(
-                team=teams[i % TEAMS], cluster=cluster, submitted_by=leads[i % TEAMS],
-                name=f"bench-job-{i}", image="registry.example.com/ml/trainer:1.0",
-                gpus=1 + i % 4, max_runtime_seconds=3600, state=GpuJob.State.SUCCEEDED,
-                command=["python", "train.py"], env=[{"name": "EPOCHS", "value": str(i % 9)}],
+                team=teams[i % TEAMS],
+                cluster=cluster,
+                submitted_by=leads[i % TEAMS],
+                name=f"bench-job-{i}",
+                image="registry.example.com/ml/trainer:1.0",
+                gpus=1 + i % 4,
+                max_runtime_seconds=3600,
+                state=GpuJob.State.SUCCEEDED,
+                command=["python", "train.py"],
+                env=[{"name": "EPOCHS", "value": str(i % 9)}],
             )
             for i in range(JOBS)
         ],
         batch_size=2000,
-    )  # fmt: skip
+    )
     return admin
 
 

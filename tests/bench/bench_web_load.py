@@ -65,9 +65,12 @@ RESULTS = REPO_ROOT / "bench-results"
 BEHIND_TLS_PROXY = {"X-Forwarded-Proto": "https"}
 GOAL_P95_MS = 200
 JOB_STATES = [
-    GpuJob.State.SUCCEEDED, GpuJob.State.FAILED, GpuJob.State.RUNNING, GpuJob.State.QUEUED,
+    GpuJob.State.SUCCEEDED,
+    GpuJob.State.FAILED,
+    GpuJob.State.RUNNING,
+    GpuJob.State.QUEUED,
     GpuJob.State.CANCELLED,
-]  # fmt: skip
+]
 logging.getLogger("httpx").setLevel(logging.WARNING)  # not a line per request
 PAGES = ["home", "team", "job list", "job detail", "review queue", "usage"]
 
@@ -88,8 +91,9 @@ def seed() -> None:
     QuotaRequest.objects.filter(cluster=cluster).delete()
     Membership.objects.filter(team__slug__startswith=PREFIX).delete()
     teams.delete()
-    GpuCapacity.objects.get_or_create(cluster=cluster, resource_name="nvidia.com/gpu",
-                                      defaults={"allocatable": 100_000})  # fmt: skip
+    GpuCapacity.objects.get_or_create(
+        cluster=cluster, resource_name="nvidia.com/gpu", defaults={"allocatable": 100_000}
+    )
     admins = [
         User.objects.update_or_create(username=f"{PREFIX}admin-{i}", defaults={"is_staff": True})[0]
         for i in range(ADMINS)
@@ -100,20 +104,27 @@ def seed() -> None:
         [Team(slug=f"{PREFIX}{i}", name=f"Load team {i}") for i in range(TEAMS)], batch_size=1000
     )
     Membership.objects.bulk_create(
-        [Membership(team=t, user=users[i % USERS], role=Membership.Role.LEAD)
-         for i, t in enumerate(teams)]
+        [
+            Membership(team=t, user=users[i % USERS], role=Membership.Role.LEAD)
+            for i, t in enumerate(teams)
+        ]
         + [Membership(team=teams[0], user=solo, role=Membership.Role.MEMBER)],
         batch_size=1000,
-    )  # fmt: skip
+    )
     today = timezone.localdate()
 
     def quota_request(i: int, state: str) -> QuotaRequest:
         team = teams[i % TEAMS]
         return QuotaRequest(
-            team=team, cluster=cluster, gpus=1 + i % 4, state=state, starts_on=today,
+            team=team,
+            cluster=cluster,
+            gpus=1 + i % 4,
+            state=state,
+            starts_on=today,
             ends_on=today + datetime.timedelta(days=30 + i % 60),
-            justification=f"Load request {i}", requested_by=users[(i % TEAMS) % USERS],
-        )  # fmt: skip
+            justification=f"Load request {i}",
+            requested_by=users[(i % TEAMS) % USERS],
+        )
 
     approved = QuotaRequest.objects.bulk_create(
         [quota_request(i, QuotaRequest.State.APPROVED) for i in range(TEAMS * GRANTS_PER_TEAM)],
@@ -126,25 +137,36 @@ def seed() -> None:
     QuotaGrant.objects.bulk_create(
         [
             QuotaGrant(
-                request=r, team=r.team, cluster=cluster, gpu_resource=r.gpu_resource,
-                gpus=r.gpus, starts_on=r.starts_on, ends_on=r.ends_on, granted_by=admins[0],
+                request=r,
+                team=r.team,
+                cluster=cluster,
+                gpu_resource=r.gpu_resource,
+                gpus=r.gpus,
+                starts_on=r.starts_on,
+                ends_on=r.ends_on,
+                granted_by=admins[0],
             )
             for r in approved
         ],
         batch_size=2000,
-    )  # fmt: skip
+    )
     GpuJob.objects.bulk_create(
         [
             GpuJob(
-                team=teams[i % TEAMS], cluster=cluster, submitted_by=users[(i % TEAMS) % USERS],
-                name=f"load-job-{i}", image="registry.example.com/ml/trainer:1.0",
-                gpus=1 + i % 4, max_runtime_seconds=3600, state=JOB_STATES[i % len(JOB_STATES)],
+                team=teams[i % TEAMS],
+                cluster=cluster,
+                submitted_by=users[(i % TEAMS) % USERS],
+                name=f"load-job-{i}",
+                image="registry.example.com/ml/trainer:1.0",
+                gpus=1 + i % 4,
+                max_runtime_seconds=3600,
+                state=JOB_STATES[i % len(JOB_STATES)],
                 command=["python", "train.py"],
             )
             for i in range(TEAMS * JOBS_PER_TEAM)
         ],
         batch_size=2000,
-    )  # fmt: skip
+    )
 
 
 def page_urls(user: User) -> dict[str, str]:
@@ -207,15 +229,31 @@ def start_server(log_path: Path) -> tuple[subprocess.Popen, str]:
     env.setdefault("DJANGO_SECRET_KEY", "bench-only-secret")
     subprocess.run(
         [sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"],
-        cwd=REPO_ROOT, env=env, check=True, capture_output=True,
-    )  # fmt: skip
+        cwd=REPO_ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
     port = 18000 + os.getpid() % 1000
     with open(log_path, "w") as log:
         server = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "portal.asgi:application", "--worker-class",
-             "asgi", "--bind", f"127.0.0.1:{port}", "--workers", str(WORKERS)],
-            cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "portal.asgi:application",
+                "--worker-class",
+                "asgi",
+                "--bind",
+                f"127.0.0.1:{port}",
+                "--workers",
+                str(WORKERS),
+            ],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 90
     while True:

@@ -23,18 +23,32 @@ def rows(team, other_team, cluster, lead, other_lead, admin):
     today = timezone.localdate()
     factories.GpuModelCapacityFactory(cluster=cluster, gpu_model="H100", allocatable=8)
     pending = factories.QuotaRequestFactory(
-        team=team, cluster=cluster, requested_by=lead, gpus=2, gpu_model="H100",
-        cpu_cores=Decimal("3.5"), memory_gib=64, ends_on=today + datetime.timedelta(days=9),
-    )  # fmt: skip
+        team=team,
+        cluster=cluster,
+        requested_by=lead,
+        gpus=2,
+        gpu_model="H100",
+        cpu_cores=Decimal("3.5"),
+        memory_gib=64,
+        ends_on=today + datetime.timedelta(days=9),
+    )
     factories.QuotaRequestFactory(team=other_team, cluster=cluster, requested_by=other_lead)
     decided = factories.QuotaRequestFactory(
-        team=team, cluster=cluster, requested_by=lead, state="rejected", decided_by=admin,
-        decided_at=timezone.now(), decision_note="no room",
-    )  # fmt: skip
+        team=team,
+        cluster=cluster,
+        requested_by=lead,
+        state="rejected",
+        decided_by=admin,
+        decided_at=timezone.now(),
+        decision_note="no room",
+    )
     factories.QuotaGrantFactory(
-        request__team=team, request__cluster=cluster, request__requested_by=lead,
-        granted_by=admin, gpus=3,
-    )  # fmt: skip
+        request__team=team,
+        request__cluster=cluster,
+        request__requested_by=lead,
+        granted_by=admin,
+        gpus=3,
+    )
     factories.AuditEventFactory(team=team, actor=lead, after={"gpus": 2, "why": ["a"]})
     factories.AuditEventFactory(team=None, actor=admin, target_type="Cluster")
     return pending, decided

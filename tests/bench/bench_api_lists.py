@@ -5,9 +5,10 @@ with their cluster's capacity figures), grants (5,000) and jobs (10,000). For ea
 size it reports the SQL queries per page (which must not grow with the page) and the median
 time per page of the API next to a plain view that returns the same rows with
 ``QuerySet.values()`` and ``JsonResponse``. Both sides read the signed-in user from the session
-(the bare views are ``login_required``); the bare views apply no team scoping, count no rows and
-compute no capacity figures. Results go to ``bench-results/api_lists.{json,md}`` and rows of the
-summary table.
+(the bare views are ``login_required``); the bare views apply no team scoping and count no rows;
+the bare review queue reads the capacity figures with the same selectors as the API and writes
+them out by hand. Results go to ``bench-results/api_lists.{json,md}`` and rows of the summary
+table.
 
 Run through ``make bench``, which points DATABASE_URL at a scratch PostgreSQL database and turns
 DEBUG off, as in production (DEBUG logs every query, which would slow both sides).
@@ -43,7 +44,11 @@ from django.utils import timezone  # noqa: E402
 from clusters.models import Cluster, GpuCapacity  # noqa: E402
 from gpujobs.models import GpuJob  # noqa: E402
 from tenants.models import Membership, QuotaGrant, QuotaRequest, Team  # noqa: E402
-from tenants.selectors import review_queue  # noqa: E402
+from tenants.selectors import (  # noqa: E402
+    capacity_summaries,
+    model_capacity_summaries,
+    review_queue,
+)
 from tests.bench.summary import Goal, Summary  # noqa: E402
 
 PENDING = 10_000
@@ -95,18 +100,38 @@ def bare_quota_requests(request):
 @login_required
 def bare_review_queue(request):
     """Pending requests oldest first with the grants in their period (the queue's own
-    annotations), without the per-cluster capacity figures the API adds to each."""
-    return page_of(
-        request,
+    annotations), each beside its cluster's figures for its GPU kind, read by the same
+    selectors as the API's and written out by hand."""
+    size = int(request.GET.get("page_size", 50))
+    page = int(request.GET.get("page", 1))
+    kinds = capacity_summaries()
+    models = model_capacity_summaries()
+    rows = list(
         review_queue().values(
             *QUOTA_COLUMNS,
+            "cluster_id",
             "justification",
             "requested_by__username",
             "created_at",
             "granted_in_period",
             "model_granted_in_period",
-        ),
+        )[(page - 1) * size : page * size]
     )
+    for row in rows:
+        key = (row.pop("cluster_id"), row["gpu_resource"])
+        kind = kinds.get(key)
+        row["capacity"] = kind and {
+            "capacity": kind.capacity,
+            "plannable": kind.plannable,
+            "granted": kind.granted,
+            "free": kind.free,
+            "granted_in_period": row["granted_in_period"],
+            "free_after": kind.free_after(
+                gpus=row["gpus"], granted_in_period=row["granted_in_period"]
+            ),
+        }
+        row["gpu_models"] = [vars(m) for m in models.get(key, [])]
+    return JsonResponse({"results": rows})
 
 
 @login_required
@@ -269,7 +294,14 @@ def seed() -> User:
         ],
         batch_size=2000,
     )
+    analyze()
     return admin
+
+
+def analyze() -> None:
+    """Fresh planner statistics, as autovacuum would gather them after a bulk load."""
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
 
 
 def measure(client: Client, url: str) -> tuple[float, int, int]:
@@ -353,7 +385,8 @@ def write(results: dict) -> None:
         "",
         f"Rows: {rows}. Median of {results['repeats']} requests per cell, in-process (Django "
         "test client), PostgreSQL. Bare: `values()` and `JsonResponse` behind "
-        "`login_required`, no team scoping, no count, no capacity figures.",
+        "`login_required`, no team scoping, no count; the review queue's capacity figures "
+        "from the same selectors, written by hand.",
         "",
         "| list | page size | API queries (admin / lead) | bare queries | API ms (admin) "
         "| API ms (lead) | bare ms | API / bare |",

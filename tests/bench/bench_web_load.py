@@ -167,6 +167,8 @@ def seed() -> None:
         ],
         batch_size=2000,
     )
+    with connection.cursor() as cursor:  # fresh planner statistics, as autovacuum would gather
+        cursor.execute("ANALYZE")
 
 
 def page_urls(user: User) -> dict[str, str]:

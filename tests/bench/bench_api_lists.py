@@ -32,6 +32,7 @@ import django  # noqa: E402
 
 django.setup()
 
+from django.conf import settings  # noqa: E402
 from django.contrib.auth.decorators import login_required  # noqa: E402
 from django.contrib.auth.models import User  # noqa: E402
 from django.db import connection, reset_queries  # noqa: E402
@@ -58,6 +59,7 @@ TEAMS = 20
 CLUSTER = "bench"
 PAGE_SIZES = [int(n) for n in os.environ.get("BENCH_PAGE_SIZES", "10,50,100,500,1000").split(",")]
 REPEATS = int(os.environ.get("BENCH_REPEATS", "7"))
+REVIEW_PAGE_SIZE = 25  # the review page's
 RESULTS = REPO_ROOT / "bench-results"
 QUOTA_COLUMNS = (
     "id",
@@ -304,21 +306,53 @@ def analyze() -> None:
         cursor.execute("ANALYZE")
 
 
-def measure(client: Client, url: str) -> tuple[float, int, int]:
-    """Median seconds per request over REPEATS, the queries one request ran, and its row count."""
+def measure(client: Client, url: str, *, json_rows: bool = True) -> tuple[float, int, int]:
+    """Median seconds per request over REPEATS, the queries one request ran, and its row count
+    (with ``json_rows`` False: its size in bytes)."""
     client.get(url)  # warm caches and connections
     reset_queries()  # the query log is a bounded deque: start from empty so the count is right
     with CaptureQueriesContext(connection) as queries:
         response = client.get(url)
     query_count = len(queries)  # now: the log is cleared by the next request
     assert response.status_code == 200, (url, response.status_code, response.content[:300])
-    rows = len(response.json()["results"])
+    rows = len(response.json()["results"]) if json_rows else len(response.content)
     timings = []
     for _ in range(REPEATS):
         started = time.perf_counter()
         client.get(url)
         timings.append(time.perf_counter() - started)
     return statistics.median(timings), query_count, rows
+
+
+def page_measure(client: Client, url: str) -> dict:
+    """A page of the portal: median ms over REPEATS, its bytes and its SQL queries."""
+    seconds, queries, rows = measure(client, url, json_rows=False)
+    return {"ms": round(seconds * 1000, 1), "kib": round(rows / 1024, 1), "queries": queries}
+
+
+@override_settings(
+    ALLOWED_HOSTS=["testserver"],
+    # The page in-process: static URLs without the manifest collectstatic writes.
+    STORAGES={
+        **settings.STORAGES,
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    },
+)
+def review_page(admin: User) -> dict:
+    """The admins' review page over every pending request, and over one team's (a twentieth),
+    beside the API's review queue at the page's size."""
+    client = Client()
+    client.force_login(admin)
+    return {
+        "pending": review_queue().count(),
+        "team_pending": review_queue().filter(team__slug="bench-0").count(),
+        "page": page_measure(client, "/review/"),
+        "page_3": page_measure(client, "/review/?page=3"),
+        "team_page": page_measure(client, "/review/?team=bench-0"),
+        "api": page_measure(
+            client, f"/api/v1/quota-requests/review-queue/?page_size={REVIEW_PAGE_SIZE}"
+        ),
+    }
 
 
 @override_settings(ROOT_URLCONF=__name__, ALLOWED_HOSTS=["testserver"])
@@ -373,6 +407,7 @@ def run() -> dict:
         len({p["api_queries"] for p in results["lists"] if p["list"] == name}) == 1
         for name, *_ in LISTS
     )
+    results["review_page"] = review_page(admin)
     return results
 
 
@@ -404,7 +439,22 @@ def write(results: dict) -> None:
         f"{results['api_queries_constant_across_page_sizes']}.",
         f"All {results['rows']['quota requests']:,} quota requests through the API at 1,000 a "
         f"page: {results['list_all_requests_via_api_s']} s.",
+        "",
+        "## The admins' review page",
+        "",
+        "| what | ms | KiB | SQL queries |",
+        "| --- | ---: | ---: | ---: |",
     ]
+    review = results["review_page"]
+    for key, what in [
+        ("page", f"/review/, {review['pending']:,} pending"),
+        ("page_3", "/review/?page=3"),
+        ("team_page", f"/review/?team=bench-0, {review['team_pending']:,} pending"),
+        ("api", f"the API's review queue, {REVIEW_PAGE_SIZE} a page"),
+    ]:
+        r = review[key]
+        lines.append(f"| {what} | {r['ms']} | {r['kib']} | {r['queries']} |")
+    lines += [""]
     (RESULTS / "api_lists.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
@@ -420,6 +470,24 @@ def record(board: Summary, results: dict) -> None:
             goal=Goal.ratio_at_most(1.5),
             note=f"{p['api_queries']} SQL queries",
         )
+    review = results["review_page"]
+    board.row(
+        f"admin review page, {review['pending']:,} pending requests",
+        portal=review["page"]["ms"],
+        alternative=review["api"]["ms"],
+        alternative_is=f"the API's review queue, {REVIEW_PAGE_SIZE} a page",
+        unit="ms",
+        goal=Goal.portal_at_most(200),
+        note=f"{review['page']['kib']} KiB, {review['page']['queries']} SQL queries",
+    )
+    board.row(
+        f"admin review page size, {review['pending']:,} pending vs {review['team_pending']:,}",
+        portal=review["page"]["kib"],
+        alternative=review["team_page"]["kib"],
+        alternative_is=f"the page filtered to one team's {review['team_pending']:,}",
+        unit="KiB",
+        goal=Goal.ratio_at_most(1.1),
+    )
 
 
 if __name__ == "__main__":

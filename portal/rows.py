@@ -13,8 +13,12 @@ Fields it reads from a row:
 * model fields (the ModelSerializer's own): their column;
 * ``SlugRelatedField`` and ``PrimaryKeyRelatedField``: the related row's column through a join
   (``team__slug``) or the foreign key's (``request_id``);
+* nested serializers, list and dict fields over a JSON column: that column;
 * ``SerializerMethodField``: the method, given the row as an object with its columns as
-  attributes (``cluster_id``, the queryset's annotations) and ``pk``.
+  attributes (``cluster_id``, the queryset's annotations), ``pk``, and the joined columns
+  under their relation (``team.slug``). A serializer whose methods need more for some rows
+  defines ``prepare_rows(objects)``, called once per page before the methods, to read it in
+  one query.
 """
 
 import datetime
@@ -78,9 +82,11 @@ class RowShape:
             elif isinstance(field, serializers.PrimaryKeyRelatedField) and "." not in field.source:
                 column = model._meta.get_field(field.source).attname
                 self.columns.append((name, column, None))
-            elif isinstance(field, serializers.RelatedField | serializers.BaseSerializer):
+            elif isinstance(field, serializers.RelatedField):
                 raise ImproperlyConfigured(f"{serializer_class.__name__}.{name}: not a column")
             elif field.source in self.model_columns:
+                # Including nested serializers and list or dict fields over a JSON column: their
+                # to_representation reads the decoded value as it reads the model's attribute.
                 self.columns.append((name, field.source, field))
             else:
                 raise ImproperlyConfigured(f"{serializer_class.__name__}.{name}: not a column")
@@ -102,18 +108,53 @@ class RowShape:
             (name, column, None if field is None else _writer(field))
             for name, column, field in self.columns
         ]
+        rows = list(rows)
+        objects = []
+        if methods and rows:
+            relations = _relations(rows[0])
+            objects = [RowObject(row, relations) for row in rows]
+        if objects and hasattr(serializer, "prepare_rows"):
+            serializer.prepare_rows(objects)
         out = []
-        for row in rows:
+        for index, row in enumerate(rows):
             item = {}
             for name, column, write in columns:
                 value = row[column]
                 item[name] = value if write is None or value is None else write(value)
-            if methods:
-                obj = SimpleNamespace(pk=row["id"], **row)
-                for name, method in methods:
-                    item[name] = method(obj)
+            for name, method in methods:
+                item[name] = method(objects[index])
             out.append(item)
         return out
+
+
+class RowObject:
+    """A row as a method field reads it: columns as attributes (``cluster_id``), ``pk``, and a
+    related row's columns under its name (``team__slug`` as ``team.slug``), looked up when
+    read rather than copied. ``relations``: each relation's (row key, column) pairs."""
+
+    __slots__ = ("_relations", "_row")
+
+    def __init__(self, row: dict, relations: dict[str, list[tuple[str, str]]]) -> None:
+        self._row, self._relations = row, relations
+
+    def __getattr__(self, name: str):
+        row = self._row
+        if name in row:
+            return row[name]
+        if name == "pk":
+            return row["id"]
+        if name in self._relations:
+            return SimpleNamespace(**{column: row[key] for key, column in self._relations[name]})
+        raise AttributeError(name)
+
+
+def _relations(keys) -> dict[str, list[tuple[str, str]]]:
+    relations: dict[str, list[tuple[str, str]]] = {}
+    for key in keys:
+        if "__" in key:
+            relation, column = key.split("__", 1)
+            relations.setdefault(relation, []).append((key, column))
+    return relations
 
 
 _shapes: dict[type, RowShape] = {}

@@ -32,6 +32,7 @@ from gpujobs.manifests import GPU_CONTAINER
 from gpujobs.specs import DNS_SUBDOMAIN_RE
 from portal.openapi import ErrorSerializer
 from portal.params import whole_number
+from portal.rows import RowListMixin
 from tenants.api.filters import StableOrderingFilter
 from tenants.selectors import teams_visible_to
 
@@ -94,7 +95,7 @@ def _int_param(request, name: str, default: int, *, low: int, high: int) -> int:
     ),
 )
 class GpuJobViewSet(
-    mixins.ListModelMixin,
+    RowListMixin,
     mixins.RetrieveModelMixin,
     mixins.CreateModelMixin,
     viewsets.GenericViewSet,

@@ -9,6 +9,9 @@ import pytest
 from django.utils import timezone
 from rest_framework.renderers import JSONRenderer
 
+from gpujobs.api.serializers import GpuJobSerializer
+from gpujobs.observe import Reason
+from gpujobs.selectors import jobs_visible_to
 from tenants import selectors
 from tenants.api import serializers as s
 from tests import factories
@@ -113,3 +116,34 @@ def test_team_list_says_what_its_serializer_says(api, rows, lead):
     expected = serialized(s.TeamSerializer, selectors.teams_visible_to(lead), roles=roles)
     assert answer == expected
     assert answer[0]["my_role"] == "lead"
+
+
+def test_job_list_says_what_its_serializer_says(api, team, cluster, lead, admin):
+    factories.GpuJobFactory(
+        team=team,
+        cluster=cluster,
+        submitted_by=lead,
+        state="failed",
+        exit_code=3,
+        cpu_cores=Decimal("1.5"),
+        env=[{"name": "EPOCHS", "value": "3"}],
+        preprocess={"image": "registry.example.com/prep:1", "mode": "before"},
+        annotations={"team/purpose": "eval"},
+        command=["python", "train.py"],
+        cancelled_by=admin,
+    )
+    factories.GpuJobFactory(
+        team=team,
+        cluster=cluster,
+        submitted_by=lead,
+        state="queued",
+        reason=Reason.KUEUE_NOT_ADMITTING,
+        message="Kueue does not admit jobs on this cluster now.",
+    )
+
+    answer = listed(api.as_user(lead), "/api/v1/jobs/")
+
+    expected = serialized(GpuJobSerializer, jobs_visible_to(lead).order_by("-created_at", "-pk"))
+    assert len(answer) == 2
+    assert answer[0]["queue_status"] is not None
+    assert answer == expected

@@ -270,7 +270,9 @@ def start_server(log_path: Path) -> tuple[subprocess.Popen, str]:
         time.sleep(0.5)
 
 
-async def browse(base: str, cookie: str, urls: dict[str, str], until: float, seen: list) -> None:
+async def browse(
+    base: str, cookie: str, urls: dict[str, str], until: float, seen: list, reconnects: list
+) -> None:
     """One user: a page, a pause, another page, until the time is up."""
     headers = {**BEHIND_TLS_PROXY, "Cookie": f"{settings.SESSION_COOKIE_NAME}={cookie}"}
     pages = list(urls)
@@ -280,7 +282,13 @@ async def browse(base: str, cookie: str, urls: dict[str, str], until: float, see
             page = random.choice(pages)
             started = time.perf_counter()
             try:
-                response = await http.get(urls[page])
+                try:
+                    response = await http.get(urls[page])
+                except httpx.RemoteProtocolError:
+                    # The server closed the kept-alive connection while the user paused
+                    # (gunicorn keeps one 2 s): a browser sends the GET again on a new one.
+                    reconnects.append(page)
+                    response = await http.get(urls[page])
                 status, size = response.status_code, len(response.content)
             except httpx.HTTPError as error:
                 status, size = type(error).__name__, 0
@@ -288,12 +296,15 @@ async def browse(base: str, cookie: str, urls: dict[str, str], until: float, see
             await asyncio.sleep(random.uniform(*THINK))
 
 
-async def load(base: str, browsers: list[tuple[str, dict[str, str]]]) -> list:
+async def load(base: str, browsers: list[tuple[str, dict[str, str]]]) -> tuple[list, list]:
     """Every user browsing at once (cookie, page URLs each); what each request saw."""
     seen: list = []
+    reconnects: list = []
     until = time.monotonic() + SECONDS
-    await asyncio.gather(*(browse(base, cookie, urls, until, seen) for cookie, urls in browsers))
-    return seen
+    await asyncio.gather(
+        *(browse(base, cookie, urls, until, seen, reconnects) for cookie, urls in browsers)
+    )
+    return seen, reconnects
 
 
 def run() -> dict:
@@ -311,7 +322,7 @@ def run() -> dict:
     server, base = start_server(RESULTS / "web_load_gunicorn.log")
     try:
         load_s = time.perf_counter()
-        seen = asyncio.run(load(base, browsers))
+        seen, reconnects = asyncio.run(load(base, browsers))
         load_s = time.perf_counter() - load_s
     finally:
         server.terminate()
@@ -330,6 +341,9 @@ def run() -> dict:
         "seconds": round(load_s, 1),
         "requests": len(seen),
         "requests_per_s": round(len(seen) / load_s, 1),
+        "sent_again_on_a_new_connection": len(reconnects),
+        "load_average": [round(n, 2) for n in os.getloadavg()],
+        "cpus": os.cpu_count(),
         "pages": {},
     }
     for page in PAGES:
@@ -365,7 +379,10 @@ def write(results: dict) -> None:
         f"PostgreSQL (seeded in {results['seed_s']} s). gunicorn, the Dockerfile's ASGI worker, "
         f"{results['workers']} workers, DEBUG off. {results['users']} users ({results['admins']} "
         f"admins) for {results['seconds']} s, {THINK[0]}–{THINK[1]} s between pages: "
-        f"{results['requests']:,} requests, {results['requests_per_s']} a second.",
+        f"{results['requests']:,} requests, {results['requests_per_s']} a second "
+        f"({results['sent_again_on_a_new_connection']} sent again on a new connection after "
+        "the server closed a kept-alive one). Load average at the end "
+        f"{'/'.join(map(str, results['load_average']))} on {results['cpus']} CPUs.",
         "",
         "| page | requests | errors | p50 ms | p95 ms | p99 ms | KiB | queries (member of 1 "
         "team / lead of 20 / admin) |",

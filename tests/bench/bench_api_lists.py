@@ -32,7 +32,6 @@ import django  # noqa: E402
 
 django.setup()
 
-from django.conf import settings  # noqa: E402
 from django.contrib.auth.decorators import login_required  # noqa: E402
 from django.contrib.auth.models import User  # noqa: E402
 from django.db import connection, reset_queries  # noqa: E402
@@ -50,6 +49,7 @@ from tenants.selectors import (  # noqa: E402
     model_capacity_summaries,
     review_queue,
 )
+from tests.bench.helpers import grants_for, in_process_storages  # noqa: E402
 from tests.bench.summary import Goal, Summary  # noqa: E402
 
 PENDING = 10_000
@@ -262,21 +262,7 @@ def seed() -> User:
         [quota_request(i, QuotaRequest.State.APPROVED) for i in range(APPROVED)], batch_size=2000
     )
     QuotaGrant.objects.bulk_create(
-        [
-            QuotaGrant(
-                request=r,
-                team=r.team,
-                cluster=cluster,
-                gpu_resource=r.gpu_resource,
-                gpus=r.gpus,
-                starts_on=r.starts_on,
-                ends_on=r.ends_on,
-                granted_by=admin,
-                state=QuotaGrant.State.EXPIRED,
-            )
-            for r in approved
-        ],
-        batch_size=2000,
+        grants_for(approved, granted_by=admin, state=QuotaGrant.State.EXPIRED), batch_size=2000
     )
     GpuJob.objects.bulk_create(
         [
@@ -332,11 +318,7 @@ def page_measure(client: Client, url: str) -> dict:
 
 @override_settings(
     ALLOWED_HOSTS=["testserver"],
-    # The page in-process: static URLs without the manifest collectstatic writes.
-    STORAGES={
-        **settings.STORAGES,
-        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
-    },
+    STORAGES=in_process_storages(),
 )
 def review_page(admin: User) -> dict:
     """The admins' review page over every pending request, and over one team's (a twentieth),

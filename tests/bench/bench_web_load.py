@@ -47,7 +47,7 @@ from django.utils import timezone  # noqa: E402
 from clusters.models import Cluster, GpuCapacity  # noqa: E402
 from gpujobs.models import GpuJob  # noqa: E402
 from tenants.models import Membership, QuotaGrant, QuotaRequest, Team  # noqa: E402
-from tests.bench.helpers import percentile  # noqa: E402
+from tests.bench.helpers import grants_for, in_process_storages, percentile  # noqa: E402
 from tests.bench.summary import Goal, Summary  # noqa: E402
 
 TEAMS = int(os.environ.get("BENCH_LOAD_TEAMS", "1000"))
@@ -134,22 +134,7 @@ def seed() -> None:
         [quota_request(i, QuotaRequest.State.PENDING) for i in range(TEAMS * PENDING_PER_TEAM)],
         batch_size=2000,
     )
-    QuotaGrant.objects.bulk_create(
-        [
-            QuotaGrant(
-                request=r,
-                team=r.team,
-                cluster=cluster,
-                gpu_resource=r.gpu_resource,
-                gpus=r.gpus,
-                starts_on=r.starts_on,
-                ends_on=r.ends_on,
-                granted_by=admins[0],
-            )
-            for r in approved
-        ],
-        batch_size=2000,
-    )
+    QuotaGrant.objects.bulk_create(grants_for(approved, granted_by=admins[0]), batch_size=2000)
     GpuJob.objects.bulk_create(
         [
             GpuJob(
@@ -192,11 +177,7 @@ def page_urls(user: User) -> dict[str, str]:
 @override_settings(
     ALLOWED_HOSTS=["testserver"],
     SECURE_SSL_REDIRECT=False,
-    # Counting queries in-process: static URLs without the manifest collectstatic writes.
-    STORAGES={
-        **settings.STORAGES,
-        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
-    },
+    STORAGES=in_process_storages(),
 )
 def queries_per_page(users: list[User]) -> dict[str, dict[str, int]]:
     """SQL queries of one view of each page, per user (in-process, the same code)."""
@@ -385,7 +366,7 @@ def write(results: dict) -> None:
         f"{'/'.join(map(str, results['load_average']))} on {results['cpus']} CPUs.",
         "",
         "| page | requests | errors | p50 ms | p95 ms | p99 ms | KiB | queries (member of 1 "
-        "team / lead of 20 / admin) |",
+        f"team / lead of {TEAMS // USERS} / admin) |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for page, p in results["pages"].items():

@@ -73,7 +73,7 @@ def grant_spans(grants: QuerySet[QuotaGrant]) -> list[reports.GrantSpan]:
     shrinks = AuditEvent.objects.filter(
         action=AuditEvent.Action.QUOTA_GRANT_SHRUNK,
         target_type=QuotaGrant.__name__,
-        target_id__in=[row[0] for row in rows],
+        target_id__in=grants.values("pk"),
     ).order_by("created_at", "pk")
     for grant_id, at, before, after in shrinks.values_list(
         "target_id", "created_at", "before", "after"

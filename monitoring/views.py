@@ -26,11 +26,13 @@ from monitoring import dashboards, idle, permissions, rules, selectors, usage
 from monitoring.forms import IdlePolicyForm, IdleServicesPolicyForm, UsageReportForm, WindowForm
 from monitoring.models import IdlePolicy
 from monitoring.notifications import notifications_mark_read
+from portal.params import page_of
 from tenants.forms import add_service_errors
 from tenants.models import Team
 from tenants.selectors import teams_visible_to
 
 POD_NAME_MAX_LENGTH = 253
+USAGE_PAGE_SIZE = 50
 
 
 def _visible_team(request: HttpRequest, slug: str) -> Team:
@@ -202,15 +204,21 @@ def usage_report(request: HttpRequest) -> HttpResponse:
     report = None
     if not form.is_bound:
         form = UsageReportForm({})
+    page = None
     if form.is_valid():
         data = form.cleaned_data
         report = usage.usage_report(
             user=request.user, start=data["start"], end=data["end"], bucket=data["bucket"]
         )
+        # The page shows a page of rows (an admin's report has a row per team); the totals
+        # and the CSV cover them all.
+        page = page_of(request, report.rows, USAGE_PAGE_SIZE)
+    query = request.GET.copy()
+    query.pop("page", None)
     return render(
         request,
         "monitoring/usage.html",
-        {"form": form, "report": report, "query": request.GET.urlencode()},
+        {"form": form, "report": report, "page": page, "query": query.urlencode()},
     )
 
 

@@ -23,9 +23,10 @@ mkdir -p bench-results
 rm -f bench-results/summary.jsonl
 trap '.venv/bin/python tests/bench/summary.py' EXIT
 
-.venv/bin/python tests/bench/bench_quota_requests_api.py
+.venv/bin/python tests/bench/bench_api_lists.py
 .venv/bin/python tests/bench/bench_reconcile.py
 .venv/bin/python tests/bench/bench_monitoring.py
 .venv/bin/python tests/bench/bench_gpujobs.py
 .venv/bin/python tests/bench/bench_kueue.py
 .venv/bin/python tests/bench/bench_serving.py
+.venv/bin/python tests/bench/bench_web_load.py

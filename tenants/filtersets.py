@@ -2,9 +2,12 @@
 the API (``DjangoFilterBackend``) and by the page, which renders the FilterSet's form.
 Teams are named by slug and clusters by name."""
 
+import datetime
+
 import django_filters
 from django import forms
 from django.db.models import QuerySet
+from django.utils import timezone
 
 from portal.params import BIGINT_MAX
 from tenants.models import AuditEvent, QuotaGrant, QuotaRequest
@@ -14,22 +17,31 @@ class IntegerFilter(django_filters.NumberFilter):
     field_class = forms.IntegerField
 
 
+# The most teams a page's filter offers as a select; past it the page asks for a slug, so that
+# the page's size does not grow with the number of teams (an admin sees every team).
+MAX_TEAM_CHOICES = 100
+
+
 class TeamFilterSet(django_filters.FilterSet):
     """A list of rows that belong to teams, filtered by ``?team=<slug>``.
 
     The API gives no ``teams``: any slug is taken, and one the user cannot see matches nothing,
     so an answer never tells whether a team exists. A page gives the teams the user can see: its
-    form offers them as a select, and any other slug is an error on the form."""
+    form offers them as a select (up to ``MAX_TEAM_CHOICES``; more, and it takes a slug as the
+    API does), and any other slug is an error on the form."""
 
     team = django_filters.CharFilter(field_name="team__slug", help_text="Team slug.")
 
     def __init__(self, data=None, queryset=None, *, request=None, prefix=None, teams=None):
         super().__init__(data, queryset, request=request, prefix=prefix)
+        choices = None
         if teams is not None:
+            choices = list(teams.values_list("slug", "name")[: MAX_TEAM_CHOICES + 1])
+        if choices is not None and len(choices) <= MAX_TEAM_CHOICES:
             offered = django_filters.ChoiceFilter(
                 field_name="team__slug",
                 label="Team",
-                choices=list(teams.values_list("slug", "name")),
+                choices=choices,
                 empty_label="All teams",
             )
             offered.model, offered.parent = self.queryset.model, self
@@ -52,12 +64,33 @@ class QuotaFilterSet(TeamFilterSet):
     )
 
 
+# Days back a filter by age may reach (a century: anything older is no request's).
+MAX_AGE_DAYS = 36_500
+
+
 class QuotaRequestFilter(QuotaFilterSet):
+    """Requests: also by GPU model and by age (the review queue's "waiting at least N days")."""
+
     state = django_filters.ChoiceFilter(choices=QuotaRequest.State.choices)
+    gpu_model = django_filters.CharFilter(
+        label="GPU model", help_text="GPU model, e.g. NVIDIA-H100-80GB-HBM3."
+    )
+    min_age_days = IntegerFilter(
+        label="At least days old",
+        method="filter_min_age_days",
+        min_value=0,
+        max_value=MAX_AGE_DAYS,
+        help_text="Only requests made at least this many days ago.",
+    )
 
     class Meta:
         model = QuotaRequest
-        fields = ["team", "cluster", "state", "gpu_resource"]
+        fields = ["team", "cluster", "state", "gpu_resource", "gpu_model", "min_age_days"]
+
+    def filter_min_age_days(self, queryset: QuerySet, name: str, value: int | None) -> QuerySet:
+        if value is None:
+            return queryset
+        return queryset.filter(created_at__lte=timezone.now() - datetime.timedelta(days=value))
 
 
 class QuotaGrantFilter(QuotaFilterSet):

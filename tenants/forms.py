@@ -143,6 +143,37 @@ class RejectForm(forms.Form):
     )
 
 
+class BulkDecisionForm(forms.Form):
+    """Approve or reject the requests ticked on a page of the review queue (at most a page's
+    worth). Requests that are no longer pending are refused one by one by the service."""
+
+    APPROVE, REJECT = "approve", "reject"
+    MAX_REQUESTS = 100
+
+    requests = forms.ModelMultipleChoiceField(
+        queryset=None,
+        widget=forms.MultipleHiddenInput,
+        error_messages={"required": "Tick the requests to decide."},
+    )
+    decision = forms.ChoiceField(choices=[(APPROVE, "Approve"), (REJECT, "Reject")])
+    note = forms.CharField(
+        required=False,
+        max_length=MAX_NOTE_LENGTH,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Sent with every decision; required to reject.",
+    )
+
+    def __init__(self, *args, requests, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["requests"].queryset = requests
+
+    def clean_requests(self):
+        chosen = self.cleaned_data["requests"]
+        if len(chosen) > self.MAX_REQUESTS:
+            raise ValidationError(f"Decide at most {self.MAX_REQUESTS} requests at once.")
+        return chosen
+
+
 class RevokeForm(forms.Form):
     note = forms.CharField(
         required=False, max_length=MAX_NOTE_LENGTH, widget=forms.Textarea(attrs={"rows": 2})

@@ -173,7 +173,14 @@ class QuotaGrant(QuotaAmounts):
     class Meta:
         ordering = ["-created_at", "-id"]
         indexes = [
-            models.Index(fields=["cluster", "gpu_resource", "state"], name="quota_grant_usage_idx")
+            models.Index(fields=["cluster", "gpu_resource", "state"], name="quota_grant_usage_idx"),
+            # What capacity checks and the review queue sum: the active grants of a GPU kind on
+            # a cluster in a period, found without reading the cluster's ended grants.
+            models.Index(
+                fields=["cluster", "gpu_resource", "starts_on"],
+                condition=Q(state="active"),
+                name="quota_grant_active_idx",
+            ),
         ]
         constraints = [
             models.CheckConstraint(condition=Q(gpus__gte=1), name="quota_grant_gpus_positive"),

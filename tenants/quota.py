@@ -8,6 +8,7 @@ line after commit.
 """
 
 import datetime
+from dataclasses import dataclass
 from decimal import Decimal
 
 from django.contrib.auth.models import User
@@ -236,6 +237,39 @@ def quota_request_approve(
         )
         request_reconcile_after_commit(team_id=grant.team_id, cluster_id=grant.cluster_id)
     return grant
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What became of one request of a bulk decision: ``error`` None when it was decided,
+    else why not, in words."""
+
+    quota_request: QuotaRequest
+    error: str | None = None
+
+
+def quota_requests_decide(
+    *, reviewer: User, quota_requests: list[QuotaRequest], approve: bool, note: str = ""
+) -> list[Decision]:
+    """Approve (in full) or reject each request, in the order given, each through
+    ``quota_request_approve`` or ``quota_request_reject`` in a transaction of its own: the same
+    checks as one decision (capacity under the cluster's lock, the reviewer's rights, the
+    request's state), and one refused leaves the others decided. Give the queue's order (oldest
+    first) so that capacity goes to the oldest."""
+    decisions = []
+    for quota_request in quota_requests:
+        try:
+            if approve:
+                quota_request_approve(reviewer=reviewer, quota_request=quota_request, note=note)
+            else:
+                quota_request_reject(reviewer=reviewer, quota_request=quota_request, note=note)
+        except ValidationError as error:
+            decisions.append(Decision(quota_request, " ".join(error.messages)))
+        except (PermissionDenied, InvalidTransition) as error:
+            decisions.append(Decision(quota_request, str(error)))
+        else:
+            decisions.append(Decision(quota_request))
+    return decisions
 
 
 # --- quota grants ------------------------------------------------------------------------------

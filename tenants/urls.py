@@ -30,6 +30,7 @@ urlpatterns = [
     path("requests/<int:pk>/approve/", review.quota_request_approve, name="quota-request-approve"),
     path("requests/<int:pk>/reject/", review.quota_request_reject, name="quota-request-reject"),
     path("review/", review.review_queue, name="review-queue"),
+    path("review/decide/", review.review_decide, name="review-decide"),
     path("grants/<int:pk>/", grants.grant_detail, name="grant-detail"),
     path("grants/<int:pk>/revoke/", grants.grant_revoke, name="grant-revoke"),
     path("grants/<int:pk>/shrink/", grants.grant_shrink, name="grant-shrink"),

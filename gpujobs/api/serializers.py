@@ -14,6 +14,7 @@ from clusters.models import Cluster
 from clusters.vocabulary import DEFAULT_GPU_RESOURCE, GUARANTEED
 from gpujobs import admission, queue_reads, specs
 from gpujobs.images import MAX_IMAGE_LENGTH
+from gpujobs.manifests import job_name
 from gpujobs.models import GpuJob
 from gpujobs.specs import PREPROCESS_MODES, PRIORITY_HELP, PreprocessMode
 from tenants.models import Team
@@ -160,14 +161,26 @@ class GpuJobSerializer(serializers.ModelSerializer):
         ]
         read_only_fields = fields
 
+    # The list reads jobs as rows (portal.rows): ``job`` is then the row, with its columns,
+    # ``pk`` and ``team.slug``; a job waiting in Kueue is read whole by ``prepare_rows``.
+
     @extend_schema_field(KubernetesRefSerializer)
     def get_kubernetes(self, job: GpuJob) -> dict:
-        return {"namespace": job.team.slug, "job_name": job.kube_name, "uid": job.kube_uid}
+        return {"namespace": job.team.slug, "job_name": job_name(job.pk), "uid": job.kube_uid}
+
+    def prepare_rows(self, jobs: list) -> None:
+        """The jobs of a page of rows that wait in Kueue, read whole in one query: their queue
+        status reads their team and cluster."""
+        waiting = [job.pk for job in jobs if queue_reads.waits_in_kueue(job)]
+        self.context["waiting_jobs"] = (
+            GpuJob.objects.select_related("team", "cluster").in_bulk(waiting) if waiting else {}
+        )
 
     @extend_schema_field(QueueStatusSerializer(allow_null=True))
     def get_queue_status(self, job: GpuJob) -> dict | None:
         if not queue_reads.waits_in_kueue(job):
             return None
+        job = self.context.get("waiting_jobs", {}).get(job.pk, job)
         # One read of each cluster's queues for a whole list.
         snapshots = self.context.setdefault("queue_snapshots", {})
         if job.cluster_id not in snapshots:

@@ -32,6 +32,7 @@ from gpujobs.manifests import GPU_CONTAINER
 from gpujobs.specs import DNS_SUBDOMAIN_RE
 from portal.openapi import ErrorSerializer
 from portal.params import whole_number
+from portal.rows import RowListMixin
 from tenants.api.filters import StableOrderingFilter
 from tenants.selectors import teams_visible_to
 
@@ -126,7 +127,7 @@ def log_answer(result: cluster_reads.LogResult, *, tail: int) -> Response:
     ),
 )
 class GpuJobViewSet(
-    mixins.ListModelMixin,
+    RowListMixin,
     mixins.RetrieveModelMixin,
     mixins.CreateModelMixin,
     viewsets.GenericViewSet,

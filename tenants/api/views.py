@@ -26,6 +26,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from clusters.models import Cluster
+from portal.rows import RowListMixin
 from tenants import queueing, quota, selectors, services
 from tenants.api import serializers as s
 from tenants.api.filters import StableOrderingFilter
@@ -120,9 +121,7 @@ class MeView(APIView):
         responses={201: s.TeamSerializer},
     ),
 )
-class TeamViewSet(
-    mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin, PortalViewSet
-):
+class TeamViewSet(RowListMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin, PortalViewSet):
     serializer_class = s.TeamSerializer
     action_serializers = {"create": s.TeamCreateSerializer}
     lookup_field = "slug"
@@ -383,7 +382,7 @@ class TeamQueuePolicyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, T
     ),
 )
 class QuotaRequestViewSet(
-    mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin, PortalViewSet
+    RowListMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin, PortalViewSet
 ):
     serializer_class = s.QuotaRequestSerializer
     action_serializers = {
@@ -475,7 +474,7 @@ class QuotaRequestViewSet(
 @extend_schema_view(
     list=extend_schema(summary="Quota grants of your teams (admins: all)"),
 )
-class QuotaGrantViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalViewSet):
+class QuotaGrantViewSet(RowListMixin, mixins.RetrieveModelMixin, PortalViewSet):
     serializer_class = s.QuotaGrantSerializer
     action_serializers = {
         "revoke": s.DecisionNoteSerializer,
@@ -520,7 +519,7 @@ class QuotaGrantViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Portal
 @extend_schema_view(
     list=extend_schema(summary="State changes of your teams, newest first (admins: all)"),
 )
-class AuditEventViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalViewSet):
+class AuditEventViewSet(RowListMixin, mixins.RetrieveModelMixin, PortalViewSet):
     serializer_class = s.AuditEventSerializer
     filterset_class = AuditEventFilter
     filter_backends = [DjangoFilterBackend]  # newest first, always

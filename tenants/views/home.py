@@ -1,4 +1,5 @@
-"""The home page: the teams a user can see, with their active grants and pending requests."""
+"""The home page: the teams a user can see, with their active grants and pending requests, a
+page of them at a time (an admin sees every team)."""
 
 from typing import Any
 
@@ -7,14 +8,20 @@ from django.db.models import Count, Sum
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
+from portal.params import page_of
 from tenants import selectors
 from tenants.models import Membership, QuotaGrant, QuotaRequest
 from tenants.permissions import is_portal_admin
 
+HOME_PAGE_SIZE = 50
+
 
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
-    teams = list(selectors.teams_visible_to(request.user).order_by("name", "slug"))
+    page = page_of(
+        request, selectors.teams_visible_to(request.user).order_by("name", "slug"), HOME_PAGE_SIZE
+    )
+    teams = list(page.object_list)
     roles = dict(Membership.objects.filter(user=request.user).values_list("team_id", "role"))
     grants_by_team: dict[int, list[dict]] = {}
     for row in (
@@ -41,7 +48,7 @@ def home(request: HttpRequest) -> HttpResponse:
         }
         for team in teams
     ]
-    context: dict[str, Any] = {"rows": rows}
+    context: dict[str, Any] = {"rows": rows, "page": page}
     if is_portal_admin(request.user):
         context["review_count"] = selectors.review_queue().count()
     return render(request, "tenants/home.html", context)

@@ -1,5 +1,5 @@
-"""The admins' review queue: each pending request beside its cluster's capacity, approve and
-reject."""
+"""The admins' review queue, a page at a time: each pending request beside its cluster's
+capacity, approve and reject, one by one or the ticked ones at once."""
 
 from dataclasses import dataclass
 
@@ -8,14 +8,20 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.defaultfilters import pluralize
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from portal.params import page_of
 from tenants import quota, selectors
 from tenants.errors import InvalidTransition
 from tenants.filtersets import QuotaRequestFilter
-from tenants.forms import ApproveForm, RejectForm, add_service_errors
+from tenants.forms import ApproveForm, BulkDecisionForm, RejectForm, add_service_errors
 from tenants.models import QuotaRequest
 from tenants.permissions import is_portal_admin
+
+# Requests a page of the queue shows: its size and time do not grow with the queue.
+REVIEW_PAGE_SIZE = 25
 
 
 @dataclass
@@ -60,20 +66,22 @@ def _render_review(
     bound_id: int | None = None,
     approve_form: ApproveForm | None = None,
     reject_form: RejectForm | None = None,
+    bulk_form: BulkDecisionForm | None = None,
 ) -> HttpResponse:
-    """The queue, oldest first (filtered as the API's review queue is), each request beside its
-    cluster's capacity for that GPU kind; a form that failed is shown again, bound, with its
-    errors."""
+    """A page of the queue, oldest first (filtered as the API's review queue is), each request
+    beside its cluster's capacity for that GPU kind; a form that failed is shown again, bound,
+    with its errors."""
     filterset = QuotaRequestFilter(
         request.GET,
         queryset=selectors.review_queue(),
         request=request,
         teams=selectors.teams_visible_to(request.user).order_by("name", "slug"),
     )
+    page = page_of(request, filterset.page_rows(), REVIEW_PAGE_SIZE)
     summaries = selectors.capacity_summaries()
     model_summaries = selectors.model_capacity_summaries()
     rows = []
-    for quota_request in filterset.page_rows():
+    for quota_request in page.object_list:
         mine = quota_request.pk == bound_id
         kind = (quota_request.cluster_id, quota_request.gpu_resource)
         rows.append(
@@ -91,7 +99,13 @@ def _render_review(
     return render(
         request,
         "tenants/review_queue.html",
-        {"rows": rows, "bound_id": bound_id, "filter_form": filterset.form},
+        {
+            "rows": rows,
+            "page": page,
+            "bound_id": bound_id,
+            "filter_form": filterset.form,
+            "bulk_form": bulk_form or BulkDecisionForm(requests=QuotaRequest.objects.none()),
+        },
     )
 
 
@@ -99,6 +113,40 @@ def _render_review(
 def review_queue(request: HttpRequest) -> HttpResponse:
     _require_admin(request)
     return _render_review(request)
+
+
+@require_POST
+@login_required
+def review_decide(request: HttpRequest) -> HttpResponse:
+    """Approve or reject the ticked requests, oldest first, each on its own (``quota.
+    quota_requests_decide``); back to the queue, its filters kept, with a message per refusal."""
+    _require_admin(request)
+    form = BulkDecisionForm(
+        request.POST, requests=QuotaRequest.objects.order_by("created_at", "id")
+    )
+    if not form.is_valid():
+        return _render_review(request, bulk_form=form)
+    approve = form.cleaned_data["decision"] == BulkDecisionForm.APPROVE
+    decisions = quota.quota_requests_decide(
+        reviewer=request.user,
+        quota_requests=list(form.cleaned_data["requests"]),
+        approve=approve,
+        note=form.cleaned_data["note"],
+    )
+    verb = "approved" if approve else "rejected"
+    decided = [f"#{d.quota_request.pk}" for d in decisions if d.error is None]
+    if decided:
+        messages.success(
+            request,
+            f"{verb.capitalize()} {len(decided)} request{pluralize(len(decided))}: "
+            f"{', '.join(decided)}.",
+        )
+    for decision in decisions:
+        if decision.error is not None:
+            messages.error(request, f"#{decision.quota_request.pk} not {verb}: {decision.error}")
+    query = request.GET.copy()
+    query.pop("page", None)  # the page it was on may be gone now
+    return redirect(reverse("review-queue") + (f"?{query.urlencode()}" if query else ""))
 
 
 def _visible_request(request: HttpRequest, pk: int) -> QuotaRequest:

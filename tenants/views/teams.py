@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -18,6 +19,7 @@ from tenants.models import Membership, QuotaGrant, QuotaRequest, Team, TeamClust
 from tenants.permissions import can_request_quota, is_portal_admin, team_role
 
 PAST_REQUESTS_SHOWN = 50
+ENDED_GRANTS_SHOWN = 50
 
 
 def visible_team(request: HttpRequest, slug: str):
@@ -78,10 +80,17 @@ def _render_team(
     bound_policy: tuple[int, QueuePolicyForm] | None = None,
 ) -> HttpResponse:
     role = team_role(request.user, team)
+    team_grants = selectors.quota_grants_visible_to(request.user).filter(team=team)
+    # Ended grants only accumulate: the newest, as with past requests, in the same query.
+    newest_ended = (
+        team_grants.exclude(state=QuotaGrant.State.ACTIVE)
+        .order_by("-created_at", "-id")
+        .values("pk")[:ENDED_GRANTS_SHOWN]
+    )
     grants = list(
-        selectors.quota_grants_visible_to(request.user)
-        .filter(team=team)
-        .order_by("cluster__name", "gpu_resource", "-created_at")
+        team_grants.filter(Q(state=QuotaGrant.State.ACTIVE) | Q(pk__in=newest_ended)).order_by(
+            "cluster__name", "gpu_resource", "-created_at"
+        )
     )
     requests_ = selectors.quota_requests_visible_to(request.user).filter(team=team)
     pending = list(requests_.filter(state=QuotaRequest.State.PENDING).order_by("created_at", "id"))

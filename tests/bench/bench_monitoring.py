@@ -248,7 +248,7 @@ def seed(handle) -> tuple[User, User, Cluster, Team]:
             cluster=cluster,
             defaults={"status": TeamCluster.Status.IN_SYNC, "namespace_owned": True},
         )
-    # No quota rows: the database is shared with bench_quota_requests_api.py, which counts them.
+    # No quota rows: the database is shared with bench_api_lists.py, which counts them.
     return admin, lead, cluster, teams[0]
 
 

@@ -1,6 +1,6 @@
-"""What the cluster benchmarks share: percentiles, cleanup steps retried while the shared
-cluster's API server is away, and the portal's processes (a Celery worker, the watcher) started
-and stopped around a run."""
+"""What the benchmarks share: percentiles, cleanup steps retried while the shared cluster's API
+server is away, the portal's processes (a Celery worker, the watcher) started and stopped around
+a run, grants seeded in bulk, and pages rendered in-process."""
 
 import contextlib
 import os
@@ -81,3 +81,34 @@ def stop(process: subprocess.Popen) -> None:
         process.wait(timeout=30)
     except subprocess.TimeoutExpired:
         process.kill()
+
+
+def grants_for(requests, *, granted_by, state: str = "active") -> list:
+    """Unsaved grants of approved requests, whole, for ``bulk_create``."""
+    from tenants.models import QuotaGrant
+
+    return [
+        QuotaGrant(
+            request=r,
+            team=r.team,
+            cluster=r.cluster,
+            gpu_resource=r.gpu_resource,
+            gpus=r.gpus,
+            starts_on=r.starts_on,
+            ends_on=r.ends_on,
+            granted_by=granted_by,
+            state=state,
+        )
+        for r in requests
+    ]
+
+
+def in_process_storages() -> dict:
+    """``STORAGES`` for rendering pages in-process with DEBUG off: static URLs without the
+    manifest that collectstatic writes."""
+    from django.conf import settings
+
+    return {
+        **settings.STORAGES,
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    }

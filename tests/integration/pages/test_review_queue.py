@@ -269,4 +269,5 @@ def test_decision_forms_carry_csrf_tokens(client_as, admin, lead, team, make_req
 
     html = get_ok(client_as(admin), "/review/").content.decode()
 
-    assert html.count('name="csrfmiddlewaretoken"') == 3  # approve, reject, sign out
+    # approve, reject, the ticked ones at once, sign out
+    assert html.count('name="csrfmiddlewaretoken"') == 4

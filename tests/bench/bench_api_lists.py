@@ -1,0 +1,497 @@
+"""Benchmark: the API's hot lists beside bare Django views returning the same rows as JSON.
+
+Lists: quota requests (10,000 pending, 5,000 approved), the review queue (the 10,000 pending,
+with their cluster's capacity figures), grants (5,000) and jobs (10,000). For each list and page
+size it reports the SQL queries per page (which must not grow with the page) and the median
+time per page of the API next to a plain view that returns the same rows with
+``QuerySet.values()`` and ``JsonResponse``. Both sides read the signed-in user from the session
+(the bare views are ``login_required``); the bare views apply no team scoping and count no rows;
+the bare review queue reads the capacity figures with the same selectors as the API and writes
+them out by hand. Results go to ``bench-results/api_lists.{json,md}`` and rows of the summary
+table.
+
+Run through ``make bench``, which points DATABASE_URL at a scratch PostgreSQL database and turns
+DEBUG off, as in production (DEBUG logs every query, which would slow both sides).
+``BENCH_REPEATS`` (default 7) sets the requests per cell (the API and the bare view are compared
+over three times as many, in turn), ``BENCH_PAGE_SIZES`` (comma-separated,
+default 10,50,100,500,1000) the page sizes.
+"""
+
+import datetime
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO_ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.contrib.auth.decorators import login_required  # noqa: E402
+from django.contrib.auth.models import User  # noqa: E402
+from django.db import connection, reset_queries  # noqa: E402
+from django.http import JsonResponse  # noqa: E402
+from django.test import Client, override_settings  # noqa: E402
+from django.test.utils import CaptureQueriesContext  # noqa: E402
+from django.urls import include, path  # noqa: E402
+from django.utils import timezone  # noqa: E402
+
+from clusters.models import Cluster, GpuCapacity  # noqa: E402
+from gpujobs.models import GpuJob  # noqa: E402
+from tenants.models import Membership, QuotaGrant, QuotaRequest, Team  # noqa: E402
+from tenants.selectors import (  # noqa: E402
+    capacity_summaries,
+    model_capacity_summaries,
+    review_queue,
+)
+from tests.bench.helpers import grants_for, in_process_storages  # noqa: E402
+from tests.bench.summary import Goal, Summary  # noqa: E402
+
+PENDING = 10_000
+APPROVED = 5_000
+JOBS = 10_000
+TEAMS = 20
+CLUSTER = "bench"
+PAGE_SIZES = [int(n) for n in os.environ.get("BENCH_PAGE_SIZES", "10,50,100,500,1000").split(",")]
+REPEATS = int(os.environ.get("BENCH_REPEATS", "7"))
+REVIEW_PAGE_SIZE = 25  # the review page's
+RESULTS = REPO_ROOT / "bench-results"
+QUOTA_COLUMNS = (
+    "id",
+    "team__slug",
+    "cluster__name",
+    "gpu_resource",
+    "gpu_model",
+    "gpus",
+    "cpu_cores",
+    "memory_gib",
+    "starts_on",
+    "ends_on",
+    "state",
+)
+
+
+def page_of(request, rows):
+    size = int(request.GET.get("page_size", 50))
+    page = int(request.GET.get("page", 1))
+    return JsonResponse({"results": list(rows[(page - 1) * size : page * size])})
+
+
+@login_required
+def bare_quota_requests(request):
+    """The alternative: the same rows, newest first, straight from ``values()``."""
+    return page_of(
+        request,
+        QuotaRequest.objects.order_by("-created_at", "-id").values(
+            *QUOTA_COLUMNS,
+            "justification",
+            "requested_by__username",
+            "created_at",
+            "decided_by__username",
+            "decided_at",
+            "decision_note",
+        ),
+    )
+
+
+@login_required
+def bare_review_queue(request):
+    """Pending requests oldest first with the grants in their period (the queue's own
+    annotations), each beside its cluster's figures for its GPU kind, read by the same
+    selectors as the API's and written out by hand."""
+    size = int(request.GET.get("page_size", 50))
+    page = int(request.GET.get("page", 1))
+    kinds = capacity_summaries()
+    models = model_capacity_summaries()
+    rows = list(
+        review_queue().values(
+            *QUOTA_COLUMNS,
+            "cluster_id",
+            "justification",
+            "requested_by__username",
+            "created_at",
+            "granted_in_period",
+            "model_granted_in_period",
+        )[(page - 1) * size : page * size]
+    )
+    for row in rows:
+        key = (row.pop("cluster_id"), row["gpu_resource"])
+        kind = kinds.get(key)
+        row["capacity"] = kind and {
+            "capacity": kind.capacity,
+            "plannable": kind.plannable,
+            "granted": kind.granted,
+            "free": kind.free,
+            "granted_in_period": row["granted_in_period"],
+            "free_after": kind.free_after(
+                gpus=row["gpus"], granted_in_period=row["granted_in_period"]
+            ),
+        }
+        row["gpu_models"] = [vars(m) for m in models.get(key, [])]
+    return JsonResponse({"results": rows})
+
+
+@login_required
+def bare_grants(request):
+    return page_of(
+        request,
+        QuotaGrant.objects.order_by("-created_at", "-id").values(
+            *QUOTA_COLUMNS,
+            "request_id",
+            "granted_by__username",
+            "created_at",
+            "updated_at",
+            "ended_at",
+        ),
+    )
+
+
+@login_required
+def bare_jobs(request):
+    return page_of(
+        request,
+        GpuJob.objects.order_by("-created_at", "-id").values(
+            "id",
+            "name",
+            "team__slug",
+            "cluster__name",
+            "submitted_by__username",
+            "state",
+            "reason",
+            "message",
+            "node",
+            "exit_code",
+            "created_at",
+            "submitted_at",
+            "started_at",
+            "finished_at",
+            "state_changed_at",
+            "image",
+            "command",
+            "args",
+            "env",
+            "gpus",
+            "gpu_resource",
+            "gpu_model",
+            "cpu_cores",
+            "memory_gib",
+            "max_runtime_seconds",
+            "backoff_limit",
+            "preprocess",
+            "annotations",
+            "pods",
+            "cancelled_by__username",
+            "kube_uid",
+            "priority",
+            "queue_name",
+            "admitted_at",
+            "preemptions",
+            "preempted_at",
+            "preempted_by",
+            "preemption_reason",
+        ),
+    )
+
+
+urlpatterns = [
+    path("bare/quota-requests/", bare_quota_requests),
+    path("bare/review-queue/", bare_review_queue),
+    path("bare/quota-grants/", bare_grants),
+    path("bare/jobs/", bare_jobs),
+    path("", include("portal.urls")),
+]
+
+# (name, API path, bare path, whether a team lead may read it)
+LISTS = [
+    ("quota requests", "/api/v1/quota-requests/", "/bare/quota-requests/", True),
+    ("review queue", "/api/v1/quota-requests/review-queue/", "/bare/review-queue/", False),
+    ("quota grants", "/api/v1/quota-grants/", "/bare/quota-grants/", True),
+    ("jobs", "/api/v1/jobs/", "/bare/jobs/", True),
+]
+
+
+def seed() -> User:
+    """The rows, in bulk, on a cluster of their own; reused if the scratch database has them."""
+    admin, _ = User.objects.get_or_create(username="bench-admin", defaults={"is_staff": True})
+    cluster, _ = Cluster.objects.get_or_create(name=CLUSTER)
+    requests = QuotaRequest.objects.filter(cluster=cluster)
+    jobs = GpuJob.objects.filter(cluster=cluster)
+    if (
+        requests.filter(state=QuotaRequest.State.PENDING).count() == PENDING
+        and QuotaGrant.objects.filter(cluster=cluster).count() == APPROVED
+        and jobs.count() == JOBS
+    ):
+        return admin
+    jobs.delete()
+    QuotaGrant.objects.filter(cluster=cluster).delete()
+    requests.delete()
+    GpuCapacity.objects.get_or_create(
+        cluster=cluster, resource_name="nvidia.com/gpu", defaults={"allocatable": 4096}
+    )
+    teams = [
+        Team.objects.get_or_create(slug=f"bench-{i}", name=f"Bench {i}")[0] for i in range(TEAMS)
+    ]
+    leads = []
+    for i, team in enumerate(teams):
+        lead, _ = User.objects.get_or_create(username=f"bench-lead-{i}")
+        Membership.objects.get_or_create(team=team, user=lead, role=Membership.Role.LEAD)
+        leads.append(lead)
+    today = timezone.localdate()
+
+    def quota_request(i: int, state: str) -> QuotaRequest:
+        return QuotaRequest(
+            team=teams[i % TEAMS],
+            cluster=cluster,
+            gpus=1 + i % 8,
+            state=state,
+            starts_on=today,
+            ends_on=today + datetime.timedelta(days=30 + i % 60),
+            justification=f"Benchmark request {i}",
+            requested_by=leads[i % TEAMS],
+        )
+
+    QuotaRequest.objects.bulk_create(
+        [quota_request(i, QuotaRequest.State.PENDING) for i in range(PENDING)], batch_size=2000
+    )
+    approved = QuotaRequest.objects.bulk_create(
+        [quota_request(i, QuotaRequest.State.APPROVED) for i in range(APPROVED)], batch_size=2000
+    )
+    QuotaGrant.objects.bulk_create(
+        grants_for(approved, granted_by=admin, state=QuotaGrant.State.EXPIRED), batch_size=2000
+    )
+    GpuJob.objects.bulk_create(
+        [
+            GpuJob(
+                team=teams[i % TEAMS],
+                cluster=cluster,
+                submitted_by=leads[i % TEAMS],
+                name=f"bench-job-{i}",
+                image="registry.example.com/ml/trainer:1.0",
+                gpus=1 + i % 4,
+                max_runtime_seconds=3600,
+                state=GpuJob.State.SUCCEEDED,
+                command=["python", "train.py"],
+                env=[{"name": "EPOCHS", "value": str(i % 9)}],
+            )
+            for i in range(JOBS)
+        ],
+        batch_size=2000,
+    )
+    analyze()
+    return admin
+
+
+def analyze() -> None:
+    """Fresh planner statistics, as autovacuum would gather them after a bulk load."""
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+
+
+def measure(client: Client, url: str, *, json_rows: bool = True) -> tuple[float, int, int]:
+    """Median seconds per request over REPEATS, the queries one request ran, and its row count
+    (with ``json_rows`` False: its size in bytes)."""
+    client.get(url)  # warm caches and connections
+    reset_queries()  # the query log is a bounded deque: start from empty so the count is right
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get(url)
+    query_count = len(queries)  # now: the log is cleared by the next request
+    assert response.status_code == 200, (url, response.status_code, response.content[:300])
+    rows = len(response.json()["results"]) if json_rows else len(response.content)
+    timings = []
+    for _ in range(REPEATS):
+        started = time.perf_counter()
+        client.get(url)
+        timings.append(time.perf_counter() - started)
+    return statistics.median(timings), query_count, rows
+
+
+def page_measure(client: Client, url: str) -> dict:
+    """A page of the portal: median ms over REPEATS, its bytes and its SQL queries."""
+    seconds, queries, rows = measure(client, url, json_rows=False)
+    return {"ms": round(seconds * 1000, 1), "kib": round(rows / 1024, 1), "queries": queries}
+
+
+def side_by_side(client: Client, portal_url: str, bare_url: str) -> tuple[float, float]:
+    """Median seconds per request of each URL over three times REPEATS requests of each, sent
+    in turn (on a shared machine the load moves: both sides must meet the same)."""
+    timings: dict[str, list[float]] = {portal_url: [], bare_url: []}
+    for _ in range(3 * REPEATS):
+        for url, seen in timings.items():
+            started = time.perf_counter()
+            client.get(url)
+            seen.append(time.perf_counter() - started)
+    return statistics.median(timings[portal_url]), statistics.median(timings[bare_url])
+
+
+@override_settings(
+    ALLOWED_HOSTS=["testserver"],
+    STORAGES=in_process_storages(),
+)
+def review_page(admin: User) -> dict:
+    """The admins' review page over every pending request, and over one team's (a twentieth),
+    beside the API's review queue at the page's size."""
+    client = Client()
+    client.force_login(admin)
+    return {
+        "pending": review_queue().count(),
+        "team_pending": review_queue().filter(team__slug="bench-0").count(),
+        "page": page_measure(client, "/review/"),
+        "page_3": page_measure(client, "/review/?page=3"),
+        "team_page": page_measure(client, "/review/?team=bench-0"),
+        "api": page_measure(
+            client, f"/api/v1/quota-requests/review-queue/?page_size={REVIEW_PAGE_SIZE}"
+        ),
+    }
+
+
+@override_settings(ROOT_URLCONF=__name__, ALLOWED_HOSTS=["testserver"])
+def run() -> dict:
+    admin = seed()
+    lead = User.objects.get(username="bench-lead-0")
+    results = {
+        "rows": {
+            "quota requests": QuotaRequest.objects.count(),
+            "review queue": review_queue().count(),
+            "quota grants": QuotaGrant.objects.count(),
+            "jobs": GpuJob.objects.count(),
+        },
+        "repeats": REPEATS,
+        "lists": [],
+    }
+    clients = {"admin": Client(), "lead": Client()}
+    clients["admin"].force_login(admin)
+    clients["lead"].force_login(lead)
+    for name, api, bare, leads_read in LISTS:
+        for size in PAGE_SIZES:
+            page = 3 if size * 3 <= results["rows"][name] else 1
+            query = f"?page_size={size}&page={page}"
+            api_s, api_q, api_rows = measure(clients["admin"], api + query)
+            lead_s, lead_q = None, None
+            if leads_read:
+                lead_s, lead_q, _ = measure(clients["lead"], f"{api}?page_size={size}&page=1")
+            bare_s, bare_q, bare_rows = measure(clients["admin"], bare + query)
+            assert api_rows == bare_rows == size, (name, api_rows, bare_rows, size)
+            # The comparison itself: the two sides in turn, so that both meet the same load.
+            api_s, bare_s = side_by_side(clients["admin"], api + query, bare + query)
+            results["lists"].append(
+                {
+                    "list": name,
+                    "page_size": size,
+                    "api_queries": api_q,
+                    "api_queries_as_team_lead": lead_q,
+                    "bare_queries": bare_q,
+                    "api_ms": round(api_s * 1000, 2),
+                    "api_as_team_lead_ms": lead_s and round(lead_s * 1000, 2),
+                    "bare_ms": round(bare_s * 1000, 2),
+                    "api_to_bare_ratio": round(api_s / bare_s, 2),
+                }
+            )
+    started = time.perf_counter()
+    url, listed = "/api/v1/quota-requests/?page_size=1000", 0
+    while url:
+        page = clients["admin"].get(url).json()
+        listed += len(page["results"])
+        url = page["next"]
+    results["list_all_requests_via_api_s"] = round(time.perf_counter() - started, 3)
+    assert listed == results["rows"]["quota requests"], listed
+    results["api_queries_constant_across_page_sizes"] = all(
+        len({p["api_queries"] for p in results["lists"] if p["list"] == name}) == 1
+        for name, *_ in LISTS
+    )
+    results["review_page"] = review_page(admin)
+    return results
+
+
+def write(results: dict) -> None:
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "api_lists.json").write_text(json.dumps(results, indent=2) + "\n")
+    rows = ", ".join(f"{count:,} {name}" for name, count in results["rows"].items())
+    lines = [
+        "# The API's lists vs bare Django JSON views",
+        "",
+        f"Rows: {rows}. Median of {results['repeats']} requests per cell ({3 * results['repeats']} "
+        "of the API and the bare view, in turn), in-process (Django test client), PostgreSQL. "
+        "Bare: `values()` and `JsonResponse` behind "
+        "`login_required`, no team scoping, no count; the review queue's capacity figures "
+        "from the same selectors, written by hand.",
+        "",
+        "| list | page size | API queries (admin / lead) | bare queries | API ms (admin) "
+        "| API ms (lead) | bare ms | API / bare |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for p in results["lists"]:
+        lines.append(
+            f"| {p['list']} | {p['page_size']} | {p['api_queries']} / "
+            f"{p['api_queries_as_team_lead']} | {p['bare_queries']} | {p['api_ms']} "
+            f"| {p['api_as_team_lead_ms']} | {p['bare_ms']} | {p['api_to_bare_ratio']} |"
+        )
+    lines += [
+        "",
+        f"Queries per API page constant across page sizes: "
+        f"{results['api_queries_constant_across_page_sizes']}.",
+        f"All {results['rows']['quota requests']:,} quota requests through the API at 1,000 a "
+        f"page: {results['list_all_requests_via_api_s']} s.",
+        "",
+        "## The admins' review page",
+        "",
+        "| what | ms | KiB | SQL queries |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    review = results["review_page"]
+    for key, what in [
+        ("page", f"/review/, {review['pending']:,} pending"),
+        ("page_3", "/review/?page=3"),
+        ("team_page", f"/review/?team=bench-0, {review['team_pending']:,} pending"),
+        ("api", f"the API's review queue, {REVIEW_PAGE_SIZE} a page"),
+    ]:
+        r = review[key]
+        lines.append(f"| {what} | {r['ms']} | {r['kib']} | {r['queries']} |")
+    lines += [""]
+    (RESULTS / "api_lists.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+def record(board: Summary, results: dict) -> None:
+    for p in results["lists"]:
+        board.row(
+            f"list {results['rows'][p['list']]:,} {p['list']}, {p['page_size']:,} a page",
+            portal=p["api_ms"],
+            alternative=p["bare_ms"],
+            alternative_is="bare values() view, the same rows as JSON",
+            unit="ms",
+            goal=Goal.ratio_at_most(1.5),
+            note=f"{p['api_queries']} SQL queries",
+        )
+    review = results["review_page"]
+    board.row(
+        f"admin review page, {review['pending']:,} pending requests",
+        portal=review["page"]["ms"],
+        alternative=review["api"]["ms"],
+        alternative_is=f"the API's review queue, {REVIEW_PAGE_SIZE} a page",
+        unit="ms",
+        goal=Goal.portal_at_most(200),
+        note=f"{review['page']['kib']} KiB, {review['page']['queries']} SQL queries",
+    )
+    board.row(
+        f"admin review page size, {review['pending']:,} pending vs {review['team_pending']:,}",
+        portal=review["page"]["kib"],
+        alternative=review["team_page"]["kib"],
+        alternative_is=f"the page filtered to one team's {review['team_pending']:,}",
+        unit="KiB",
+        goal=Goal.ratio_at_most(1.1),
+    )
+
+
+if __name__ == "__main__":
+    board = Summary("API lists")
+    outcome = run()
+    write(outcome)
+    record(board, outcome)
+    if not outcome["api_queries_constant_across_page_sizes"]:
+        sys.exit("API queries per page grow with the page size")

@@ -54,23 +54,27 @@ def follow(
     watch_timeout: int,
     counts: Counts,
     cluster_name: str,
+    keep: Callable[[dict], dict] | None = None,
 ) -> None:
     """Follow ``kind`` (matching ``selectors``) until ``stopping()``; waits between retries on
-    ``stop``."""
+    ``stop``. ``keep``: what of each listed object goes on ``changes`` (the whole object without
+    it), taken page by page as the list arrives."""
     version = ""
     delay = RETRY_MIN_SECONDS
     while not stopping():
         try:
             if not version:
                 listed_at = timezone.now()
-                listing = kube.list_objects(kind, **selectors)
+                listing = kube.list_objects(kind, keep=keep, **selectors)
                 changes.put(Change(kind, "LIST", items=listing.items, listed_at=listed_at))
-                version = listing.resource_version
+                version, listed = listing.resource_version, len(listing.items)
+                # The items are the queue's now: not held here for as long as the watch runs.
+                del listing
                 counts.lists += 1
                 logger.info(
                     "cluster %s: listed %d %s(s) at resourceVersion %s",
                     cluster_name,
-                    len(listing.items),
+                    listed,
                     kind,
                     version,
                 )

@@ -21,6 +21,7 @@ cluster's watches afresh: a full list then finds the Jobs that wait under the mo
 
 from __future__ import annotations
 
+import functools
 import logging
 import queue
 import threading
@@ -106,6 +107,7 @@ class ClusterWatch:
             watch_timeout=self.watch_timeout,
             counts=self,
             cluster_name=self.cluster_name,
+            keep=functools.partial(tracking.kept, kind),
         )
 
     # -- Kueue's queues, read every few seconds

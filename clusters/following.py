@@ -55,23 +55,27 @@ def follow(
     watch_timeout: int,
     counts: Counts,
     cluster_name: str,
+    keep: Callable[[dict], dict] | None = None,
 ) -> None:
     """Follow ``kind`` (matching ``selectors``) until ``stopping()``; waits between retries on
-    ``stop``."""
+    ``stop``. ``keep``: what of each listed object goes on ``changes`` (the whole object without
+    it), taken page by page as the list arrives."""
     version = ""
     delay = RETRY_MIN_SECONDS
     while not stopping():
         try:
             if not version:
                 listed_at = timezone.now()
-                listing = kube.list_objects(kind, **selectors)
+                listing = kube.list_objects(kind, keep=keep, **selectors)
                 changes.put(Change(kind, "LIST", items=listing.items, listed_at=listed_at))
-                version = listing.resource_version
+                version, listed = listing.resource_version, len(listing.items)
+                # The items are the queue's now: not held here for as long as the watch runs.
+                del listing
                 counts.lists += 1
                 logger.info(
                     "cluster %s: listed %d %s(s) at resourceVersion %s",
                     cluster_name,
-                    len(listing.items),
+                    listed,
                     kind,
                     version,
                 )
@@ -132,6 +136,11 @@ class WorkloadWatch:
     def object_selectors(self, kind: str) -> dict:
         raise NotImplementedError
 
+    def kept(self, kind: str) -> Callable[[dict], dict] | None:
+        """What of each listed object of ``kind`` the watch keeps (``follow``'s ``keep``):
+        everything unless a subclass trims it to what its observations read."""
+        return None
+
     def extra_threads(self) -> list[threading.Thread]:
         return []
 
@@ -166,6 +175,7 @@ class WorkloadWatch:
             watch_timeout=self.watch_timeout,
             counts=self,
             cluster_name=self.cluster_name,
+            keep=self.kept(kind),
         )
 
     def _apply(self) -> None:

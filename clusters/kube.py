@@ -34,6 +34,10 @@ from clusters.vocabulary import GATEWAY_API_VERSION, KUEUE_API_VERSION
 
 # (connect, read) seconds: a cluster that does not answer is an error to retry, not a hang.
 REQUEST_TIMEOUT = (5, 30)
+# Connections kept open to one cluster per process. Requests in flight at once beyond it open
+# a fresh TLS connection each (and urllib3 throws it away after): a reconcile sweep's passes
+# run side by side over one client, so the pool holds as many as they have in flight.
+CONNECTIONS_PER_CLUSTER = 64
 
 
 # --- errors ------------------------------------------------------------------------------------
@@ -242,6 +246,7 @@ def _configuration(cluster: Cluster) -> client.Configuration:
         ) from error
     if cluster.api_server_url:
         configuration.host = cluster.api_server_url.rstrip("/")
+    configuration.connection_pool_maxsize = CONNECTIONS_PER_CLUSTER
     return configuration
 
 
@@ -281,6 +286,17 @@ class KubeClient:
         self.reads = 0
         self.writes = 0
         self._count_lock = threading.Lock()  # requests of one pass may run in threads
+        self._parent: KubeClient | None = None
+
+    def counting_apart(self) -> KubeClient:
+        """A client over the same connections whose own ``reads`` and ``writes`` count only
+        the requests made through it (they count on this one too): for work done side by side,
+        each part counted on its own."""
+        part = KubeClient(
+            self.api, cluster_name=self.cluster_name, field_manager=self.field_manager
+        )
+        part._parent = self
+        return part
 
     @classmethod
     def for_cluster(cls, cluster: Cluster) -> KubeClient:
@@ -291,8 +307,11 @@ class KubeClient:
     @classmethod
     def from_kubeconfig(cls, path: str | Path, *, cluster_name: str = "cluster") -> KubeClient:
         """For scripts and benchmarks: a client from a kubeconfig file, without a Cluster row."""
+        configuration = client.Configuration()
+        config.load_kube_config(config_file=str(path), client_configuration=configuration)
+        configuration.connection_pool_maxsize = CONNECTIONS_PER_CLUSTER
         return cls(
-            config.new_client_from_config(config_file=str(path)),
+            client.ApiClient(configuration),
             cluster_name=cluster_name,
             field_manager=settings.PORTAL_NAME,
         )
@@ -312,11 +331,14 @@ class KubeClient:
         headers = {"Accept": "application/json"}
         if content_type:
             headers["Content-Type"] = content_type
-        with self._count_lock:
-            if method == "GET":
-                self.reads += 1
-            else:
-                self.writes += 1
+        counted = self
+        while counted is not None:
+            with counted._count_lock:
+                if method == "GET":
+                    counted.reads += 1
+                else:
+                    counted.writes += 1
+            counted = counted._parent
         try:
             return self.api.call_api(
                 path,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import ssl
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from urllib.parse import quote
 
@@ -219,8 +219,11 @@ class WorkloadClient(KubeClient):
         namespace: str | None = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        keep: Callable[[dict], dict] | None = None,
     ) -> Listing:
-        """Every matching object, page by page, and the list's resourceVersion."""
+        """Every matching object, page by page, and the list's resourceVersion. With ``keep``,
+        what it returns of each object instead, taken as each page arrives: a long list never
+        holds more than a page of whole objects."""
         resource = WORKLOAD_KINDS[kind]
         path = resource.path(namespace=namespace)
         what = f"the {resource.plural}" + (f" in namespace {namespace}" if namespace else "")
@@ -238,7 +241,7 @@ class WorkloadClient(KubeClient):
             for item in body.get("items") or []:
                 item.setdefault("kind", kind)
                 item.setdefault("apiVersion", resource.api_version)
-                listing.items.append(item)
+                listing.items.append(keep(item) if keep else item)
             metadata = body.get("metadata") or {}
             if not listing.resource_version:
                 listing.resource_version = metadata.get("resourceVersion") or ""

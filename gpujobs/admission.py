@@ -76,8 +76,10 @@ def check_gpus(*, cluster: Cluster, gpu_resource: str, gpu_model: str, errors: E
             f"Cluster {cluster.name} has no GPUs of kind {gpu_resource!r}; it offers: "
             f"{', '.join(offered)}."
         )
+    if not gpu_model:  # any model: the inventory's models are not read
+        return
     models = selectors.gpu_models(cluster)
-    if gpu_model and models and gpu_model not in models:
+    if models and gpu_model not in models:
         errors["gpu_model"] = (
             f"Cluster {cluster.name} has no {gpu_model} GPUs; it has: {', '.join(models)}."
         )

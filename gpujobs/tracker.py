@@ -24,7 +24,9 @@ cluster switched to quota only, or waiting outside Kueue on one switched to Kueu
 from __future__ import annotations
 
 import datetime
+import functools
 import logging
+import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -120,6 +122,63 @@ def job_uid_of(kind: str, obj: dict) -> str:
     return ""
 
 
+def kept(kind: str, obj: dict) -> dict:
+    """What the state keeps of an object: what the observations read, not the whole object.
+
+    A watcher follows every job of a cluster for as long as it runs, so what it keeps of each
+    bounds its memory. Of the metadata only ``METADATA_READ`` is kept; of a Job's spec only the
+    fields ``observe`` reads (``suspend``, ``backoffLimit``, ``activeDeadlineSeconds`` and the
+    containers' names and resource limits, for its GPU kind), of a pod's only the node. The
+    status, and an Event's or a Workload's own fields, are kept whole."""
+    metadata = {k: v for k, v in _metadata(obj).items() if k in METADATA_READ}
+    if isinstance(metadata.get("labels"), dict):
+        # The same few labels on every object: one copy of each string, not one an object.
+        metadata["labels"] = {
+            sys.intern(key): sys.intern(value) if isinstance(value, str) else value
+            for key, value in metadata["labels"].items()
+        }
+    if isinstance(metadata.get("namespace"), str):
+        metadata["namespace"] = sys.intern(metadata["namespace"])
+    trimmed = {**obj, "metadata": metadata}
+    spec = obj.get("spec")
+    if kind == "Job" and isinstance(spec, dict):
+        template = (spec.get("template") or {}).get("spec") or {}
+        trimmed["spec"] = {
+            **{k: spec[k] for k in JOB_SPEC_READ if k in spec},
+            "template": {
+                "spec": {
+                    "containers": [
+                        {"name": c.get("name"), "resources": {"limits": _limits(c)}}
+                        for c in template.get("containers") or []
+                    ]
+                }
+            },
+        }
+    elif kind == "Pod" and isinstance(spec, dict):
+        trimmed["spec"] = {k: spec[k] for k in ("nodeName",) if k in spec}
+    return trimmed
+
+
+# The metadata fields the observations and the keys read: not ``managedFields`` (the API
+# server's bookkeeping of who set which field, often the largest part of an object), not
+# annotations, resourceVersion or generation.
+METADATA_READ = (
+    "name",
+    "namespace",
+    "uid",
+    "labels",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "ownerReferences",
+)
+# The Job spec fields ``gpujobs.observe`` reads (besides its containers' limits).
+JOB_SPEC_READ = ("suspend", "backoffLimit", "activeDeadlineSeconds")
+
+
+def _limits(container: dict) -> dict:
+    return dict((container.get("resources") or {}).get("limits") or {})
+
+
 @dataclass
 class ClusterState:
     """What one cluster holds of the portal's jobs, keyed by (namespace, job id)."""
@@ -151,6 +210,7 @@ class ClusterState:
         key = key_of(kind, obj)
         if key is None:
             return None
+        obj = kept(kind, obj)
         name = _metadata(obj).get("name") or ""
         if kind == "Job":
             if event_type == "DELETED":
@@ -286,7 +346,9 @@ def resync_cluster(cluster, *, kube: WorkloadClient | None = None) -> dict:
     tracker = Tracker(cluster_id=cluster.pk, cluster_name=cluster.name, kueue=kueue)
     started = timezone.now()
     for kind in KINDS + (KUEUE_KINDS if kueue else ()):
-        tracker.state.replace(kind, kube.list_objects(kind, **object_selectors(kind)).items)
+        keep = functools.partial(kept, kind)
+        listed = kube.list_objects(kind, keep=keep, **object_selectors(kind))
+        tracker.state.replace(kind, listed.items)
     changed = tracker.write_many(list(tracker.state.jobs))
     vanished = 0
     for key in tracker.missing_jobs(listed_at=started, kube=kube):

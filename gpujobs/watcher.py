@@ -21,6 +21,7 @@ cluster's watches afresh: a full list then finds the Jobs that wait under the mo
 
 from __future__ import annotations
 
+import functools
 import logging
 import queue
 import threading
@@ -58,6 +59,9 @@ class ClusterWatch(following.WorkloadWatch):
 
     def object_selectors(self, kind: str) -> dict:
         return tracking.object_selectors(kind)
+
+    def kept(self, kind: str):
+        return functools.partial(tracking.kept, kind)
 
     def extra_threads(self) -> list[threading.Thread]:
         if not self.kueue:

@@ -422,6 +422,9 @@ PORTAL_MAX_GPUS_PER_REQUEST = env_int("PORTAL_MAX_GPUS_PER_REQUEST", 1024)
 # seconds between tries, this many times; after that the periodic sweep takes over.
 PORTAL_RECONCILE_RETRY_BACKOFF_MAX = env_int("PORTAL_RECONCILE_RETRY_BACKOFF_MAX", 60)
 PORTAL_RECONCILE_MAX_RETRIES = env_int("PORTAL_RECONCILE_MAX_RETRIES", 10)
+# Team passes a sweep runs side by side on one cluster (tenants.reconcile_sweep): threads of the
+# worker running the sweep, each with its own database connection.
+PORTAL_RECONCILE_SWEEP_CONCURRENCY = env_int("PORTAL_RECONCILE_SWEEP_CONCURRENCY", 8)
 # What every team namespace gets besides its grants: a pod count, and container defaults (so
 # pods fit a quota that counts CPU and memory without saying what they need).
 PORTAL_TEAM_MAX_PODS = env_int("PORTAL_TEAM_MAX_PODS", 100)

@@ -27,6 +27,7 @@ trap '.venv/bin/python tests/bench/summary.py' EXIT
 .venv/bin/python tests/bench/bench_reconcile.py
 .venv/bin/python tests/bench/bench_monitoring.py
 .venv/bin/python tests/bench/bench_gpujobs.py
+.venv/bin/python tests/bench/bench_watcher_memory.py
 .venv/bin/python tests/bench/bench_kueue.py
 .venv/bin/python tests/bench/bench_serving.py
 .venv/bin/python tests/bench/bench_web_load.py

@@ -23,6 +23,8 @@ read it.
 from __future__ import annotations
 
 import logging
+import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
@@ -54,7 +56,8 @@ QUEUE_CLUSTER_KINDS = ("ClusterQueue",)
 QUEUE_KINDS = (*QUEUE_CLUSTER_KINDS, *QUEUE_NAMESPACED_KINDS)
 # Kinds a team has exactly one object of: read by name rather than listed.
 SINGLE_OBJECT_KINDS = ("ResourceQuota", "LimitRange", "NetworkPolicy")
-# Requests of one pass that may be in flight at once (they are independent of each other).
+# Requests of one pass that may be in flight at once (they are independent of each other); the
+# process's request pool holds this many for each pass a sweep runs at once.
 MAX_CONCURRENT_REQUESTS = 4
 # First key of the advisory locks that serialise reconcile passes (the second is the row's id).
 ADVISORY_LOCK_CLASS = 0x6770  # "gp"
@@ -111,14 +114,23 @@ def kueue_cluster_state(cluster: Cluster) -> queue_manifests.KueueCluster:
 
 def queue_policy(*, team: Team, cluster: Cluster) -> queue_manifests.QueuePolicy:
     """The team's borrowing, lending and weight on the cluster (the defaults without a row)."""
-    row = TeamQueuePolicy.objects.filter(team=team, cluster=cluster).first()
-    if row is None:
-        return queue_manifests.QueuePolicy()
-    return queue_manifests.QueuePolicy(
-        borrowing_limit=row.borrowing_limit,
-        lending_limit=row.lending_limit,
-        fair_sharing_weight=row.fair_sharing_weight,
+    return queue_policies(team_ids=[team.pk], cluster=cluster).get(
+        team.pk, queue_manifests.QueuePolicy()
     )
+
+
+def queue_policies(
+    *, team_ids: list[int], cluster: Cluster
+) -> dict[int, queue_manifests.QueuePolicy]:
+    """``queue_policy`` of the teams that have a row, by team id (one query)."""
+    return {
+        row.team_id: queue_manifests.QueuePolicy(
+            borrowing_limit=row.borrowing_limit,
+            lending_limit=row.lending_limit,
+            fair_sharing_weight=row.fair_sharing_weight,
+        )
+        for row in TeamQueuePolicy.objects.filter(team_id__in=team_ids, cluster=cluster)
+    }
 
 
 @dataclass(frozen=True)
@@ -158,16 +170,21 @@ def team_state(*, team: Team, cluster: Cluster) -> manifests.TeamOnCluster:
     """The team's state on the cluster as the database holds it now (three queries). Only
     active users are members on the cluster: deactivating a user drops them from every
     binding."""
-    grants = QuotaGrant.objects.filter(team=team, cluster=cluster, state=QuotaGrant.State.ACTIVE)
-    members = Membership.objects.filter(team=team, user__is_active=True).values_list(
-        "user__username", "role"
-    )
-    offered = GpuCapacity.objects.filter(cluster=cluster).values_list("resource_name", flat=True)
-    return manifests.team_on_cluster(
-        slug=team.slug,
-        today=timezone.localdate(),
-        gpu_resources=offered,
-        grants=[
+    return team_states(teams=[team], cluster=cluster)[team.pk]
+
+
+def team_states(*, teams: list[Team], cluster: Cluster) -> dict[int, manifests.TeamOnCluster]:
+    """``team_state`` of many teams at once, by team id: three queries whatever their number
+    (a sweep over a cluster's teams reads the database once, not once a team)."""
+    ids = [team.pk for team in teams]
+    grants: dict[int, list[manifests.Grant]] = {pk: [] for pk in ids}
+    for g in QuotaGrant.objects.filter(
+        team_id__in=ids, cluster=cluster, state=QuotaGrant.State.ACTIVE
+    ).only(
+        "team_id", "gpu_resource", "gpus", "starts_on", "ends_on", "cpu_cores", "memory_gib",
+        "state", "gpu_model",
+    ):  # fmt: skip
+        grants[g.team_id].append(
             manifests.Grant(
                 gpu_resource=g.gpu_resource,
                 gpus=g.gpus,
@@ -178,13 +195,29 @@ def team_state(*, team: Team, cluster: Cluster) -> manifests.TeamOnCluster:
                 state=g.state,
                 gpu_model=g.gpu_model,
             )
-            for g in grants
-        ],
-        members=[manifests.Member(username=u, role=r) for u, r in members],
-        user_prefix=cluster.user_prefix,
-        archived=team.archived_at is not None,
-        pod_security_level=cluster.pod_security_level,
+        )
+    members: dict[int, list[manifests.Member]] = {pk: [] for pk in ids}
+    for team_id, username, role in Membership.objects.filter(
+        team_id__in=ids, user__is_active=True
+    ).values_list("team_id", "user__username", "role"):
+        members[team_id].append(manifests.Member(username=username, role=role))
+    offered = list(
+        GpuCapacity.objects.filter(cluster=cluster).values_list("resource_name", flat=True)
     )
+    today = timezone.localdate()
+    return {
+        team.pk: manifests.team_on_cluster(
+            slug=team.slug,
+            today=today,
+            gpu_resources=offered,
+            grants=grants[team.pk],
+            members=members[team.pk],
+            user_prefix=cluster.user_prefix,
+            archived=team.archived_at is not None,
+            pod_security_level=cluster.pod_security_level,
+        )
+        for team in teams
+    }
 
 
 def admission_in_place(cluster: Cluster) -> bool:
@@ -206,21 +239,34 @@ def put_admission_in_place(*, cluster: Cluster, kube: KubeClient) -> KubeError |
     return None
 
 
-def desired_state(*, team: Team, cluster: Cluster, rules: manifests.Policy) -> Desired:
+def desired_state(
+    *,
+    team: Team,
+    cluster: Cluster,
+    rules: manifests.Policy,
+    state: manifests.TeamOnCluster | None = None,
+    kueue: queue_manifests.KueueCluster | None = None,
+    queue_rules: queue_manifests.QueuePolicy | None = None,
+    admission: bool | None = None,
+) -> Desired:
     """Everything the team should have on the cluster: in Kueue mode its queues too, with the
     ResourceQuota at their ceiling. No member is bound while the cluster's admission policies
-    are not in place."""
-    state = team_state(team=team, cluster=cluster)
+    are not in place.
+
+    What is not given is read from the database now (a sweep reads it once for all teams and
+    gives it: ``state``, ``kueue``, ``queue_rules``, ``admission``)."""
+    if state is None:
+        state = team_state(team=team, cluster=cluster)
     kueue_mode = cluster.quota_mode == QuotaMode.KUEUE
     if kueue_mode:
-        kueue = kueue_cluster_state(cluster)
-        policy = queue_policy(team=team, cluster=cluster)
+        kueue = kueue_cluster_state(cluster) if kueue is None else kueue
+        policy = queue_policy(team=team, cluster=cluster) if queue_rules is None else queue_rules
         ceiling = queue_manifests.quota_ceiling(state, kueue, policy)
         state = replace(state, gpu_ceiling=tuple(sorted(ceiling.items())))
     objects = manifests.desired_objects(state, rules)
     if kueue_mode:
         objects += queue_manifests.team_queue_objects(state, kueue, policy, rules)
-    if not admission_in_place(cluster):
+    if not (admission_in_place(cluster) if admission is None else admission):
         objects = [obj for obj in objects if obj["kind"] != "RoleBinding"]
     return Desired(objects, queues=kueue_mode)
 
@@ -230,11 +276,32 @@ def desired_state(*, team: Team, cluster: Cluster, rules: manifests.Policy) -> D
 
 def each(function, items: list) -> list:
     """``function`` over independent requests at once: a pass costs about as long as its
-    slowest request rather than their sum. The first error is raised (after all finished)."""
+    slowest request rather than their sum. The first error is raised (after all finished).
+
+    The requests run on one pool per process, kept for its life: a sweep makes thousands of
+    passes, and starting threads for each cost more than its requests' own work. ``function``
+    must not itself call ``each`` (it would wait on the pool it runs in)."""
     if len(items) <= 1:
         return [function(item) for item in items]
-    with ThreadPoolExecutor(max_workers=min(len(items), MAX_CONCURRENT_REQUESTS)) as pool:
-        return list(pool.map(function, items))
+    return list(_request_pool().map(function, items))
+
+
+_pools: dict[int, ThreadPoolExecutor] = {}
+_pools_lock = threading.Lock()
+
+
+def _request_pool() -> ThreadPoolExecutor:
+    """This process's pool (a forked worker child makes its own: threads do not survive a
+    fork). Sized for a sweep's passes side by side, each with a few requests in flight."""
+    pid = os.getpid()
+    with _pools_lock:
+        pool = _pools.get(pid)
+        if pool is None:
+            workers = MAX_CONCURRENT_REQUESTS * max(1, settings.PORTAL_RECONCILE_SWEEP_CONCURRENCY)
+            pool = _pools[pid] = ThreadPoolExecutor(
+                max_workers=workers, thread_name_prefix="reconcile-request"
+            )
+        return pool
 
 
 def list_queue_kind(
@@ -437,54 +504,130 @@ def reconcile_team_on_cluster(
     Raises the ``KubeError`` when the pass failed (after recording it), so the task can retry
     transient ones.
     """
+    result = reconcile_teams_on_cluster(team_ids=[team_id], cluster_id=cluster_id, kube=kube)
+    if team_id not in result:
+        raise TeamCluster.DoesNotExist(f"team {team_id} or cluster {cluster_id} does not exist")
+    return finish(*result[team_id])
+
+
+def reconcile_teams_on_cluster(
+    *,
+    team_ids: list[int],
+    cluster_id: int,
+    kube: KubeClient | None = None,
+    concurrency: int = 1,
+) -> dict[int, tuple[Outcome, KubeError | None, str]]:
+    """A reconcile pass of each team on the cluster, each outcome recorded on its
+    ``TeamCluster``; by team id, each pass's outcome, its error (None when it succeeded) and what
+    it was of (for ``finish``). A team that no longer exists has no entry.
+
+    The passes share one transaction: their advisory locks are taken together (in id order, so
+    two such batches cannot deadlock), the database is read once for all of them after that,
+    and ``concurrency`` of them talk to the cluster at once. Each team's own pass is this with
+    one team; a sweep batches many, which spares it most of the per-pass database work.
+    """
     started = timezone.now()
+    results: dict[int, tuple[Outcome, KubeError | None, str]] = {}
     with transaction.atomic():
-        state, _ = TeamCluster.objects.get_or_create(team_id=team_id, cluster_id=cluster_id)
-        # Serialise passes for this team and cluster, and only then read the database.
-        lock(state.pk)
-        team = Team.objects.get(pk=team_id)
-        cluster = Cluster.objects.get(pk=cluster_id)
+        present = set(
+            TeamCluster.objects.filter(team_id__in=team_ids, cluster_id=cluster_id).values_list(
+                "team_id", flat=True
+            )
+        )
+        for team_id in set(team_ids) - present:
+            TeamCluster.objects.get_or_create(team_id=team_id, cluster_id=cluster_id)
+        pks = sorted(
+            TeamCluster.objects.filter(team_id__in=team_ids, cluster_id=cluster_id).values_list(
+                "pk", flat=True
+            )
+        )
+        # Serialise passes for these teams and this cluster, and only then read the database:
+        # the rows, the teams and the cluster as they are now.
+        lock_all(pks)
+        states = list(
+            TeamCluster.objects.select_related("team", "cluster").filter(pk__in=pks).order_by("pk")
+        )
+        if not states:  # the teams or the cluster are gone
+            return results
+        cluster = states[0].cluster
         rules = policy()
-        error: KubeError | None = None
-        outcome = Outcome()
-        client = kube
         kueue_mode = cluster.quota_mode == QuotaMode.KUEUE
+        client = kube
+        setup_error: KubeError | None = None
+        admission = admission_in_place(cluster)
         try:
             client = kube or KubeClient.for_cluster(cluster)
-            deleting = team.archived_at is not None and state.namespace_delete_requested_at
-            # No member is bound where the cluster's admission policies are not in place: put
-            # them there first. If that fails the rest is applied all the same, without
-            # bindings, and the pass ends with the cluster's error (retried like any other).
-            policies_error = None
-            if not deleting and not admission_in_place(cluster):
-                policies_error = put_admission_in_place(cluster=cluster, kube=client)
-            reads, writes = client.reads, client.writes
-            try:
-                if deleting:
-                    outcome = delete_namespace(client, slug=team.slug, rules=rules)
-                else:
-                    desired = desired_state(team=team, cluster=cluster, rules=rules)
-                    outcome = sync(
-                        client,
-                        desired.objects,
-                        slug=team.slug,
-                        rules=rules,
-                        queues=desired.queues or state.queues_applied,
-                    )
-            finally:
-                outcome.reads, outcome.writes = client.reads - reads, client.writes - writes
-            if policies_error is not None:
-                raise policies_error
         except KubeError as failure:
-            error = failure
-        changes = queues_applied_after(outcome=outcome, error=error, kueue_mode=kueue_mode)
-        if error is None and not outcome.namespace_deleted:
-            changes.update(applied_quota=outcome.quota, namespace_owned=True)
-        elif isinstance(error, NamespaceNotOwned):
-            changes["namespace_owned"] = False
-        # Any other failure says nothing new about whose the namespace is.
-        record(state, outcome=outcome, error=error, started=started, changes=changes)
-    return finish(outcome, error, what=f"{team.slug} on {cluster.name}")
+            setup_error = failure
+        # No member is bound where the cluster's admission policies are not in place: put
+        # them there first. If that fails the rest is applied all the same, without bindings,
+        # and each pass ends with the cluster's error (retried like any other).
+        policies_error = None
+        if setup_error is None and not admission and any(not deleting(s) for s in states):
+            policies_error = put_admission_in_place(cluster=cluster, kube=client)
+            admission = policies_error is None
+        teams = [state.team for state in states]
+        team_state_now = team_states(teams=teams, cluster=cluster)
+        kueue = kueue_cluster_state(cluster) if kueue_mode else None
+        queue_rules = queue_policies(team_ids=[team.pk for team in teams], cluster=cluster)
+
+        def one(state: TeamCluster) -> tuple[Outcome, KubeError | None]:
+            if setup_error is not None:
+                return Outcome(), setup_error
+            team = state.team
+            part = client.counting_apart()
+            outcome = Outcome()
+            try:
+                try:
+                    if deleting(state):
+                        outcome = delete_namespace(part, slug=team.slug, rules=rules)
+                    else:
+                        desired = desired_state(
+                            team=team,
+                            cluster=cluster,
+                            rules=rules,
+                            state=team_state_now[team.pk],
+                            kueue=kueue,
+                            queue_rules=queue_rules.get(team.pk, queue_manifests.QueuePolicy()),
+                            admission=admission,
+                        )
+                        outcome = sync(
+                            part,
+                            desired.objects,
+                            slug=team.slug,
+                            rules=rules,
+                            queues=desired.queues or state.queues_applied,
+                        )
+                finally:
+                    outcome.reads, outcome.writes = part.reads, part.writes
+                if policies_error is not None:
+                    raise policies_error
+            except KubeError as failure:
+                return outcome, failure
+            return outcome, None
+
+        if concurrency > 1 and len(states) > 1:
+            with ThreadPoolExecutor(
+                max_workers=min(concurrency, len(states)), thread_name_prefix="reconcile-pass"
+            ) as pool:
+                passes = list(pool.map(one, states))
+        else:
+            passes = [one(state) for state in states]
+        for state, (outcome, error) in zip(states, passes, strict=True):
+            changes = queues_applied_after(outcome=outcome, error=error, kueue_mode=kueue_mode)
+            if error is None and not outcome.namespace_deleted:
+                changes.update(applied_quota=outcome.quota, namespace_owned=True)
+            elif isinstance(error, NamespaceNotOwned):
+                changes["namespace_owned"] = False
+            # Any other failure says nothing new about whose the namespace is.
+            record(state, outcome=outcome, error=error, started=started, changes=changes)
+            results[state.team_id] = (outcome, error, f"{state.team.slug} on {cluster.name}")
+    return results
+
+
+def deleting(state: TeamCluster) -> bool:
+    """Whether the pass deletes the team's namespace (archived, and asked to)."""
+    return state.team.archived_at is not None and bool(state.namespace_delete_requested_at)
 
 
 def queues_applied_after(*, outcome: Outcome, error: KubeError | None, kueue_mode: bool) -> dict:
@@ -498,7 +641,7 @@ def queues_applied_after(*, outcome: Outcome, error: KubeError | None, kueue_mod
     return {}
 
 
-def finish(outcome: Outcome, error: KubeError | None, *, what: str) -> Outcome:
+def finish(outcome: Outcome, error: KubeError | None, what: str) -> Outcome:
     """Log the recorded pass; raise its error (for the task to retry a transient one)."""
     if error is not None:
         logger.warning("reconcile of %s failed: %s", what, error)
@@ -511,9 +654,18 @@ def finish(outcome: Outcome, error: KubeError | None, *, what: str) -> Outcome:
 def lock(row_id: int, *, lock_class: int = ADVISORY_LOCK_CLASS) -> None:
     """Wait for any other pass on this row (of ``lock_class``'s table); held until the
     transaction ends (or the worker's connection dies with it)."""
-    if connection.vendor == "postgresql":
+    lock_all([row_id], lock_class=lock_class)
+
+
+def lock_all(row_ids: list[int], *, lock_class: int = ADVISORY_LOCK_CLASS) -> None:
+    """``lock`` on every row, one after another in id order (one query)."""
+    if connection.vendor == "postgresql" and row_ids:
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [lock_class, row_id % 2**31])
+            cursor.execute(
+                "SELECT count(pg_advisory_xact_lock(%s::int, (id %% 2147483648)::int)) "
+                "FROM (SELECT unnest(%s::bigint[]) AS id ORDER BY 1) AS rows",
+                [lock_class, sorted(row_ids)],
+            )
 
 
 def record(
@@ -526,6 +678,17 @@ def record(
 ) -> None:
     """Write the pass's outcome, and ``changes`` beside it. A change requested after the pass
     started leaves the row pending: the pass that change scheduled will settle it."""
+    fields = outcome_fields(outcome=outcome, error=error, started=started, changes=changes)
+    if outcome.namespace_deleted and error is None:
+        fields["namespace_deleted_at"] = state.namespace_deleted_at or fields["last_applied_at"]
+    type(state).objects.filter(pk=state.pk).update(**fields)
+
+
+def outcome_fields(
+    *, outcome: Outcome, error: KubeError | None, started, changes: dict | None = None
+) -> dict:
+    """The columns ``record`` writes for a pass's outcome (for one row or, from a sweep, for
+    many that ended alike)."""
     now = timezone.now()
     Status = ReconcileState.Status
     fields: dict = {"last_reconciled_at": now, "reconcile_runs": F("reconcile_runs") + 1}
@@ -546,10 +709,9 @@ def record(
             fields.update(
                 status=Status.DELETED,
                 applied_quota={},
-                namespace_deleted_at=state.namespace_deleted_at or now,
                 namespace_owned=None,  # gone: whoever makes it next, it is not known to be ours
             )
         else:
             fields.update(status=settled_or_pending)
     fields.update(changes or {})
-    type(state).objects.filter(pk=state.pk).update(**fields)
+    return fields

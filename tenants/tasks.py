@@ -5,6 +5,8 @@ the message to be delivered again, and running a reconcile twice is harmless bec
 the database's state as it is then, not the event that scheduled it.
 """
 
+from collections import defaultdict
+
 from celery import shared_task
 from django.conf import settings
 from django.core.exceptions import ObjectDoesNotExist
@@ -13,6 +15,7 @@ from django.db import OperationalError
 from clusters.kube import KubeError, TransientKubeError
 from clusters.models import Cluster
 from tenants import cluster_reconcile, quota, reconcile, reconcile_triggers
+from tenants import reconcile_sweep as reconcile_sweep_module
 from tenants.models import TeamCluster
 
 # Transient cluster errors (unreachable, 409, 429, 5xx, Kueue's webhooks down) are retried with
@@ -70,15 +73,30 @@ def reconcile_sweep() -> int:
     """The periodic sweep: expire grants whose period is over, then reconcile every team on every
     cluster it has been on, and the cluster-wide objects of every cluster (its admission
     policies, its Kueue objects), so hand edits are reverted and expired grants leave the
-    quota. Returns how many passes it enqueued."""
+    quota. Returns how many passes it made or enqueued.
+
+    The teams of a cluster are swept here in one go (``tenants.reconcile_sweep``: one list per
+    kind, then passes side by side for the teams that are not in sync). Where the cluster cannot
+    be listed, and for passes that failed for a reason worth retrying, each team's own task is
+    enqueued: it retries with backoff."""
     quota.quota_grants_expire()
     pairs = TeamCluster.objects.filter(namespace_deleted_at__isnull=True).values_list(
-        "team_id", "cluster_id"
+        "cluster_id", "team_id"
     )
+    teams_by_cluster: dict[int, list[int]] = defaultdict(list)
+    for cluster_id, team_id in pairs.order_by("cluster_id", "team_id").iterator():
+        teams_by_cluster[cluster_id].append(team_id)
     count = 0
-    for team_id, cluster_id in pairs.iterator():
-        reconcile_triggers.enqueue_reconcile_now(team_id=team_id, cluster_id=cluster_id)
-        count += 1
+    for cluster_id, team_ids in teams_by_cluster.items():
+        try:
+            retry = reconcile_sweep_module.reconcile_cluster_teams(
+                cluster_id=cluster_id, team_ids=team_ids
+            ).to_retry
+        except KubeError:
+            retry = team_ids
+        for team_id in retry:
+            reconcile_triggers.enqueue_reconcile_now(team_id=team_id, cluster_id=cluster_id)
+        count += len(team_ids)
     for cluster_id in Cluster.objects.order_by("pk").values_list("pk", flat=True):
         reconcile_triggers.enqueue_cluster_reconcile_now(cluster_id=cluster_id)
         count += 1

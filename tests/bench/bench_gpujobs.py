@@ -384,6 +384,10 @@ def run() -> dict:
             defaults={
                 "kubeconfig_path": str(handle.kubeconfig),
                 "gpu_node_selector": {"hardware-type": BENCH_LABEL},
+                # The image policy is checked as for any cluster: the bench image's registry
+                # is the one allowed.
+                "allowed_registries": ["registry.example.com"],
+                "allow_all_registries": False,
             },
         )
         GpuCapacity.objects.update_or_create(

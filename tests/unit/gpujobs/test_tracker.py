@@ -1,8 +1,8 @@
 """The watcher's view of a cluster: objects keyed by (namespace, job id), kept from lists and
 watch events, and turned into observations. No database."""
 
-from gpujobs.observe import State
-from gpujobs.tracker import ClusterState, key_of
+from gpujobs.observe import State, observe
+from gpujobs.tracker import ClusterState, kept, key_of
 
 LABELS = {"app.kubernetes.io/managed-by": "gpu-portal", "gpuportal.io/job-id": "7"}
 
@@ -219,3 +219,71 @@ def test_a_workload_is_keyed_by_its_owner_job_and_counts_only_for_that_very_job(
     state.apply("Workload", "ADDED", workload())
     assert state.workload(("vision", 7))["metadata"]["name"] == "job-gpujob-7-x"
     assert state.observation(("vision", 7)).reason == "InQueue"
+
+
+MANAGED_FIELDS = [{"manager": "gpu-portal", "operation": "Update", "fieldsV1": {"f:spec": {}}}]
+
+
+def full_job(**status):
+    """A Job as the API server returns it: managed fields and the whole pod template."""
+    obj = job(**status)
+    obj["metadata"]["managedFields"] = MANAGED_FIELDS
+    obj["spec"] = {
+        "backoffLimit": 1,
+        "activeDeadlineSeconds": 60,
+        "suspend": False,
+        "completions": 1,
+        "template": {
+            "metadata": {"labels": LABELS, "annotations": {"a": "b"}},
+            "spec": {
+                "restartPolicy": "Never",
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": "registry.example.com/team/trainer:1",
+                        "command": ["python", "train.py"],
+                        "env": [{"name": "EPOCHS", "value": "3"}],
+                        "resources": {"limits": {"nvidia.com/mig-1g.10gb": "1", "cpu": "2"}},
+                    }
+                ],
+            },
+        },
+    }
+    return obj
+
+
+def test_the_state_keeps_only_what_observations_read():
+    stored = kept("Job", full_job())
+
+    assert "managedFields" not in stored["metadata"]
+    assert stored["metadata"] == {
+        key: full_job()["metadata"][key] for key in ("name", "namespace", "uid", "labels")
+    }
+    assert stored["spec"] == {
+        "backoffLimit": 1,
+        "activeDeadlineSeconds": 60,
+        "suspend": False,
+        "template": {
+            "spec": {
+                "containers": [
+                    {
+                        "name": "main",
+                        "resources": {"limits": {"nvidia.com/mig-1g.10gb": "1", "cpu": "2"}},
+                    }
+                ]
+            }
+        },
+    }
+    running = pod()
+    running["metadata"]["managedFields"] = MANAGED_FIELDS
+    running["spec"]["containers"] = [{"name": "main", "image": "x"}]
+    assert kept("Pod", running)["spec"] == {"nodeName": "gpu-node-1"}
+    assert "managedFields" not in kept("Pod", running)["metadata"]
+
+
+def test_what_is_kept_observes_as_the_whole_objects_do():
+    for status in ({}, {"active": 1}, {"failed": 2}, {"succeeded": 1}):
+        whole, pods = full_job(**status), [pod(phase="Failed"), pod("gpujob-7-b")]
+        assert observe(kept("Job", whole), [kept("Pod", p) for p in pods], []) == observe(
+            whole, pods, []
+        )

@@ -8,6 +8,7 @@ the full run, and marks every test using these fixtures so that ``make test-fast
 
 import asyncio
 import concurrent.futures
+import contextlib
 import os
 import shutil
 import signal
@@ -81,13 +82,60 @@ def _database_url(db: dict) -> str:
     return f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
 
 
+class OnePerSession:
+    """One process for the whole session, however many places define its fixture. A session
+    fixture imported into several conftests and e2e modules is, for pytest, several fixtures:
+    each would start a process of its own on the same database (several watchers writing, a
+    test that stops "the" watcher leaving another running). The process stops when the last
+    of them is done with it."""
+
+    def __init__(self) -> None:
+        self.process: subprocess.Popen | None = None
+        self.users = 0
+
+    @contextlib.contextmanager
+    def use(self, start, stop):
+        if self.process is None or self.process.poll() is not None:
+            self.process = start()
+        self.users += 1
+        try:
+            yield self.process
+        finally:
+            self.users -= 1
+            if self.users == 0:
+                process, self.process = self.process, None
+                stop(process)
+
+
+def stop_process(process: subprocess.Popen) -> None:
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+_worker = OnePerSession()
+
+
 @pytest.fixture(scope="session")
 def celery_worker_process(postgres_database, tmp_path_factory):
-    """A real ``celery worker`` process on the real Redis broker, reading the test database.
+    """A real ``celery worker`` process on the real Redis broker, reading the test database:
+    one per session (``OnePerSession``).
 
     Tests that use it must commit their data (``transactional_db``), as a worker in another
     process only sees committed rows.
     """
+
+    def stop(worker):
+        _running_workers.remove(worker)
+        stop_process(worker)
+
+    with _worker.use(lambda: _start_worker(postgres_database, tmp_path_factory), stop) as worker:
+        yield worker
+
+
+def _start_worker(postgres_database, tmp_path_factory) -> subprocess.Popen:
     broker = settings.CELERY_BROKER_URL
     with celery_app.connection_for_write() as conn:
         conn.ensure_connection(max_retries=3)
@@ -127,13 +175,7 @@ def celery_worker_process(postgres_database, tmp_path_factory):
             pytest.fail(f"Celery worker did not start:\n{log_path.read_text()[-3000:]}")
         time.sleep(0.2)
     _running_workers.append(worker)
-    yield worker
-    _running_workers.remove(worker)
-    worker.send_signal(signal.SIGTERM)
-    try:
-        worker.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        worker.kill()
+    return worker
 
 
 # A Redis database for the tests that count in Redis (the broker uses database 0).

@@ -99,7 +99,7 @@ def gpu_pod(
             "containers": [
                 {
                     "name": "main",
-                    "image": "registry.example/trainer:1",
+                    "image": "registry.example.com/trainer:1",
                     "resources": {"requests": dict(amounts), "limits": dict(amounts)},
                 }
             ],

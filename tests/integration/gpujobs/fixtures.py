@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import datetime
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -28,7 +27,13 @@ from gpujobs.models import GpuJob
 from tenants import quota as tenant_quota
 from tenants.models import Membership, TeamCluster
 from tests import factories
-from tests.integration.conftest import REPO_ROOT, _database_url, wait_for
+from tests.integration.conftest import (
+    REPO_ROOT,
+    OnePerSession,
+    _database_url,
+    stop_process,
+    wait_for,
+)
 from tests.integration.kube import delete_namespace, read_or_none, remove_admission_objects
 from tests.integration.portal_identity import mint_portal_identity
 
@@ -41,13 +46,26 @@ EXIT_CODE = "devcluster.gpuportal.io/exit-code"
 # --- the watcher process -------------------------------------------------------------------------
 
 
+_watcher = OnePerSession()
+
+
 @pytest.fixture(scope="session")
 def watcher_process(postgres_database, tmp_path_factory):
-    """``manage.py watch_jobs`` as a process of its own, reading the test database.
+    """``manage.py watch_jobs`` as a process of its own, reading the test database: one per
+    session (``OnePerSession``).
 
     It looks for clusters every half second (each test makes its own Cluster row) and restarts
     its watches every 30 s, so the tests also exercise resuming from a resourceVersion.
     """
+
+    def start():
+        return _start_watcher(postgres_database, tmp_path_factory)
+
+    with _watcher.use(start, stop_process) as watcher:
+        yield watcher
+
+
+def _start_watcher(postgres_database, tmp_path_factory) -> subprocess.Popen:
     log_path = tmp_path_factory.mktemp("watcher") / "watcher.log"
     env = {
         **os.environ,
@@ -77,12 +95,7 @@ def watcher_process(postgres_database, tmp_path_factory):
             pytest.fail(f"watch_jobs did not start:\n{log_path.read_text()[-3000:]}")
         time.sleep(0.2)
     watcher.log_path = log_path
-    yield watcher
-    watcher.send_signal(signal.SIGTERM)
-    try:
-        watcher.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        watcher.kill()
+    return watcher
 
 
 @pytest.fixture

@@ -340,7 +340,7 @@ def queued_job(name, portal, gpus, *, kind="guaranteed", gpu_model=None):
         "containers": [
             {
                 "name": "main",
-                "image": "registry.example/trainer:1",
+                "image": "registry.example.com/trainer:1",
                 "resources": {"limits": {"nvidia.com/gpu": str(gpus)}},
             }
         ],

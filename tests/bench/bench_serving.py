@@ -22,7 +22,6 @@ running.
 import datetime
 import json
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -59,6 +58,7 @@ from serving import manifests  # noqa: E402
 from serving.models import InferenceService, Revision  # noqa: E402
 from serving.specs import Probe, RevisionRequest  # noqa: E402
 from tenants.models import AuditEvent, Membership, QuotaGrant, QuotaRequest, Team  # noqa: E402
+from tests.bench.helpers import patiently, start, stop  # noqa: E402
 from tests.bench.summary import Goal, Summary  # noqa: E402
 
 REPLICAS = int(os.environ.get("BENCH_SERVING_REPLICAS", "10"))
@@ -78,47 +78,6 @@ def log(message: str) -> None:
 
 def median(values: list[float]) -> float:
     return round(statistics.median(values), 2)
-
-
-def patiently(what: str, action, *, seconds: float = 120) -> None:
-    """A cleanup step, retried while the shared cluster's API server is away."""
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            action()
-            return
-        except ApiException as error:
-            if error.status == 404:
-                return
-            problem = error
-        except Exception as error:
-            problem = error
-        if time.monotonic() > deadline:
-            log(f"could not {what}: {problem}")
-            return
-        time.sleep(2)
-
-
-def start(command: list[str], log_path: Path, ready: str, env: dict) -> subprocess.Popen:
-    with open(log_path, "w") as out:
-        process = subprocess.Popen(
-            command, cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT
-        )
-    deadline = time.monotonic() + 120
-    while ready not in log_path.read_text():
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            sys.exit(f"{command[2:4]} did not start:\n{log_path.read_text()[-3000:]}")
-        time.sleep(0.2)
-    return process
-
-
-def stop(process: subprocess.Popen) -> None:
-    process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        process.kill()
 
 
 def make_namespace(core, name: str) -> None:
@@ -283,6 +242,7 @@ def kubectl_run(kubectl: str, kubeconfig: Path, namespace: str, placement, name:
     patiently(
         "delete the kubectl Deployment",
         lambda: apps.delete_namespaced_deployment(f"{name}-r1", namespace),
+        log=log,
     )
     return {"seconds": round(seconds, 2)}
 
@@ -405,9 +365,12 @@ def run() -> dict:
             patiently(
                 f"delete namespace {namespace}",
                 lambda n=namespace: core.delete_namespace(n, propagation_policy="Background"),
+                log=log,
             )
         for name in names:
-            patiently(f"remove node {name}", lambda n=name: handle.remove_node(n, wait=False))
+            patiently(
+                f"remove node {name}", lambda n=name: handle.remove_node(n, wait=False), log=log
+            )
     results["load_average_at_end"] = round(os.getloadavg()[0], 2)
     results["finished_at"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     return results

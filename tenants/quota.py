@@ -124,6 +124,28 @@ def quota_request_cancel(*, actor: User, quota_request: QuotaRequest) -> QuotaRe
     return locked
 
 
+def _record_decision(
+    locked: QuotaRequest, state: str, *, reviewer: User, note: str, action: str
+) -> None:
+    """Write a reviewer's decision on the locked request and audit it (inside the caller's
+    transaction)."""
+    before = snapshot(locked)
+    locked.state = state
+    locked.decided_by = reviewer
+    locked.decided_at = timezone.now()
+    locked.decision_note = note.strip()
+    locked.save(update_fields=["state", "decided_by", "decided_at", "decision_note"])
+    audit(
+        actor=reviewer,
+        action=action,
+        target=locked,
+        team=locked.team,
+        before=before,
+        after=snapshot(locked),
+        note=locked.decision_note,
+    )
+
+
 def quota_request_reject(*, reviewer: User, quota_request: QuotaRequest, note: str) -> QuotaRequest:
     check_can_decide(reviewer=reviewer, quota_request=quota_request)
     if not note.strip():
@@ -131,20 +153,12 @@ def quota_request_reject(*, reviewer: User, quota_request: QuotaRequest, note: s
     with transaction.atomic():
         locked = QuotaRequest.objects.select_for_update().get(pk=quota_request.pk)
         check_transition(locked, RequestState.REJECTED)
-        before = snapshot(locked)
-        locked.state = RequestState.REJECTED
-        locked.decided_by = reviewer
-        locked.decided_at = timezone.now()
-        locked.decision_note = note.strip()
-        locked.save(update_fields=["state", "decided_by", "decided_at", "decision_note"])
-        audit(
-            actor=reviewer,
+        _record_decision(
+            locked,
+            RequestState.REJECTED,
+            reviewer=reviewer,
+            note=note,
             action=Action.QUOTA_REQUEST_REJECTED,
-            target=locked,
-            team=locked.team,
-            before=before,
-            after=snapshot(locked),
-            note=locked.decision_note,
         )
     return locked
 
@@ -198,20 +212,12 @@ def quota_request_approve(
             ends_on=granted_until,
         )
 
-        before = snapshot(locked)
-        locked.state = RequestState.APPROVED
-        locked.decided_by = reviewer
-        locked.decided_at = timezone.now()
-        locked.decision_note = note.strip()
-        locked.save(update_fields=["state", "decided_by", "decided_at", "decision_note"])
-        audit(
-            actor=reviewer,
+        _record_decision(
+            locked,
+            RequestState.APPROVED,
+            reviewer=reviewer,
+            note=note,
             action=Action.QUOTA_REQUEST_APPROVED,
-            target=locked,
-            team=locked.team,
-            before=before,
-            after=snapshot(locked),
-            note=locked.decision_note,
         )
         grant = QuotaGrant.objects.create(
             request=locked,

@@ -20,6 +20,27 @@ MAX_CPU_CORES = 100_000
 MAX_MEMORY_GIB = 1_000_000
 
 
+class Department(models.Model):
+    """A group of teams (a business unit) with its own admins, ceilings and budget; departments
+    nest through ``parent`` (never in a cycle)."""
+
+    slug = models.SlugField(max_length=DNS1123_LABEL_MAX_LENGTH, unique=True)
+    name = models.CharField(max_length=200)
+    parent = models.ForeignKey(
+        "self", on_delete=models.PROTECT, null=True, blank=True, related_name="children"
+    )
+    admins = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, blank=True, related_name="administered_departments"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.name or self.slug
+
+
 class Team(models.Model):
     """A group of people who share GPU quota; its slug becomes their namespace on each cluster
     (so it never changes once the team has one: ``services.team_update``)."""
@@ -34,6 +55,9 @@ class Team(models.Model):
     description = models.TextField(blank=True)
     archived_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    department = models.ForeignKey(
+        Department, on_delete=models.PROTECT, null=True, blank=True, related_name="teams"
+    )
     members = models.ManyToManyField(
         settings.AUTH_USER_MODEL, through="Membership", related_name="teams"
     )

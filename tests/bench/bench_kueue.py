@@ -842,13 +842,19 @@ def record(board: Summary, results: dict) -> None:
         unit="admitted/s",
         goal=Goal.ratio_at_least(0.9),
     )
-    busy = portal["occupancy"]["while_waiting"]
+    busy, alone_busy = (r["occupancy"]["while_waiting"] for r in (portal, alone))
     board.row(
         "GPUs busy while jobs wait (Kueue through the portal)",
         portal=None if busy is None else round(busy * 100, 1),
+        alternative=None if alone_busy is None else round(alone_busy * 100, 1),
+        alternative_is="Kueue alone, the same Jobs by kubectl create -f",
         unit="%",
         goal=Goal.portal_at_least(95),
-        note=f"quota only: {_percent(results['portal_quota_only']['occupancy']['while_waiting'])}",
+        note=(
+            f"steady {_percent(portal['occupancy']['steady'])}, Kueue alone "
+            f"{_percent(alone['occupancy']['steady'])}; quota only: "
+            f"{_percent(results['portal_quota_only']['occupancy']['while_waiting'])}"
+        ),
     )
 
 

@@ -27,7 +27,7 @@ from rest_framework.views import APIView
 
 from clusters.models import Cluster
 from portal.rows import RowListMixin
-from tenants import queueing, quota, selectors, services
+from tenants import impact, queueing, quota, selectors, services
 from tenants.api import serializers as s
 from tenants.api.filters import StableOrderingFilter
 from tenants.filtersets import AuditEventFilter, QuotaGrantFilter, QuotaRequestFilter
@@ -499,6 +499,32 @@ class QuotaGrantViewSet(RowListMixin, mixins.RetrieveModelMixin, PortalViewSet):
         data = self.validated(s.DecisionNoteSerializer)
         grant = quota.quota_grant_revoke(actor=request.user, grant=grant, note=data["note"])
         return self.respond(grant)
+
+    @extend_schema(
+        summary="Preview what shrinking or revoking the grant would do (a dry run)",
+        description="The team's quota after the change against what its running jobs and "
+        "services hold now, the work that would then be over quota (the newest first until the "
+        "team fits) and what happens to it. Changes nothing.",
+        parameters=[
+            OpenApiParameter(
+                "gpus",
+                int,
+                OpenApiParameter.QUERY,
+                required=False,
+                description="The grant's GPUs after the change: 0 (the default) previews "
+                "revoking it; at most its GPUs now.",
+            )
+        ],
+        request=None,
+        responses=s.GrantImpactSerializer,
+    )
+    @action(detail=True, methods=["get"])
+    def impact(self, request, pk=None):
+        grant = self.get_object()
+        query = s.GrantImpactQuerySerializer(data=request.query_params, context={"grant": grant})
+        query.is_valid(raise_exception=True)
+        preview = impact.grant_change_impact(grant=grant, new_gpus=query.validated_data["gpus"])
+        return self.respond(preview, s.GrantImpactSerializer)
 
     @extend_schema(
         summary="Reduce an active grant's GPUs or end it sooner (admins)",

@@ -182,3 +182,13 @@ def grant_change_impact(
         work=work,
         today=today,
     )
+
+
+def gpus_after_shrink(
+    *, grant: QuotaGrant, gpus: int | None, ends_on: datetime.date | None, today: datetime.date
+) -> int:
+    """The grant's GPUs today after shrinking it to ``gpus`` and/or ending it on ``ends_on``
+    (None: unchanged): an end before today ends it now."""
+    if ends_on is not None and ends_on < today:
+        return 0
+    return grant.gpus if gpus is None else gpus

@@ -441,13 +441,15 @@ class QuotaGrantShrinkSerializer(serializers.Serializer):
 
 
 class GrantImpactQuerySerializer(serializers.Serializer):
-    """``?gpus=N``: the grant's GPUs after the change (0, the default: revoked or ended)."""
+    """``?gpus=N&ends_on=YYYY-MM-DD``: the shrink to preview; neither previews revoking."""
 
     gpus = serializers.IntegerField(
         min_value=0,
         required=False,
-        default=0,
-        help_text="The grant's GPUs after the change; 0 (the default) previews revoking it.",
+        help_text="The grant's GPUs after the change; 0 previews revoking it.",
+    )
+    ends_on = serializers.DateField(
+        required=False, help_text="An earlier last day; one before today previews ending it."
     )
 
     def validate_gpus(self, gpus: int) -> int:
@@ -457,6 +459,14 @@ class GrantImpactQuerySerializer(serializers.Serializer):
                 f"Can only preview shrinking: the grant has {grant.gpus} GPUs."
             )
         return gpus
+
+    def validate_ends_on(self, ends_on):
+        grant = self.context["grant"]
+        if grant.ends_on is not None and ends_on > grant.ends_on:
+            raise serializers.ValidationError(
+                f"Can only preview ending sooner: the grant ends {grant.ends_on.isoformat()}."
+            )
+        return ends_on
 
 
 class ImpactWorkSerializer(serializers.Serializer):

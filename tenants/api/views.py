@@ -7,11 +7,13 @@ before any complaint about the body. Domain errors become JSON in ``portal.api``
 answers are declared in the schema by ``portal.openapi``.
 """
 
+import datetime
 from functools import cached_property
 
 from django.contrib.auth.models import User
 from django.db.models import Prefetch
 from django.shortcuts import get_object_or_404
+from django.utils import timezone
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -511,9 +513,16 @@ class QuotaGrantViewSet(RowListMixin, mixins.RetrieveModelMixin, PortalViewSet):
                 int,
                 OpenApiParameter.QUERY,
                 required=False,
-                description="The grant's GPUs after the change: 0 (the default) previews "
-                "revoking it; at most its GPUs now.",
-            )
+                description="The grant's GPUs after the change, at most its GPUs now; 0 (or "
+                "neither parameter) previews revoking it.",
+            ),
+            OpenApiParameter(
+                "ends_on",
+                datetime.date,
+                OpenApiParameter.QUERY,
+                required=False,
+                description="An earlier last day; one before today previews ending it now.",
+            ),
         ],
         request=None,
         responses=s.GrantImpactSerializer,
@@ -523,7 +532,14 @@ class QuotaGrantViewSet(RowListMixin, mixins.RetrieveModelMixin, PortalViewSet):
         grant = self.get_object()
         query = s.GrantImpactQuerySerializer(data=request.query_params, context={"grant": grant})
         query.is_valid(raise_exception=True)
-        preview = impact.grant_change_impact(grant=grant, new_gpus=query.validated_data["gpus"])
+        gpus, ends_on = query.validated_data.get("gpus"), query.validated_data.get("ends_on")
+        today = timezone.localdate()
+        after = (
+            impact.gpus_after_shrink(grant=grant, gpus=gpus, ends_on=ends_on, today=today)
+            if gpus is not None or ends_on is not None
+            else 0
+        )
+        preview = impact.grant_change_impact(grant=grant, new_gpus=after, today=today)
         return self.respond(preview, s.GrantImpactSerializer)
 
     @extend_schema(

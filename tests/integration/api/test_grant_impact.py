@@ -128,6 +128,30 @@ def test_bad_gpus_is_a_400_naming_the_field(api, admin, grant, query, message):
     assert message in str(response.data["gpus"])
 
 
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [("?ends_on=2999-01-01", "Can only preview ending sooner"), ("?ends_on=soon", "format")],
+)
+def test_bad_ends_on_is_a_400_naming_the_field(api, admin, grant, query, message):
+    response = api.as_user(admin).get(url(grant, query))
+
+    assert response.status_code == 400
+    assert message in str(response.data["ends_on"])
+
+
+def test_an_end_before_today_previews_ending_the_grant(api, admin, grant):
+    QuotaGrant.objects.filter(pk=grant.pk).update(
+        starts_on=timezone.localdate() - datetime.timedelta(days=9)
+    )
+    running_job(grant.team, grant.cluster, 1, hours_ago=1)
+    yesterday = timezone.localdate() - datetime.timedelta(days=1)
+
+    response = api.as_user(admin).get(url(grant, f"?ends_on={yesterday.isoformat()}"))
+
+    assert (response.data["gpus_after"], response.data["quota_after"]) == (0, 0)
+    assert len(response.data["over_quota"]) == 1
+
+
 def test_a_lead_of_another_team_gets_404(api, other_lead, grant):
     assert api.as_user(other_lead).get(url(grant)).status_code == 404
 
@@ -136,5 +160,6 @@ def test_the_endpoint_is_in_the_openapi_schema(api, admin):
     schema = api.as_user(admin).get("/api/v1/schema/?format=json").json()
 
     operation = schema["paths"]["/api/v1/quota-grants/{id}/impact/"]["get"]
-    assert [p["name"] for p in operation["parameters"] if p["in"] == "query"] == ["gpus"]
+    query = {p["name"] for p in operation["parameters"] if p["in"] == "query"}
+    assert query == {"gpus", "ends_on"}
     assert "over_quota" in schema["components"]["schemas"]["GrantImpact"]["properties"]

@@ -83,7 +83,7 @@ def _new_request_form(request: HttpRequest, team: Team) -> QuotaRequestForm:
         selectors.quota_grants_visible_to(request.user)
         .filter(pk=grant_id, team=team, ends_on__isnull=False)
         .first()
-        if grant_id.isdigit()
+        if grant_id.isascii() and grant_id.isdigit()
         else None
     )
     if grant is None:

@@ -129,7 +129,7 @@ def test_a_link_to_another_teams_grant_prefills_nothing(client_as, grant, other_
     assert "gpus" not in response.context["form"].initial
 
 
-@pytest.mark.parametrize("value", ["abc", "-1", "99999999999999999999999", ""])
+@pytest.mark.parametrize("value", ["abc", "-1", "99999999999999999999999", "", "²"])
 def test_a_bad_extends_value_is_an_empty_form(client_as, grant, lead, value):
     response = client_as(lead).get(f"/teams/vision/requests/new/?extends={value}")
 

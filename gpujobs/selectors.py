@@ -256,8 +256,16 @@ def jobs_for_impact(*, team: Team, cluster: Cluster, gpu_resource: str) -> list[
             since=job.started_at or job.created_at,
             running=job.state == GpuJob.State.RUNNING,
             url=reverse("gpujob-detail", args=[job.pk]),
+            flavor=job.admitted_flavor if job.state == GpuJob.State.RUNNING else "",
         )
         for job in jobs.order_by("pk").only(
-            "pk", "name", "gpus", "gpu_model", "started_at", "created_at", "state"
+            "pk",
+            "name",
+            "gpus",
+            "gpu_model",
+            "started_at",
+            "created_at",
+            "state",
+            "admitted_flavor",
         )
     ]

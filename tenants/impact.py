@@ -7,8 +7,8 @@ The quota in question is what the cluster enforces:
 * quota only: the team's ResourceQuota, one figure per GPU kind, whatever the model: every grant
   of that kind in effect today, against all the team's work of that kind;
 * Kueue: the team's ClusterQueue, one nominal quota per GPU model (flavor): the grants of the
-  grant's model (or of "any model", for a grant that names none), against the work that asked
-  for that model.
+  grant's model (or of "any model", for a grant that names none), against the work Kueue
+  admitted on that model's flavor (work not admitted yet: the work that asked for that model).
 
 Which work is over quota: the running work is taken oldest first (by when it started, a
 service by when it was made) and kept while its GPUs still fit the new quota; the first that
@@ -29,10 +29,12 @@ import datetime
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db.models import Q, Sum
 from django.utils import timezone
 
 from clusters.models import QuotaMode
+from clusters.vocabulary import DEFAULT_PORTAL_NAME, resource_flavor_name
 from tenants.manifests import in_effect
 from tenants.models import QuotaGrant
 
@@ -54,6 +56,7 @@ class Work:
     since: datetime.datetime  # when it started (a job) or was made (a service)
     running: bool  # holds its GPUs now (else it waits for them)
     url: str = ""
+    flavor: str = ""  # Kueue: the ResourceFlavor it was admitted on ("" if none)
 
 
 # (team=, cluster=, gpu_resource=) -> the team's unfinished work of that GPU kind.
@@ -113,8 +116,12 @@ def over_quota(work: Iterable[Work], quota: int) -> list[Work]:
     return []
 
 
-def in_scope(work: Sequence[Work], *, gpu_model: str | None) -> list[Work]:
-    return [w for w in work if gpu_model is None or w.gpu_model == gpu_model]
+def in_scope(work: Sequence[Work], *, gpu_model: str | None, flavor: str = "") -> list[Work]:
+    """The work that counts against a quota of ``gpu_model`` (None: of every model): in Kueue
+    mode, what was admitted on its ``flavor``, or asked for the model when not admitted."""
+    if gpu_model is None:
+        return list(work)
+    return [w for w in work if (w.flavor == flavor if w.flavor else w.gpu_model == gpu_model)]
 
 
 def impact_of(
@@ -125,13 +132,15 @@ def impact_of(
     quota_now: int,
     work: Sequence[Work],
     today: datetime.date,
+    portal_name: str = DEFAULT_PORTAL_NAME,
 ) -> Impact:
     """The arithmetic, without the database: ``quota_now`` is the team's quota in the grant's
     scope today, ``work`` the team's unfinished work of the grant's GPU kind."""
     gpu_model = (grant.gpu_model or "") if kueue else None
     effective = in_effect(grant, today)
     quota_after = quota_now - grant.gpus + gpus_after if effective else quota_now
-    scoped = in_scope(work, gpu_model=gpu_model)
+    flavor = resource_flavor_name(portal_name, gpu_model) if gpu_model is not None else ""
+    scoped = in_scope(work, gpu_model=gpu_model, flavor=flavor)
     return Impact(
         grant=grant,
         gpus_after=gpus_after,
@@ -181,6 +190,7 @@ def grant_change_impact(
         quota_now=team_quota(grant=grant, kueue=kueue, today=today),
         work=work,
         today=today,
+        portal_name=settings.PORTAL_NAME,
     )
 
 

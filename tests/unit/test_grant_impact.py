@@ -14,7 +14,7 @@ def at(hours: int) -> datetime.datetime:
     return T0 + datetime.timedelta(hours=hours)
 
 
-def job(pk, gpus, hours, *, running=True, model="", kind="job"):
+def job(pk, gpus, hours, *, running=True, model="", kind="job", flavor=""):
     return Work(
         kind=kind,
         id=pk,
@@ -23,6 +23,7 @@ def job(pk, gpus, hours, *, running=True, model="", kind="job"):
         gpu_model=model,
         since=at(hours),
         running=running,
+        flavor=flavor,
     )
 
 
@@ -131,3 +132,19 @@ def test_a_grant_not_in_effect_yet_changes_nothing_today():
     assert impact.quota_after == 2
     assert impact.over_quota == ()
     assert "still fits" in impact.consequence
+
+
+def test_in_kueue_mode_work_counts_on_the_flavor_it_was_admitted_on():
+    # A job that named no model, admitted on the H100 flavor, uses the H100 quota.
+    work = [
+        job(1, 4, 0, model="H100"),
+        job(2, 2, 1, model="", flavor="gpu-portal-h100"),
+        job(3, 2, 2, model="", flavor="gpu-portal-any-gpu"),
+    ]
+
+    impact = impact_of(
+        grant=grant(8, model="H100"), gpus_after=4, kueue=True, quota_now=8, work=work, today=TODAY
+    )
+
+    assert impact.held == 6
+    assert ids(impact.over_quota) == [("job", 2)]

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import OuterRef, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce
+from django.urls import reverse
 from django.utils import timezone
 
 from clusters.kube import connection_configured
@@ -19,6 +20,7 @@ from clusters.vocabulary import DEFAULT_GPU_RESOURCE
 from gpujobs import holdings
 from gpujobs.models import GpuJob
 from gpujobs.observe import ACTIVE_STATES
+from tenants.impact import Work
 from tenants.models import QuotaGrant, Team, TeamCluster
 from tenants.permissions import is_portal_admin
 
@@ -238,3 +240,32 @@ def idle_stop_message(*, cluster_id: int, namespace: str, pods: Sequence[str]) -
         f"Stopped by the idle-GPU policy: its GPUs averaged "
         f"{episode.average_utilisation:.0f}% utilisation."
     )
+
+
+def jobs_for_impact(*, team: Team, cluster: Cluster, gpu_resource: str) -> list[Work]:
+    """The team's unfinished jobs of a GPU kind on the cluster, as a grant change's impact
+    preview counts them (``tenants.impact``): one query."""
+    jobs = active_jobs(team=team, cluster=cluster).filter(gpu_resource=gpu_resource)
+    return [
+        Work(
+            kind="job",
+            id=job.pk,
+            name=job.name,
+            gpus=job.gpus,
+            gpu_model=job.gpu_model,
+            since=job.started_at or job.created_at,
+            running=job.state == GpuJob.State.RUNNING,
+            url=reverse("gpujob-detail", args=[job.pk]),
+            flavor=job.admitted_flavor if job.state == GpuJob.State.RUNNING else "",
+        )
+        for job in jobs.order_by("pk").only(
+            "pk",
+            "name",
+            "gpus",
+            "gpu_model",
+            "started_at",
+            "created_at",
+            "state",
+            "admitted_flavor",
+        )
+    ]

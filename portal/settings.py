@@ -340,6 +340,9 @@ PORTAL_INVENTORY_SYNC_SECONDS = env_float("PORTAL_INVENTORY_SYNC_SECONDS", 60)
 PORTAL_IDLE_CHECK_EVERY_SECONDS = env_float("PORTAL_IDLE_CHECK_EVERY_SECONDS", 60)
 GPUJOBS_RESYNC_SECONDS = env_float("GPUJOBS_RESYNC_SECONDS", 60)
 SERVING_RESYNC_SECONDS = env_float("SERVING_RESYNC_SECONDS", 60)
+PORTAL_GRANT_REMINDER_CHECK_SECONDS = env_float("PORTAL_GRANT_REMINDER_CHECK_SECONDS", 3600)
+# Leads are reminded this many days before a grant's last day (on every cluster), once per grant.
+PORTAL_GRANT_REMINDER_DAYS = env_int("PORTAL_GRANT_REMINDER_DAYS", 7)
 CELERY_BEAT_SCHEDULE = {
     # Expires grants whose period is over, then reconciles every team on every cluster: repairs
     # hand edits and shrinks the quotas of expired grants.
@@ -371,6 +374,12 @@ CELERY_BEAT_SCHEDULE = {
     "resync-services": {
         "task": "serving.tasks.resync_services",
         "schedule": SERVING_RESYNC_SECONDS,
+    },
+    # Leads of grants that end within PORTAL_GRANT_REMINDER_DAYS: a reminder with a link to
+    # request an extension (once per grant and end date, so running it often is harmless).
+    "remind-grants-ending": {
+        "task": "monitoring.tasks.remind_grants_ending",
+        "schedule": PORTAL_GRANT_REMINDER_CHECK_SECONDS,
     },
 }
 

@@ -7,11 +7,13 @@ from collections import defaultdict
 
 from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import Prefetch, QuerySet
+from django.urls import reverse
 
 from clusters.kube import connection_configured
 from clusters.models import Cluster
 from serving import traffic
 from serving.models import InferenceService, Revision
+from tenants.impact import Work
 from tenants.models import Team
 from tenants.permissions import is_portal_admin
 
@@ -102,3 +104,38 @@ def followed_revisions(*, cluster_id: int) -> dict[tuple[str, int, int], int]:
             "pk", "service__team__slug", "service_id", "number"
         )
     }
+
+
+def services_for_impact(*, team: Team, cluster: Cluster, gpu_resource: str) -> list[Work]:
+    """The team's active services holding GPUs of a kind on the cluster, as a grant change's
+    impact preview counts them (``tenants.impact``): one item per service and GPU model its
+    live revisions ask for (replicas x GPUs), in two queries."""
+    services = Service.objects.filter(
+        team=team, cluster=cluster, state=Service.State.ACTIVE
+    ).prefetch_related(
+        Prefetch("revisions", queryset=Revision.objects.exclude(role=Revision.Role.RETIRED))
+    )
+    work = []
+    for service in services.order_by("pk"):
+        service.cluster = cluster
+        revisions = list(service.revisions.all())
+        replicas = traffic.replicas_by_revision(revisions, routing=service_routing(service))
+        by_model: dict[str, int] = defaultdict(int)
+        for revision in revisions:
+            if revision.gpu_resource == gpu_resource:
+                by_model[revision.gpu_model] += replicas[revision.number] * revision.gpus
+        work += [
+            Work(
+                kind="service",
+                id=service.pk,
+                name=service.name,
+                gpus=gpus,
+                gpu_model=model,
+                since=service.created_at,
+                running=True,
+                url=reverse("service-detail", args=[service.pk]),
+            )
+            for model, gpus in sorted(by_model.items())
+            if gpus
+        ]
+    return work

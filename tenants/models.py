@@ -405,6 +405,10 @@ class AuditEvent(models.Model):
         QUOTA_GRANT_SHRUNK = "quota_grant.shrunk", "quota grant shrunk"
         QUOTA_GRANT_REVOKED = "quota_grant.revoked", "quota grant revoked"
         QUOTA_GRANT_EXPIRED = "quota_grant.expired", "quota grant expired"
+        QUOTA_GRANT_ENDING_REMINDED = (
+            "quota_grant.ending_reminded",
+            "quota grant ending: leads reminded",
+        )
         GPU_JOB_SUBMITTED = "gpu_job.submitted", "GPU job submitted"
         GPU_JOB_CANCELLED = "gpu_job.cancelled", "GPU job cancelled"
         IDLE_POD_STOPPED = "idle_pod.stopped", "idle pod stopped"

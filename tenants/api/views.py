@@ -7,11 +7,13 @@ before any complaint about the body. Domain errors become JSON in ``portal.api``
 answers are declared in the schema by ``portal.openapi``.
 """
 
+import datetime
 from functools import cached_property
 
 from django.contrib.auth.models import User
 from django.db.models import Prefetch
 from django.shortcuts import get_object_or_404
+from django.utils import timezone
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -27,7 +29,7 @@ from rest_framework.views import APIView
 
 from clusters.models import Cluster
 from portal.rows import RowListMixin
-from tenants import queueing, quota, selectors, services
+from tenants import impact, queueing, quota, selectors, services
 from tenants.api import serializers as s
 from tenants.api.filters import StableOrderingFilter
 from tenants.filtersets import AuditEventFilter, QuotaGrantFilter, QuotaRequestFilter
@@ -499,6 +501,46 @@ class QuotaGrantViewSet(RowListMixin, mixins.RetrieveModelMixin, PortalViewSet):
         data = self.validated(s.DecisionNoteSerializer)
         grant = quota.quota_grant_revoke(actor=request.user, grant=grant, note=data["note"])
         return self.respond(grant)
+
+    @extend_schema(
+        summary="Preview what shrinking or revoking the grant would do (a dry run)",
+        description="The team's quota after the change against what its running jobs and "
+        "services hold now, the work that would then be over quota (the newest first until the "
+        "team fits) and what happens to it. Changes nothing.",
+        parameters=[
+            OpenApiParameter(
+                "gpus",
+                int,
+                OpenApiParameter.QUERY,
+                required=False,
+                description="The grant's GPUs after the change, at most its GPUs now; 0 (or "
+                "neither parameter) previews revoking it.",
+            ),
+            OpenApiParameter(
+                "ends_on",
+                datetime.date,
+                OpenApiParameter.QUERY,
+                required=False,
+                description="An earlier last day; one before today previews ending it now.",
+            ),
+        ],
+        request=None,
+        responses=s.GrantImpactSerializer,
+    )
+    @action(detail=True, methods=["get"])
+    def impact(self, request, pk=None):
+        grant = self.get_object()
+        query = s.GrantImpactQuerySerializer(data=request.query_params, context={"grant": grant})
+        query.is_valid(raise_exception=True)
+        gpus, ends_on = query.validated_data.get("gpus"), query.validated_data.get("ends_on")
+        today = timezone.localdate()
+        after = (
+            impact.gpus_after_shrink(grant=grant, gpus=gpus, ends_on=ends_on, today=today)
+            if gpus is not None or ends_on is not None
+            else 0
+        )
+        preview = impact.grant_change_impact(grant=grant, new_gpus=after, today=today)
+        return self.respond(preview, s.GrantImpactSerializer)
 
     @extend_schema(
         summary="Reduce an active grant's GPUs or end it sooner (admins)",

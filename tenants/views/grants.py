@@ -1,4 +1,5 @@
-"""A quota grant's page: its history, revoke and shrink."""
+"""A quota grant's page: its history, revoke and shrink, each with a preview of what it would
+do to the team's running work (``tenants.impact``)."""
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -6,9 +7,10 @@ from django.core.exceptions import ValidationError
 from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from tenants import quota, selectors
+from tenants import impact, quota, selectors
 from tenants.errors import InvalidTransition
 from tenants.forms import RevokeForm, ShrinkForm, add_service_errors
 from tenants.models import QuotaGrant
@@ -22,6 +24,7 @@ def _render_grant(
     *,
     revoke_form: RevokeForm | None = None,
     shrink_form: ShrinkForm | None = None,
+    preview: bool = False,
 ) -> HttpResponse:
     history = list(
         selectors.audit_events_visible_to(request.user)
@@ -32,17 +35,40 @@ def _render_grant(
         .order_by("created_at", "id")
     )
     describe_events(history)
+    can_act = is_portal_admin(request.user) and grant.state == QuotaGrant.State.ACTIVE
+    shrink_form = shrink_form or ShrinkForm(prefix="shrink")
+    shrink_impact = _shrink_impact(grant, shrink_form) if can_act and preview else None
     return render(
         request,
         "tenants/grant_detail.html",
         {
             "grant": grant,
             "history": history,
-            "can_act": is_portal_admin(request.user) and grant.state == QuotaGrant.State.ACTIVE,
+            "can_act": can_act,
             "revoke_form": revoke_form or RevokeForm(prefix="revoke"),
-            "shrink_form": shrink_form or ShrinkForm(prefix="shrink"),
+            "shrink_form": shrink_form,
+            "revoke_impact": impact.grant_change_impact(grant=grant) if can_act else None,
+            "shrink_impact": shrink_impact,
+            "impact_rule": impact.RULE,
         },
     )
+
+
+def _shrink_impact(grant: QuotaGrant, form: ShrinkForm) -> impact.Impact | None:
+    """The preview of the shrink the form describes, or None with the form's errors saying why
+    there is none."""
+    if not form.is_valid():
+        return None
+    gpus, ends_on = form.cleaned_data["gpus"], form.cleaned_data["ends_on"]
+    if gpus is None and ends_on is None:
+        form.add_error(None, "Give fewer GPUs or an earlier end to preview the shrink.")
+        return None
+    if gpus is not None and not 1 <= gpus <= grant.gpus:
+        form.add_error("gpus", f"Give 1 to {grant.gpus} GPUs (revoke to end the grant).")
+        return None
+    today = timezone.localdate()
+    after = impact.gpus_after_shrink(grant=grant, gpus=gpus, ends_on=ends_on, today=today)
+    return impact.grant_change_impact(grant=grant, new_gpus=after, today=today)
 
 
 def _visible_grant(request: HttpRequest, pk: int) -> QuotaGrant:
@@ -80,6 +106,9 @@ def grant_revoke(request: HttpRequest, pk: int) -> HttpResponse:
 def grant_shrink(request: HttpRequest, pk: int) -> HttpResponse:
     grant = _visible_grant(request, pk)
     form = ShrinkForm(request.POST, prefix="shrink")
+    if "preview" in request.POST:
+        # The form's "Preview impact" button: the page again, with what this shrink would do.
+        return _render_grant(request, grant, shrink_form=form, preview=True)
     if form.is_valid():
         try:
             shrunk = quota.quota_grant_shrink(

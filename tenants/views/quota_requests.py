@@ -11,7 +11,9 @@ from django.views.decorators.http import require_POST
 from clusters.models import Cluster
 from tenants import quota, selectors
 from tenants.errors import InvalidTransition
+from tenants.extensions import EXTENDS_PARAMETER, extension_initial
 from tenants.forms import QuotaRequestForm, add_service_errors
+from tenants.models import Team
 from tenants.permissions import can_request_quota
 from tenants.views.teams import visible_team
 
@@ -62,7 +64,7 @@ def quota_request_new(request: HttpRequest, slug: str) -> HttpResponse:
                 )
                 return redirect("team-detail", slug=team.slug)
     else:
-        form = QuotaRequestForm()
+        form = _new_request_form(request, team)
     form.fields["cluster"].widget.attrs.update(
         {
             "hx-get": reverse("quota-request-new", args=[team.slug]),
@@ -71,6 +73,22 @@ def quota_request_new(request: HttpRequest, slug: str) -> HttpResponse:
         }
     )
     return render(request, "tenants/quota_request_form.html", {"team": team, "form": form})
+
+
+def _new_request_form(request: HttpRequest, team: Team) -> QuotaRequestForm:
+    """An empty request form, or with ``?extends=<grant id>`` (a grant of this team with an
+    end) one prefilled to extend that grant."""
+    grant_id = request.GET.get(EXTENDS_PARAMETER, "")
+    grant = (
+        selectors.quota_grants_visible_to(request.user)
+        .filter(pk=grant_id, team=team, ends_on__isnull=False)
+        .first()
+        if grant_id.isascii() and grant_id.isdigit()
+        else None
+    )
+    if grant is None:
+        return QuotaRequestForm()
+    return QuotaRequestForm(initial=extension_initial(grant), cluster=grant.cluster)
 
 
 @require_POST

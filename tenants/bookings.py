@@ -221,6 +221,19 @@ def first_window(
     return None
 
 
+def window_words(window: Window | None, *, gpus: int, days: int) -> str:
+    """The earliest window's answer in words, for pages and the API."""
+    if window is None:
+        return (
+            f"No window of {days} day(s) with {gpus} GPU(s) free starts within the next "
+            f"{MAX_DAYS} days."
+        )
+    return (
+        f"{gpus} GPU(s) are free for {days} day(s) from {window.starts_on.isoformat()} to "
+        f"{window.ends_on.isoformat()}."
+    )
+
+
 def _of_pool(periods: list[Period], pool: Pool) -> list[Period]:
     if not pool.gpu_model:
         return periods

@@ -72,7 +72,7 @@ class CalendarSerializer(serializers.Serializer):
     days = CalendarDaySerializer(many=True)
 
 
-class WindowSerializer(serializers.Serializer):
+class BookingWindowSerializer(serializers.Serializer):
     starts_on = serializers.DateField()
     ends_on = serializers.DateField()
     gpus = serializers.IntegerField()
@@ -81,7 +81,7 @@ class WindowSerializer(serializers.Serializer):
 
 class EarliestWindowSerializer(serializers.Serializer):
     found = serializers.BooleanField()
-    window = WindowSerializer(allow_null=True, help_text="Null: none within the horizon.")
+    window = BookingWindowSerializer(allow_null=True, help_text="Null: none within the horizon.")
     detail = serializers.CharField(help_text="The answer in words.")
 
 

@@ -355,6 +355,11 @@ def booking_calendar(
     """The pool's calendar from ``first`` (default today) to ``last`` (default ``DEFAULT_DAYS``
     days on): four queries at most, whatever the number of teams, grants and days."""
     first = first or today
+    horizon = today + (MAX_DAYS - 1) * DAY
+    if first > horizon:
+        raise ValidationError(
+            {"start": f"Must be within {MAX_DAYS} days of today (by {horizon.isoformat()})."}
+        )
     last = last or first + (DEFAULT_DAYS - 1) * DAY
     check_range(first=first, last=last, today=today)
     pool = pool_of(cluster=cluster, gpu_resource=gpu_resource, gpu_model=gpu_model)

@@ -188,6 +188,8 @@ def test_overlapping_bookings_beyond_capacity_are_refused_with_the_arithmetic(
     [
         ({"start": "2000-01-01"}, "start"),
         ({"start": "tomorrow"}, "start"),
+        ({"start": "9999-12-31"}, "start"),
+        ({"end": "9999-12-31"}, "end"),
         ({"end": "2000-01-01"}, "end"),
         ({"gpu_model": "NVIDIA-B200"}, "gpu_model"),
         ({"gpu_resource": "amd.com/gpu"}, "gpu_resource"),
@@ -217,6 +219,7 @@ def test_a_calendar_longer_than_a_year_is_400_on_end(api, lead, cluster, today):
         ({"gpus": 2, "days": 0}, "days"),
         ({"gpus": 2, "days": 400}, "days"),
         ({"gpus": 2, "days": 3, "not_before": "2000-01-01"}, "not_before"),
+        ({"gpus": 2, "days": 3, "not_before": "9999-12-31"}, "not_before"),
         ({"gpus": 2, "days": 3, "gpu_model": "NVIDIA-B200"}, "gpu_model"),
     ],
 )

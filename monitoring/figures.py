@@ -141,6 +141,33 @@ def _shape(value, key: str = "") -> tuple | str:
     return repr(value)
 
 
+def _ceiling(layout: dict, value: int, *, label: str, dash: str) -> None:
+    """A horizontal line across the plot at ``value``, labelled at its right end."""
+    layout["shapes"] = [
+        {
+            "type": "line",
+            "xref": "paper",
+            "x0": 0,
+            "x1": 1,
+            "y0": value,
+            "y1": value,
+            "line": {"dash": dash, "color": COLOURS[3], "width": 2},
+        }
+    ]
+    layout["annotations"] = [
+        {
+            "xref": "paper",
+            "x": 1,
+            "xanchor": "right",
+            "y": value,
+            "yanchor": "bottom",
+            "text": f"{label}: {value}",
+            "showarrow": False,
+            "font": {"color": COLOURS[3]},
+        }
+    ]
+
+
 def _figure(data: list[dict], layout: dict) -> dict:
     """The figure as a plain dict, every attribute checked by plotly.graph_objects: a misspelt
     attribute or a value of the wrong kind fails here rather than silently in the browser.
@@ -230,29 +257,7 @@ def held_vs_granted(
     layout["xaxis"] = _time_axis(x_range)
     layout["yaxis"] = _y_axis(Axis("GPUs"))
     layout["yaxis"]["range"] = [0, max([granted, *(v or 0 for v in values), 1]) * 1.15]
-    layout["shapes"] = [
-        {
-            "type": "line",
-            "xref": "paper",
-            "x0": 0,
-            "x1": 1,
-            "y0": granted,
-            "y1": granted,
-            "line": {"dash": "dash", "color": COLOURS[3], "width": 2},
-        }
-    ]
-    layout["annotations"] = [
-        {
-            "xref": "paper",
-            "x": 1,
-            "xanchor": "right",
-            "y": granted,
-            "yanchor": "bottom",
-            "text": f"granted: {granted}",
-            "showarrow": False,
-            "font": {"color": COLOURS[3]},
-        }
-    ]
+    _ceiling(layout, granted, label="granted", dash="dash")
     layout["showlegend"] = False
     return _figure(data, layout)
 
@@ -411,29 +416,7 @@ def booking_calendar(
     layout["xaxis"] = {"type": "date", "gridcolor": "#e6e9ef"}
     layout["yaxis"] = _y_axis(Axis("GPUs"))
     layout["yaxis"]["range"] = [0, max([plannable, *granted, *pending, 1]) * 1.15]
-    layout["shapes"] = [
-        {
-            "type": "line",
-            "xref": "paper",
-            "x0": 0,
-            "x1": 1,
-            "y0": plannable,
-            "y1": plannable,
-            "line": {"dash": "dot", "color": COLOURS[3], "width": 2},
-        }
-    ]
-    layout["annotations"] = [
-        {
-            "xref": "paper",
-            "x": 1,
-            "xanchor": "right",
-            "y": plannable,
-            "yanchor": "bottom",
-            "text": f"capacity: {plannable}",
-            "showarrow": False,
-            "font": {"color": COLOURS[3]},
-        }
-    ]
+    _ceiling(layout, plannable, label="capacity", dash="dot")
     return _figure(data, layout)
 
 

@@ -6,6 +6,7 @@ review like any other.
 Every signed-in user may read them: capacity and what is granted in all are what leads plan
 with (no team is named). Bad input is a 400 naming the field."""
 
+from django.conf import settings
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -45,7 +46,11 @@ class CalendarQuerySerializer(PoolQuerySerializer):
 
 
 class EarliestWindowQuerySerializer(PoolQuerySerializer):
-    gpus = serializers.IntegerField(min_value=1, help_text="GPUs wanted for the whole window.")
+    gpus = serializers.IntegerField(
+        min_value=1,
+        max_value=settings.PORTAL_MAX_GPUS_PER_REQUEST,
+        help_text="GPUs wanted for the whole window.",
+    )
     days = serializers.IntegerField(
         min_value=1, max_value=bookings.MAX_DAYS, help_text="Length of the window in days."
     )

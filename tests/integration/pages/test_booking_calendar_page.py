@@ -5,6 +5,8 @@ import datetime
 import json
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from tenants.models import QuotaRequest
@@ -156,3 +158,26 @@ def test_bad_input_is_a_form_error_not_a_500(client_as, lead, cluster, a100, que
 
     assert response.status_code == 200
     assert field_error_html(response, field)
+
+
+def test_the_page_costs_the_same_queries_for_many_teams(client_as, lead, admin, cluster, a100):
+    today = timezone.localdate()
+    url = f"{URL}?cluster=gpu-east&gpu_model={A100}&end={today + days(365)}"
+    client = client_as(lead)
+
+    def count() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            get_ok(client, url)
+        return len(captured)
+
+    few = count()
+    for n in range(15):
+        factories.QuotaGrantFactory(
+            request__cluster=cluster,
+            request__gpu_model=A100,
+            request__gpus=1,
+            request__starts_on=today + days(n * 20),
+            granted_by=admin,
+        )
+
+    assert count() == few

@@ -18,7 +18,12 @@ from django.utils import timezone
 from django.views.decorators.gzip import gzip_page
 
 from monitoring import figures
-from monitoring.booking_forms import BookingForm, CalendarForm, WindowSearchForm
+from monitoring.booking_forms import (
+    BookingForm,
+    CalendarForm,
+    WindowSearchForm,
+    teams_booking_for,
+)
 from monitoring.parts import Chart
 from tenants import bookings, quota
 from tenants.forms import add_service_errors
@@ -90,8 +95,7 @@ def _booking_form(request: HttpRequest, *, window, search, today) -> BookingForm
         initial = {"gpus": window.gpus, "starts_on": window.starts_on, "ends_on": window.ends_on}
     elif search.is_bound and search.is_valid():
         initial["gpus"] = search.cleaned_data["gpus"]
-    teams = BookingForm(user=request.user).fields["team"].queryset
-    first = teams.first()
+    first = teams_booking_for(request.user).first()
     if first is not None:
         initial["team"] = first.slug
     return BookingForm(initial=initial, user=request.user)

@@ -15,6 +15,7 @@ in a ``<script type="application/json">`` block.
 
 from __future__ import annotations
 
+import datetime
 import itertools
 import json
 import math
@@ -140,6 +141,33 @@ def _shape(value, key: str = "") -> tuple | str:
     return repr(value)
 
 
+def _ceiling(layout: dict, value: int, *, label: str, dash: str) -> None:
+    """A horizontal line across the plot at ``value``, labelled at its right end."""
+    layout["shapes"] = [
+        {
+            "type": "line",
+            "xref": "paper",
+            "x0": 0,
+            "x1": 1,
+            "y0": value,
+            "y1": value,
+            "line": {"dash": dash, "color": COLOURS[3], "width": 2},
+        }
+    ]
+    layout["annotations"] = [
+        {
+            "xref": "paper",
+            "x": 1,
+            "xanchor": "right",
+            "y": value,
+            "yanchor": "bottom",
+            "text": f"{label}: {value}",
+            "showarrow": False,
+            "font": {"color": COLOURS[3]},
+        }
+    ]
+
+
 def _figure(data: list[dict], layout: dict) -> dict:
     """The figure as a plain dict, every attribute checked by plotly.graph_objects: a misspelt
     attribute or a value of the wrong kind fails here rather than silently in the browser.
@@ -229,29 +257,7 @@ def held_vs_granted(
     layout["xaxis"] = _time_axis(x_range)
     layout["yaxis"] = _y_axis(Axis("GPUs"))
     layout["yaxis"]["range"] = [0, max([granted, *(v or 0 for v in values), 1]) * 1.15]
-    layout["shapes"] = [
-        {
-            "type": "line",
-            "xref": "paper",
-            "x0": 0,
-            "x1": 1,
-            "y0": granted,
-            "y1": granted,
-            "line": {"dash": "dash", "color": COLOURS[3], "width": 2},
-        }
-    ]
-    layout["annotations"] = [
-        {
-            "xref": "paper",
-            "x": 1,
-            "xanchor": "right",
-            "y": granted,
-            "yanchor": "bottom",
-            "text": f"granted: {granted}",
-            "showarrow": False,
-            "font": {"color": COLOURS[3]},
-        }
-    ]
+    _ceiling(layout, granted, label="granted", dash="dash")
     layout["showlegend"] = False
     return _figure(data, layout)
 
@@ -356,6 +362,62 @@ def last_values(figure: dict) -> dict[str, float | None]:
         ys = [y for y in trace.get("y", []) if y is not None]
         values[trace.get("name", "")] = ys[-1] if ys else None
     return values
+
+
+def booking_calendar(
+    days: Sequence[datetime.date],
+    *,
+    granted: Sequence[int],
+    free: Sequence[int],
+    pending: Sequence[int],
+    plannable: int,
+    title: str,
+) -> dict:
+    """A booking calendar: per day, GPUs granted and free stacked as areas (together the
+    plannable capacity, less where other models hold the kind's GPUs), pending requests as a
+    dashed line, and the plannable capacity as a dotted ceiling. Days go out as midnight UTC."""
+    xs = [
+        int(datetime.datetime.combine(d, datetime.time(), datetime.UTC).timestamp()) * 1000
+        for d in days
+    ]
+    step = {"shape": "hv", "width": 1}
+    data = [
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "name": "granted",
+            "x": xs,
+            "y": list(granted),
+            "stackgroup": "gpus",
+            "line": {**step, "color": COLOURS[0]},
+            "hovertemplate": "%{y} granted<extra></extra>",
+        },
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "name": "free",
+            "x": xs,
+            "y": list(free),
+            "stackgroup": "gpus",
+            "line": {**step, "color": COLOURS[2]},
+            "hovertemplate": "%{y} free<extra></extra>",
+        },
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "name": "pending requests",
+            "x": xs,
+            "y": list(pending),
+            "line": {"shape": "hv", "width": 2, "dash": "dash", "color": COLOURS[1]},
+            "hovertemplate": "%{y} asked in pending requests<extra></extra>",
+        },
+    ]
+    layout = _base_layout(title)
+    layout["xaxis"] = {"type": "date", "gridcolor": "#e6e9ef"}
+    layout["yaxis"] = _y_axis(Axis("GPUs"))
+    layout["yaxis"]["range"] = [0, max([plannable, *granted, *pending, 1]) * 1.15]
+    _ceiling(layout, plannable, label="capacity", dash="dot")
+    return _figure(data, layout)
 
 
 # --- what pages send ---------------------------------------------------------------------------

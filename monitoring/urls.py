@@ -1,6 +1,6 @@
 from django.urls import path
 
-from monitoring import views
+from monitoring import booking_views, views
 
 urlpatterns = [
     path("teams/<slug:slug>/", views.team_monitoring, name="monitoring-team"),
@@ -14,6 +14,7 @@ urlpatterns = [
         views.cluster_alert_rules,
         name="monitoring-cluster-rules",
     ),
+    path("calendar/", booking_views.booking_calendar, name="booking-calendar"),
     path("usage/", views.usage_report, name="usage-report"),
     path("usage.csv", views.usage_report_csv, name="usage-report-csv"),
     path("notifications/", views.notification_list, name="notification-list"),

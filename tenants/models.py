@@ -402,6 +402,7 @@ class AuditEvent(models.Model):
         QUOTA_REQUEST_REJECTED = "quota_request.rejected", "quota request rejected"
         QUOTA_REQUEST_APPROVED = "quota_request.approved", "quota request approved"
         QUOTA_GRANT_ACTIVATED = "quota_grant.activated", "quota grant activated"
+        QUOTA_GRANT_STARTED = "quota_grant.started", "quota grant started"
         QUOTA_GRANT_SHRUNK = "quota_grant.shrunk", "quota grant shrunk"
         QUOTA_GRANT_REVOKED = "quota_grant.revoked", "quota grant revoked"
         QUOTA_GRANT_EXPIRED = "quota_grant.expired", "quota grant expired"

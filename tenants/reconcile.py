@@ -22,6 +22,7 @@ read it.
 
 from __future__ import annotations
 
+import datetime
 import logging
 import os
 import threading
@@ -173,9 +174,13 @@ def team_state(*, team: Team, cluster: Cluster) -> manifests.TeamOnCluster:
     return team_states(teams=[team], cluster=cluster)[team.pk]
 
 
-def team_states(*, teams: list[Team], cluster: Cluster) -> dict[int, manifests.TeamOnCluster]:
+def team_states(
+    *, teams: list[Team], cluster: Cluster, today: datetime.date | None = None
+) -> dict[int, manifests.TeamOnCluster]:
     """``team_state`` of many teams at once, by team id: three queries whatever their number
-    (a sweep over a cluster's teams reads the database once, not once a team)."""
+    (a sweep over a cluster's teams reads the database once, not once a team). Grants are in
+    effect from their first day to their last, as of ``today`` (default: the local date): a
+    grant booked ahead reaches the cluster with the first pass on its first day."""
     ids = [team.pk for team in teams]
     grants: dict[int, list[manifests.Grant]] = {pk: [] for pk in ids}
     for g in QuotaGrant.objects.filter(
@@ -204,7 +209,7 @@ def team_states(*, teams: list[Team], cluster: Cluster) -> dict[int, manifests.T
     offered = list(
         GpuCapacity.objects.filter(cluster=cluster).values_list("resource_name", flat=True)
     )
-    today = timezone.localdate()
+    today = today or timezone.localdate()
     return {
         team.pk: manifests.team_on_cluster(
             slug=team.slug,
@@ -497,14 +502,20 @@ def delete_namespace(kube: KubeClient, *, slug: str, rules: manifests.Policy) ->
 
 
 def reconcile_team_on_cluster(
-    *, team_id: int, cluster_id: int, kube: KubeClient | None = None
+    *,
+    team_id: int,
+    cluster_id: int,
+    kube: KubeClient | None = None,
+    today: datetime.date | None = None,
 ) -> Outcome:
     """One reconcile pass of the team on the cluster, its outcome recorded on ``TeamCluster``.
 
     Raises the ``KubeError`` when the pass failed (after recording it), so the task can retry
     transient ones.
     """
-    result = reconcile_teams_on_cluster(team_ids=[team_id], cluster_id=cluster_id, kube=kube)
+    result = reconcile_teams_on_cluster(
+        team_ids=[team_id], cluster_id=cluster_id, kube=kube, today=today
+    )
     if team_id not in result:
         raise TeamCluster.DoesNotExist(f"team {team_id} or cluster {cluster_id} does not exist")
     return finish(*result[team_id])
@@ -516,6 +527,7 @@ def reconcile_teams_on_cluster(
     cluster_id: int,
     kube: KubeClient | None = None,
     concurrency: int = 1,
+    today: datetime.date | None = None,
 ) -> dict[int, tuple[Outcome, KubeError | None, str]]:
     """A reconcile pass of each team on the cluster, each outcome recorded on its
     ``TeamCluster``; by team id, each pass's outcome, its error (None when it succeeded) and what
@@ -567,7 +579,7 @@ def reconcile_teams_on_cluster(
             policies_error = put_admission_in_place(cluster=cluster, kube=client)
             admission = policies_error is None
         teams = [state.team for state in states]
-        team_state_now = team_states(teams=teams, cluster=cluster)
+        team_state_now = team_states(teams=teams, cluster=cluster, today=today)
         kueue = kueue_cluster_state(cluster) if kueue_mode else None
         queue_rules = queue_policies(team_ids=[team.pk for team in teams], cluster=cluster)
 

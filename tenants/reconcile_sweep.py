@@ -27,6 +27,7 @@ lists showed, and a change requested after the check started leaves the row pend
 
 from __future__ import annotations
 
+import datetime
 import json
 import logging
 from collections import defaultdict
@@ -121,10 +122,12 @@ def reconcile_cluster_teams(
     team_ids: list[int] | None = None,
     kube: KubeClient | None = None,
     concurrency: int | None = None,
+    today: datetime.date | None = None,
 ) -> SweepOutcome:
     """Check every team on the cluster (or those of ``team_ids``) and pass over those that are
-    not in sync. Raises ``KubeError`` when the check's lists fail (the cluster cannot be
-    reached): nothing was recorded then. A failed pass is recorded on its row and returned."""
+    not in sync, with the grants in effect ``today`` (default: the local date). Raises
+    ``KubeError`` when the check's lists fail (the cluster cannot be reached): nothing was
+    recorded then. A failed pass is recorded on its row and returned."""
     cluster = Cluster.objects.get(pk=cluster_id)
     kube = kube or KubeClient.for_cluster(cluster)
     reads, writes = kube.reads, kube.writes
@@ -144,7 +147,7 @@ def reconcile_cluster_teams(
     kinds = (*TEAM_KINDS, *(reconcile.QUEUE_KINDS if kueue_mode else ()))
     found, served = portal_objects(kube, kinds=kinds, rules=rules)
 
-    states = reconcile.team_states(teams=teams, cluster=cluster)
+    states = reconcile.team_states(teams=teams, cluster=cluster, today=today)
     admission = reconcile.admission_in_place(cluster)
     kueue = reconcile.kueue_cluster_state(cluster) if kueue_mode else None
     queue_rules = reconcile.queue_policies(team_ids=[t.pk for t in teams], cluster=cluster)
@@ -174,7 +177,7 @@ def reconcile_cluster_teams(
     record_in_sync(in_sync, started=started, kueue_mode=kueue_mode)
     outcome = SweepOutcome(in_sync=[row.team_id for row in rows if row.pk in in_sync])
     for team_id, error in run_passes(
-        team_ids=to_pass, cluster_id=cluster_id, kube=kube, concurrency=concurrency
+        team_ids=to_pass, cluster_id=cluster_id, kube=kube, concurrency=concurrency, today=today
     ).items():
         if error is None:
             outcome.passed.append(team_id)
@@ -212,7 +215,12 @@ def record_in_sync(
 
 
 def run_passes(
-    *, team_ids: list[int], cluster_id: int, kube: KubeClient, concurrency: int | None = None
+    *,
+    team_ids: list[int],
+    cluster_id: int,
+    kube: KubeClient,
+    concurrency: int | None = None,
+    today: datetime.date | None = None,
 ) -> dict[int, KubeError | None]:
     """A full pass for each team, in batches of ``PASSES_PER_BATCH`` that lock and read the
     database together (``reconcile.reconcile_teams_on_cluster``), ``concurrency`` of a batch's
@@ -226,6 +234,7 @@ def run_passes(
             cluster_id=cluster_id,
             kube=kube,
             concurrency=concurrency,
+            today=today,
         )
         for team_id, (outcome, error, what) in batch.items():
             results[team_id] = error

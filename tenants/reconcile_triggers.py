@@ -34,11 +34,17 @@ def request_reconcile_after_commit(*, team_id: int, cluster_id: int) -> None:
     is written with the change, and the task is only enqueued once the change is committed, so
     a worker never reads the database from before it.
     """
+    mark_reconcile_requested(team_id=team_id, cluster_id=cluster_id)
+    transaction.on_commit(lambda: _send_reconcile(team_id=team_id, cluster_id=cluster_id))
+
+
+def mark_reconcile_requested(*, team_id: int, cluster_id: int) -> None:
+    """Record that the team's namespace on the cluster is behind the database (pending), without
+    enqueuing a pass: for a caller whose own pass follows (the periodic sweep)."""
     TeamCluster.objects.get_or_create(team_id=team_id, cluster_id=cluster_id)
     TeamCluster.objects.filter(team_id=team_id, cluster_id=cluster_id).update(
         reconcile_requested_at=timezone.now(), status=TeamCluster.Status.PENDING
     )
-    transaction.on_commit(lambda: _send_reconcile(team_id=team_id, cluster_id=cluster_id))
 
 
 def request_reconcile_on_team_clusters(*, team: Team) -> None:

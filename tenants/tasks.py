@@ -5,16 +5,18 @@ the message to be delivered again, and running a reconcile twice is harmless bec
 the database's state as it is then, not the event that scheduled it.
 """
 
+import datetime
 from collections import defaultdict
 
 from celery import shared_task
 from django.conf import settings
 from django.core.exceptions import ObjectDoesNotExist
 from django.db import OperationalError
+from django.utils import timezone
 
 from clusters.kube import KubeError, TransientKubeError
 from clusters.models import Cluster
-from tenants import cluster_reconcile, quota, reconcile, reconcile_triggers
+from tenants import cluster_reconcile, grant_starts, quota, reconcile, reconcile_triggers
 from tenants import reconcile_sweep as reconcile_sweep_module
 from tenants.models import TeamCluster
 
@@ -69,17 +71,23 @@ def reconcile_cluster(*, cluster_id: int) -> dict:
 
 
 @shared_task(acks_late=True)
-def reconcile_sweep() -> int:
-    """The periodic sweep: expire grants whose period is over, then reconcile every team on every
-    cluster it has been on, and the cluster-wide objects of every cluster (its admission
-    policies, its Kueue objects), so hand edits are reverted and expired grants leave the
-    quota. Returns how many passes it made or enqueued.
+def reconcile_sweep(today: str | None = None) -> int:
+    """The periodic sweep: expire grants whose period is over and record the first day of those
+    booked ahead, then reconcile every team on every cluster it has been on, and the
+    cluster-wide objects of every cluster (its admission policies, its Kueue objects), so hand
+    edits are reverted, expired grants leave the quota and grants reach it on their first day.
+    Returns how many passes it made or enqueued.
+
+    ``today`` (an ISO date; default the local date) is the day whose grants are in effect in
+    the sweep's own passes: tests give another to see a grant start.
 
     The teams of a cluster are swept here in one go (``tenants.reconcile_sweep``: one list per
     kind, then passes side by side for the teams that are not in sync). Where the cluster cannot
     be listed, and for passes that failed for a reason worth retrying, each team's own task is
     enqueued: it retries with backoff."""
-    quota.quota_grants_expire()
+    day = datetime.date.fromisoformat(today) if today else timezone.localdate()
+    quota.quota_grants_expire(today=day)
+    grant_starts.quota_grants_start(today=day)
     pairs = TeamCluster.objects.filter(namespace_deleted_at__isnull=True).values_list(
         "cluster_id", "team_id"
     )
@@ -90,7 +98,7 @@ def reconcile_sweep() -> int:
     for cluster_id, team_ids in teams_by_cluster.items():
         try:
             retry = reconcile_sweep_module.reconcile_cluster_teams(
-                cluster_id=cluster_id, team_ids=team_ids
+                cluster_id=cluster_id, team_ids=team_ids, today=day
             ).to_retry
         except KubeError:
             retry = team_ids

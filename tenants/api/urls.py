@@ -3,7 +3,7 @@
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-from tenants.api import views
+from tenants.api import bookings, views
 
 router = DefaultRouter()
 router.include_format_suffixes = False
@@ -30,5 +30,15 @@ router.register("audit-events", views.AuditEventViewSet, basename="audit-event")
 
 urlpatterns = [
     path("me/", views.MeView.as_view(), name="api-me"),
+    path(
+        "clusters/<slug:name>/calendar/",
+        bookings.ClusterCalendarView.as_view(),
+        name="api-cluster-calendar",
+    ),
+    path(
+        "clusters/<slug:name>/earliest-window/",
+        bookings.EarliestWindowView.as_view(),
+        name="api-cluster-earliest-window",
+    ),
     *router.urls,
 ]

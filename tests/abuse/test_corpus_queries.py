@@ -140,6 +140,23 @@ READS = [
         {"cluster": "name"},
     ),
     Read(
+        "booking-calendar",
+        lambda w: f"/api/v1/clusters/{w['cluster'].name}/calendar/",
+        "lead",
+        {"start": "date", "end": "date", "gpu_resource": "name", "gpu_model": "name"}
+        | {"pending": "choice"},
+        # No kind is the default kind, no model any model; "yes" is a boolean.
+        valid={"gpu_resource": BLANK, "gpu_model": BLANK, "pending": {"yaml-bool"} | BLANK},
+    ),
+    Read(
+        "earliest-window",
+        # Valid figures to start from: the nasty value of a parameter replaces its own.
+        lambda w: f"/api/v1/clusters/{w['cluster'].name}/earliest-window/?gpus=2&days=3",
+        "lead",
+        {"gpus": "number", "days": "number", "not_before": "date", "gpu_model": "name"},
+        valid={"not_before": BLANK, "gpu_model": BLANK},
+    ),
+    Read(
         "job-logs",
         lambda w: f"/api/v1/jobs/{w['job'].pk}/logs/",
         "member",
@@ -174,7 +191,7 @@ def test_every_nasty_query_parameter_is_refused_naming_it(read, world, in_proces
                 continue
             # As a client sends it: UTF-8, a lone surrogate as the bytes CESU-8 gives it.
             query = urlencode({key: nasty.value}, errors="surrogatepass")
-            call = partial(client.get, f"{path}?{query}")
+            call = partial(client.get, f"{path}{'&' if '?' in path else '?'}{query}")
             if kind == "filter":
                 judge = partial(_judge_filter, key=key, nasty=nasty)
             elif kind == "page":
@@ -211,6 +228,8 @@ OBJECT_PATHS = [
     ("get", "/api/v1/jobs/{}/logs/"),
     ("get", "/api/v1/jobs/{}/events/"),
     ("get", "/api/v1/audit-events/{}/"),
+    ("get", "/api/v1/clusters/{}/calendar/"),
+    ("get", "/api/v1/clusters/{}/earliest-window/"),
     ("get", "/api/v1/monitoring/teams/{}/utilisation/"),
     ("get", "/api/v1/monitoring/teams/{}/pods/"),
 ]

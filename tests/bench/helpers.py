@@ -93,6 +93,7 @@ def grants_for(requests, *, granted_by, state: str = "active") -> list:
             team=r.team,
             cluster=r.cluster,
             gpu_resource=r.gpu_resource,
+            gpu_model=r.gpu_model,
             gpus=r.gpus,
             starts_on=r.starts_on,
             ends_on=r.ends_on,

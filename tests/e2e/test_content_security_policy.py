@@ -59,6 +59,7 @@ def test_the_pages_of_a_lead_work_under_the_policy(sign_in, cluster, team, lead,
         ("/jobs/new/", "Submit a GPU job"),
         ("/monitoring/usage/", "GPU usage"),
         ("/monitoring/notifications/", "Notifications"),
+        ("/monitoring/calendar/", "Booking calendar"),
     ]:
         page.goto(url)
         expect(page.get_by_role("heading", level=1)).to_contain_text(heading)

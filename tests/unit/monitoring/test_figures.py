@@ -1,5 +1,7 @@
 """Figure builders: plotly-validated dicts with the series the pages draw."""
 
+import datetime
+import json
 import math
 
 import plotly.graph_objects as go
@@ -202,3 +204,22 @@ def test_a_figure_of_a_shape_already_checked_with_a_misspelt_attribute_still_fai
     figures._figure([{"type": "bar", "x": [1], "y": [2]}], {"title": {"text": "ok"}})
     with pytest.raises(ValueError, match="colour"):
         figures._figure([{"type": "bar", "x": [1], "y": [2], "colour": "red"}], {})
+
+
+def test_booking_calendar_stacks_granted_and_free_by_day_under_the_capacity():
+    days = [datetime.date(2026, 12, 1) + datetime.timedelta(days=n) for n in range(3)]
+
+    figure = figures.booking_calendar(
+        days, granted=[6, 8, 0], free=[2, 0, 8], pending=[0, 3, 3], plannable=8, title="H100"
+    )
+
+    traces = {trace["name"]: trace for trace in figure["data"]}
+    assert traces["granted"]["y"] == [6, 8, 0]
+    assert traces["free"]["y"] == [2, 0, 8]
+    assert traces["granted"]["stackgroup"] == traces["free"]["stackgroup"]
+    assert "stackgroup" not in traces["pending requests"]
+    assert traces["free"]["x"][1] - traces["free"]["x"][0] == 86_400_000
+    assert figure["layout"]["shapes"][0]["y0"] == 8
+    assert figure["layout"]["annotations"][0]["text"] == "capacity: 8"
+    wire = json.loads(figures.to_json(figure))
+    assert wire["data"][0]["dx"] == 86_400_000

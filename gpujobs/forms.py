@@ -206,8 +206,11 @@ def gpu_model_choices(cluster: Cluster | None) -> list[tuple[str, str]]:
 
 
 def cluster_by_id(raw: str) -> Cluster | None:
-    """The cluster a select (or a query parameter) names by its id; None for anything else."""
-    return Cluster.objects.filter(pk=raw).first() if raw.isdigit() else None
+    """The cluster a select (or a query parameter) names by its id; None for anything else
+    (``str.isdigit`` alone would pass digits such as "²" that no id is, and too many)."""
+    if not (raw.isascii() and raw.isdigit() and len(raw) < 19):
+        return None
+    return Cluster.objects.filter(pk=raw).first()
 
 
 def offer_gpu_models(form: forms.Form, cluster: Cluster | None) -> None:

@@ -5,25 +5,37 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('monitoring', '0002_idle_policy_stop_services'),
-        ('tenants', '0012_quota_grant_ending_reminded_audit_action'),
+        ("monitoring", "0002_idle_policy_stop_services"),
+        ("tenants", "0011_department"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.RemoveConstraint(
-            model_name='notification',
-            name='notification_kind_valid',
+            model_name="notification",
+            name="notification_kind_valid",
         ),
         migrations.AlterField(
-            model_name='notification',
-            name='kind',
-            field=models.CharField(choices=[('idle', 'GPUs idle'), ('idle_warning', 'Idle pod will be stopped'), ('idle_stopped', 'Idle pod stopped'), ('grant_ending', 'Grant ends soon')], max_length=20),
+            model_name="notification",
+            name="kind",
+            field=models.CharField(
+                choices=[
+                    ("idle", "GPUs idle"),
+                    ("idle_warning", "Idle pod will be stopped"),
+                    ("idle_stopped", "Idle pod stopped"),
+                    ("grant_ending", "Grant ends soon"),
+                ],
+                max_length=20,
+            ),
         ),
         migrations.AddConstraint(
-            model_name='notification',
-            constraint=models.CheckConstraint(condition=models.Q(('kind__in', ['idle', 'idle_warning', 'idle_stopped', 'grant_ending'])), name='notification_kind_valid'),
+            model_name="notification",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    ("kind__in", ["idle", "idle_warning", "idle_stopped", "grant_ending"])
+                ),
+                name="notification_kind_valid",
+            ),
         ),
     ]

@@ -54,3 +54,14 @@ def test_marking_notifications_read_ignores_ids_beyond_any_row(client_as, lead, 
     assert response.status_code == 302
     note.refresh_from_db()
     assert note.read_at is not None
+
+
+@pytest.mark.parametrize("url", ["/jobs/new/", "/services/new/"])
+@pytest.mark.parametrize("raw", ["²", "٣", "99999999999999999999", "abc", ""])
+def test_the_model_select_of_a_cluster_that_is_no_id_is_the_empty_select(
+    client_as, lead, team, cluster, url, raw
+):
+    response = client_as(lead).get(url, {"cluster": raw}, headers={"HX-Request": "true"})
+
+    assert response.status_code == 200
+    assert cluster.name not in response.content.decode()

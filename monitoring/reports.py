@@ -80,6 +80,11 @@ class GrantSpan:
     ends_on: datetime.date | None
     ended_at: datetime.datetime | None
     resized: tuple[tuple[datetime.datetime, int, int], ...] = ()
+    # What kind of GPU, and which CPU and memory came with them: what chargeback prices.
+    gpu_resource: str = ""
+    gpu_model: str = ""
+    cpu_cores: float | None = None
+    memory_gib: int | None = None
 
     def sizes(
         self, start: datetime.datetime
@@ -141,6 +146,8 @@ class UsageRow:
     granted_gpu_hours: float
     held_gpu_hours: float | None  # None: the cluster's Prometheus could not say
     used_gpu_hours: float | None
+    # Held while under the cluster's idle threshold; None unless the report was asked for it.
+    idle_gpu_hours: float | None = None
 
     @property
     def utilisation_percent(self) -> float | None:

@@ -8,18 +8,20 @@ hours from Prometheus. ``usage_report(strict=True)``, behind the API, raises
 from __future__ import annotations
 
 import datetime
+import functools
 import math
 from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser, User
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from clusters.models import Cluster
 from monitoring import promql, reports, selectors
 from monitoring.metrics import metrics_config, prometheus_for, unavailable_message
 from monitoring.prometheus import PrometheusClient, PrometheusError
-from tenants.models import QuotaGrant
+from tenants.models import QuotaGrant, Team
 from tenants.permissions import is_portal_admin
 from tenants.selectors import teams_visible_to
 
@@ -31,6 +33,8 @@ class UsageReport:
     bucket: str
     rows: list[reports.UsageRow]
     errors: dict[str, str] = field(default_factory=dict)  # cluster name -> why it has no figures
+    # The teams' grants the granted hours came from, for whoever prices them (chargeback).
+    grants: list[reports.GrantSpan] = field(default_factory=list)
 
     @property
     def totals(self) -> dict[str, float]:
@@ -54,13 +58,20 @@ def _measured_hours(
     *,
     at: datetime.datetime,
     namespaces: list[str] | None,
-) -> tuple[dict[str, float], dict[str, float]]:
-    """GPU-hours held and used per namespace in the period up to ``at``."""
+    idle_threshold_percent: float | None = None,
+) -> tuple[dict[str, float], ...]:
+    """GPU-hours held and used per namespace in the period up to ``at``, and with an idle
+    threshold also those held while under it."""
     seconds = (at - period.start).total_seconds()
     resolution = settings.MONITORING_USAGE_RESOLUTION_SECONDS
     filters = {"namespaces": namespaces} if namespaces is not None else {"held": True}
+    builds = [promql.gpu_seconds_held, promql.gpu_seconds_used]
+    if idle_threshold_percent is not None:
+        builds.append(
+            functools.partial(promql.gpu_seconds_idle, threshold_percent=idle_threshold_percent)
+        )
     measured = []
-    for build in (promql.gpu_seconds_held, promql.gpu_seconds_used):
+    for build in builds:
         query = build(config, period_seconds=seconds, resolution=resolution, **filters)
         samples = prometheus.query(query, at=at.timestamp())
         measured.append(
@@ -70,7 +81,7 @@ def _measured_hours(
                 if not math.isnan(s.value)
             }
         )
-    return measured[0], measured[1]
+    return tuple(measured)
 
 
 def usage_report(
@@ -87,16 +98,43 @@ def usage_report(
     With ``strict`` a Prometheus failure raises (the API's 503); otherwise the cluster's rows
     show granted hours only and ``errors`` says why.
     """
+    return teams_usage_report(
+        teams=teams_visible_to(user),
+        # Admins see every team: ask for every namespace rather than spell out hundreds of slugs.
+        every_team=is_portal_admin(user),
+        start=start,
+        end=end,
+        bucket=bucket,
+        strict=strict,
+        now=now,
+    )
+
+
+def teams_usage_report(
+    *,
+    teams: QuerySet[Team],
+    every_team: bool,
+    start: datetime.datetime,
+    end: datetime.datetime,
+    bucket: str = "total",
+    strict: bool = False,
+    now: datetime.datetime | None = None,
+    idle: bool = False,
+) -> UsageReport:
+    """``usage_report`` for the given teams, whoever asks (budgets and statements read it for
+    every team, with no user). ``every_team`` says the teams are all of them, so Prometheus is
+    asked for every namespace. With ``idle`` the rows also carry the GPU-hours held under each
+    cluster's idle threshold."""
     now = now or timezone.now()
     tz = timezone.get_current_timezone()
     periods = reports.periods(start, end, bucket)
-    teams = list(teams_visible_to(user).order_by("slug"))
-    by_slug = {t.slug: t for t in teams}
-    # Admins see every team: ask for every namespace rather than spell out hundreds of slugs.
-    namespaces = None if is_portal_admin(user) else sorted(by_slug)
+    team_list = list(teams.order_by("slug"))
+    by_slug = {t.slug: t for t in team_list}
+    namespaces = None if every_team else sorted(by_slug)
     # The teams as a subquery: a thousand ids spelt out in SQL cost more than the rows.
-    grants = selectors.grant_spans(QuotaGrant.objects.filter(team__in=teams_visible_to(user)))
-    report = UsageReport(start=start, end=end, bucket=bucket, rows=[])
+    grants = selectors.grant_spans(QuotaGrant.objects.filter(team__in=teams))
+    teams = team_list
+    report = UsageReport(start=start, end=end, bucket=bucket, rows=[], grants=grants)
     if not teams:
         return report
     # Each team's grants on each cluster, grouped once: not a scan of every grant per team.
@@ -115,7 +153,14 @@ def usage_report(
                         at = min(period.end, now)
                         if at > period.start:
                             measured[index] = _measured_hours(
-                                prometheus, config, period, at=at, namespaces=namespaces
+                                prometheus,
+                                config,
+                                period,
+                                at=at,
+                                namespaces=namespaces,
+                                idle_threshold_percent=(
+                                    cluster.idle_utilization_percent if idle else None
+                                ),
                             )
             except PrometheusError as error:
                 if strict:
@@ -124,7 +169,8 @@ def usage_report(
                 measured = {}
         failed = cluster.name in report.errors
         for index, period in enumerate(periods):
-            held, used = measured.get(index, ({}, {}))
+            held, used, *idle_measured = measured.get(index, ({}, {}, {}))
+            idle_measured = idle_measured or [{}]
             for team in teams:
                 granted = reports.granted_gpu_hours(
                     spans.get((cluster.pk, team.pk), []), period, now=now, tz=tz
@@ -142,6 +188,9 @@ def usage_report(
                         granted_gpu_hours=granted,
                         held_gpu_hours=held_hours,
                         used_gpu_hours=used_hours,
+                        idle_gpu_hours=(
+                            idle_measured[0].get(team.slug, 0.0) if idle and not failed else None
+                        ),
                     )
                 )
     report.rows.sort(key=lambda r: (r.period.start, r.team_slug, r.cluster))

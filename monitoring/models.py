@@ -99,6 +99,8 @@ class Notification(models.Model):
         IDLE = "idle", "GPUs idle"
         IDLE_WARNING = "idle_warning", "Idle pod will be stopped"
         IDLE_STOPPED = "idle_stopped", "Idle pod stopped"
+        BUDGET_WARNING = "budget_warning", "Budget 80% spent"
+        BUDGET_EXHAUSTED = "budget_exhausted", "Budget spent"
 
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notifications"
@@ -122,7 +124,15 @@ class Notification(models.Model):
         indexes = [models.Index(fields=["user", "read_at"], name="notification_unread_idx")]
         constraints = [
             models.CheckConstraint(
-                condition=Q(kind__in=["idle", "idle_warning", "idle_stopped"]),
+                condition=Q(
+                    kind__in=[
+                        "idle",
+                        "idle_warning",
+                        "idle_stopped",
+                        "budget_warning",
+                        "budget_exhausted",
+                    ]
+                ),
                 name="notification_kind_valid",
             ),
         ]

@@ -91,6 +91,7 @@ INSTALLED_APPS = [
     "monitoring",
     "gpujobs",
     "serving",
+    "billing",
 ]
 
 MIDDLEWARE = [

@@ -98,7 +98,16 @@ def budget_set(
                 before=before,
                 after=after,
             )
+            budget_id = budget.pk
+            # Measure it now rather than at the next beat: a lowered budget may be spent.
+            transaction.on_commit(lambda: _request_check(budget_id), robust=True)
     return budget
+
+
+def _request_check(budget_id: int) -> None:
+    from billing.tasks import check_budgets
+
+    check_budgets.delay(budget_ids=[budget_id])
 
 
 def budget_delete(*, actor: User, budget: Budget) -> None:

@@ -51,7 +51,7 @@ class BudgetSerializer(serializers.ModelSerializer):
     def _spend(self, budget):
         return self.context.get("spends", {}).get(budget.pk)
 
-    def get_period_start(self, budget):
+    def get_period_start(self, budget) -> str | None:
         spend = self._spend(budget)
         return spend.period_start.isoformat() if spend else None
 
@@ -65,7 +65,7 @@ class BudgetSerializer(serializers.ModelSerializer):
             return None
         return round(100 * spend.spent_gpu_hours / float(budget.gpu_hours), 1)
 
-    def get_checked_at(self, budget):
+    def get_checked_at(self, budget) -> str | None:
         spend = self._spend(budget)
         return spend.checked_at.isoformat() if spend else None
 

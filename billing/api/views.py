@@ -6,6 +6,7 @@ handler)."""
 from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.exceptions import ValidationError
@@ -120,6 +121,7 @@ class StatementView(APIView):
             OpenApiParameter("month", str, description="First month, YYYY-MM (default: this)."),
             OpenApiParameter("months", int, description="How many months (1-24, default 1)."),
         ],
+        responses={200: OpenApiTypes.OBJECT},
     )
     def get(self, request):
         params = request.query_params.copy()

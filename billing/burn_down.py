@@ -13,7 +13,6 @@ from django.utils import timezone
 from billing import periods, pricing
 from billing.budgets import TeamCoverage, budget_words
 from billing.models import Budget
-from clusters.models import Cluster
 from monitoring import figures, reports
 from monitoring.parts import Chart
 from monitoring.usage import teams_usage_report
@@ -81,11 +80,6 @@ def budget_burn_down(budget: Budget, *, now: datetime.datetime | None = None) ->
         bucket="day",
         now=now,
     )
-    grants: dict[tuple[int, int], list] = defaultdict(list)
-    for grant in report.grants:
-        grants[(grant.team_id, grant.cluster_id)].append(grant)
-    team_pks = dict(Team.objects.filter(pk__in=team_ids).values_list("slug", "pk"))
-    cluster_ids = dict(Cluster.objects.values_list("name", "pk"))
     held: dict[datetime.datetime, float] = defaultdict(float)
     raw_held: dict[datetime.datetime, float] = defaultdict(float)
     used: dict[datetime.datetime, float] = defaultdict(float)
@@ -95,7 +89,7 @@ def budget_burn_down(budget: Budget, *, now: datetime.datetime | None = None) ->
         if row.held_gpu_hours is None:
             continue
         costing = pricing.costing(
-            grants=grants[(team_pks[row.team_slug], cluster_ids[row.cluster])],
+            grant_hours=row.grant_hours,
             period=row.period,
             held=row.held_gpu_hours,
             used=row.used_gpu_hours,

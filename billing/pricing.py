@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ MIG_SLICES = 7
 _MIG_PROFILE = re.compile(r"/mig-(\d+)g\.")
 
 
+@functools.lru_cache(maxsize=1024)
 def mig_fraction(gpu_resource: str, gpu_model: str = "") -> Fraction:
     """The share of a whole GPU one unit of the resource is: 1 for a GPU, the slice's compute
     slices over the GPU's for a MIG profile (``nvidia.com/mig-1g.10gb`` on an H100: 1/7)."""
@@ -106,18 +108,20 @@ class Costing:
     idle_cost: Decimal = Decimal(0)
 
     def add(self, other: Costing) -> None:
-        """Sum ``other`` into this one (a department's total, a team's clusters)."""
-        for name in ("granted_gpu_hours", "reserved_gpu_hours"):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-        for name in (
-            "held_gpu_hours",
-            "held_gpu_equivalent_hours",
-            "used_gpu_hours",
-            "idle_gpu_hours",
-        ):
-            theirs = getattr(other, name)
-            if theirs is not None:
-                setattr(self, name, (getattr(self, name) or 0.0) + theirs)
+        """Sum ``other`` into this one (a department's total, a team's clusters); hours
+        Prometheus could not say stay unknown only while every part's are."""
+        self.granted_gpu_hours += other.granted_gpu_hours
+        self.reserved_gpu_hours += other.reserved_gpu_hours
+        if other.held_gpu_hours is not None:
+            self.held_gpu_hours = (self.held_gpu_hours or 0.0) + other.held_gpu_hours
+        if other.held_gpu_equivalent_hours is not None:
+            self.held_gpu_equivalent_hours = (
+                self.held_gpu_equivalent_hours or 0.0
+            ) + other.held_gpu_equivalent_hours
+        if other.used_gpu_hours is not None:
+            self.used_gpu_hours = (self.used_gpu_hours or 0.0) + other.used_gpu_hours
+        if other.idle_gpu_hours is not None:
+            self.idle_gpu_hours = (self.idle_gpu_hours or 0.0) + other.idle_gpu_hours
         for model, hours in other.held_by_model.items():
             self.held_by_model[model] = self.held_by_model.get(model, 0.0) + hours
         self.reserved_cost += other.reserved_cost
@@ -139,7 +143,7 @@ def in_force_hours(grant: GrantSpan, period: Period, *, now, tz) -> float:
 
 def costing(
     *,
-    grants: Sequence[GrantSpan],
+    grant_hours: Sequence[tuple[GrantSpan, float]],
     period: Period,
     held: float | None,
     used: float | None,
@@ -148,25 +152,33 @@ def costing(
     now: datetime.datetime,
     tz: datetime.tzinfo,
 ) -> Costing:
-    """Price one team's grants and measured hours on one cluster in one period."""
+    """Price one team's grants on one cluster in one period, each with the GPU-hours it was
+    granted there (``UsageRow.grant_hours``), and the hours measured."""
     on = period.start.date()
     result = Costing(held_gpu_hours=held, used_gpu_hours=used, idle_gpu_hours=idle)
     shares: list[tuple[GrantSpan, float]] = []
-    for grant in grants:
-        hours = granted_gpu_hours([grant], period, now=now, tz=tz)
+    for grant, hours in grant_hours:
         if hours <= 0:
             continue
         fraction = mig_fraction(grant.gpu_resource, grant.gpu_model)
         price = prices.in_force(grant.gpu_model, on)
-        equivalent = hours * float(fraction)
+        equivalent = hours * fraction.numerator / fraction.denominator
         result.granted_gpu_hours += hours
         result.reserved_gpu_hours += equivalent
         result.reserved_cost += _decimal(equivalent) * price.gpu_hour
-        in_force = in_force_hours(grant, period, now=now, tz=tz)
-        if grant.cpu_cores:
-            result.reserved_cost += _decimal(grant.cpu_cores * in_force) * price.cpu_core_hour
-        if grant.memory_gib:
-            result.reserved_cost += _decimal(grant.memory_gib * in_force) * price.memory_gib_hour
+        if grant.cpu_cores or grant.memory_gib:
+            # Never shrunk, the grant was in force its GPU-hours over its GPUs.
+            in_force = (
+                in_force_hours(grant, period, now=now, tz=tz)
+                if grant.resized
+                else hours / grant.gpus
+            )
+            if grant.cpu_cores:
+                result.reserved_cost += _decimal(grant.cpu_cores * in_force) * price.cpu_core_hour
+            if grant.memory_gib:
+                result.reserved_cost += (
+                    _decimal(grant.memory_gib * in_force) * price.memory_gib_hour
+                )
         shares.append((grant, hours))
     if held is None:
         return result

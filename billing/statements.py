@@ -102,10 +102,17 @@ def department_lines(
     ``departments`` are (id, slug, name, parent id) rows."""
     parents = {pk: parent for pk, _, _, parent in departments}
     named = {pk: (slug, name) for pk, slug, name, _ in departments}
-    sums: dict[tuple[int, datetime.date], pricing.Costing] = defaultdict(pricing.Costing)
+    # Each team's lines into its own department first, then each department's own total into
+    # every department above it: far fewer sums than each line into every ancestor.
+    own: dict[tuple[int, datetime.date], pricing.Costing] = defaultdict(pricing.Costing)
     for line in lines:
-        for department_id in department_ancestors(parents, team_departments.get(line.team_slug)):
-            sums[(department_id, line.month)].add(line.costing)
+        department_id = team_departments.get(line.team_slug)
+        if department_id is not None:
+            own[(department_id, line.month)].add(line.costing)
+    sums: dict[tuple[int, datetime.date], pricing.Costing] = defaultdict(pricing.Costing)
+    for (department_id, month), costing in own.items():
+        for above in department_ancestors(parents, department_id):
+            sums[(above, month)].add(costing)
     result = [
         DepartmentLine(named[pk][0], named[pk][1], month, total)
         for (pk, month), total in sums.items()
@@ -118,10 +125,12 @@ def monthly_statement(
     first_month: datetime.date,
     months: int = 1,
     teams: QuerySet[Team] | None = None,
+    clusters: QuerySet[Cluster] | None = None,
     now: datetime.datetime | None = None,
 ) -> Statement:
     """Statements for ``months`` calendar months from ``first_month`` for the teams (all of
-    them when None), and for every department above them. Months still running count up to
+    them when None) on the clusters (all of them when None), and for every department above
+    them. Months still running count up to
     ``now``; a cluster whose Prometheus could not answer has granted figures only and an entry
     in ``errors``."""
     now = now or timezone.now()
@@ -138,6 +147,7 @@ def monthly_statement(
         bucket="month",
         now=now,
         idle=True,
+        clusters=clusters,
     )
     prices = price_book()
     team_rows = {
@@ -146,15 +156,11 @@ def monthly_statement(
             "pk", "slug", "name", "department_id"
         )
     }
-    cluster_ids = dict(Cluster.objects.values_list("name", "pk"))
     departments = list(Department.objects.values_list("pk", "slug", "name", "parent_id"))
     department_slugs = {pk: slug for pk, slug, _, _ in departments}
-    grants: dict[tuple[int, int], list] = defaultdict(list)
-    for grant in report.grants:
-        grants[(grant.team_id, grant.cluster_id)].append(grant)
     lines = []
     for row in report.rows:
-        team_id, _, department_id = team_rows[row.team_slug]
+        department_id = team_rows[row.team_slug][2]
         lines.append(
             StatementLine(
                 team_slug=row.team_slug,
@@ -163,7 +169,7 @@ def monthly_statement(
                 cluster=row.cluster,
                 month=row.period.start.date(),
                 costing=pricing.costing(
-                    grants=grants[(team_id, cluster_ids[row.cluster])],
+                    grant_hours=row.grant_hours,
                     period=row.period,
                     held=row.held_gpu_hours,
                     used=row.used_gpu_hours,

@@ -33,8 +33,6 @@ class UsageReport:
     bucket: str
     rows: list[reports.UsageRow]
     errors: dict[str, str] = field(default_factory=dict)  # cluster name -> why it has no figures
-    # The teams' grants the granted hours came from, for whoever prices them (chargeback).
-    grants: list[reports.GrantSpan] = field(default_factory=list)
 
     @property
     def totals(self) -> dict[str, float]:
@@ -120,11 +118,12 @@ def teams_usage_report(
     strict: bool = False,
     now: datetime.datetime | None = None,
     idle: bool = False,
+    clusters: QuerySet[Cluster] | None = None,
 ) -> UsageReport:
     """``usage_report`` for the given teams, whoever asks (budgets and statements read it for
-    every team, with no user). ``every_team`` says the teams are all of them, so Prometheus is
-    asked for every namespace. With ``idle`` the rows also carry the GPU-hours held under each
-    cluster's idle threshold."""
+    every team, with no user), on every cluster or those given. ``every_team`` says the teams
+    are all of them, so Prometheus is asked for every namespace. With ``idle`` the rows also
+    carry the GPU-hours held under each cluster's idle threshold."""
     now = now or timezone.now()
     tz = timezone.get_current_timezone()
     periods = reports.periods(start, end, bucket)
@@ -134,14 +133,14 @@ def teams_usage_report(
     # The teams as a subquery: a thousand ids spelt out in SQL cost more than the rows.
     grants = selectors.grant_spans(QuotaGrant.objects.filter(team__in=teams))
     teams = team_list
-    report = UsageReport(start=start, end=end, bucket=bucket, rows=[], grants=grants)
+    report = UsageReport(start=start, end=end, bucket=bucket, rows=[])
     if not teams:
         return report
     # Each team's grants on each cluster, grouped once: not a scan of every grant per team.
     spans: dict[tuple[int, int], list] = {}
     for grant in grants:
         spans.setdefault((grant.cluster_id, grant.team_id), []).append(grant)
-    for cluster in Cluster.objects.order_by("name"):
+    for cluster in (Cluster.objects.all() if clusters is None else clusters).order_by("name"):
         config = metrics_config(cluster)
         measured: dict[int, tuple[dict, dict]] = {}
         if not cluster.prometheus_url:
@@ -168,13 +167,22 @@ def teams_usage_report(
                 report.errors[cluster.name] = unavailable_message(error)
                 measured = {}
         failed = cluster.name in report.errors
+        # Each grant's hours in every period, worked out once per grant.
+        by_period = {
+            team.pk: [
+                (grant, reports.granted_by_period(grant, periods, now=now, tz=tz))
+                for grant in spans.get((cluster.pk, team.pk), ())
+            ]
+            for team in teams
+        }
         for index, period in enumerate(periods):
             held, used, *idle_measured = measured.get(index, ({}, {}, {}))
             idle_measured = idle_measured or [{}]
             for team in teams:
-                granted = reports.granted_gpu_hours(
-                    spans.get((cluster.pk, team.pk), []), period, now=now, tz=tz
-                )
+                grant_hours = tuple((grant, hours[index]) for grant, hours in by_period[team.pk])
+                granted = 0.0
+                for _, hours in grant_hours:
+                    granted += hours
                 held_hours = None if failed else held.get(team.slug, 0.0)
                 used_hours = None if failed else used.get(team.slug, 0.0)
                 if not (granted or held_hours or used_hours):
@@ -191,6 +199,7 @@ def teams_usage_report(
                         idle_gpu_hours=(
                             idle_measured[0].get(team.slug, 0.0) if idle and not failed else None
                         ),
+                        grant_hours=grant_hours,
                     )
                 )
     report.rows.sort(key=lambda r: (r.period.start, r.team_slug, r.cluster))

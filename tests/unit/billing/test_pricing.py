@@ -8,8 +8,8 @@ from fractions import Fraction
 import pytest
 
 from billing import pricing
-from billing.pricing import PriceBook, PriceRow, costing, mig_fraction
-from monitoring.reports import GrantSpan, Period
+from billing.pricing import PriceBook, PriceRow, mig_fraction
+from monitoring.reports import GrantSpan, Period, granted_gpu_hours
 
 UTC = datetime.UTC
 NOVEMBER = Period(
@@ -32,6 +32,12 @@ def grant(gpus=2, resource="nvidia.com/gpu", model="H100", cpu=None, memory=None
         cpu_cores=cpu,
         memory_gib=memory,
     )
+
+
+def costing(*, grants, period, now, tz, **measured):
+    """``pricing.costing`` of the grants with their hours as the usage report gives them."""
+    hours = [(g, granted_gpu_hours([g], period, now=now, tz=tz)) for g in grants]
+    return pricing.costing(grant_hours=hours, period=period, now=now, tz=tz, **measured)
 
 
 BOOK = PriceBook(

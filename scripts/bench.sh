@@ -24,6 +24,7 @@ rm -f bench-results/summary.jsonl
 trap '.venv/bin/python tests/bench/summary.py' EXIT
 
 .venv/bin/python tests/bench/bench_api_lists.py
+.venv/bin/python tests/bench/bench_statements.py
 .venv/bin/python tests/bench/bench_reconcile.py
 .venv/bin/python tests/bench/bench_monitoring.py
 .venv/bin/python tests/bench/bench_gpujobs.py

@@ -6,8 +6,10 @@ counts the held hours shared to that model's grants (``billing.pricing.held_by_m
 
 from __future__ import annotations
 
+import csv
 import datetime
-from collections.abc import Iterable, Sequence
+import io
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from django.contrib.auth.models import User
@@ -228,3 +230,19 @@ def budgets_spending(
             )
         )
     return result
+
+
+CSV_HEADER = [
+    "id", "team", "department", "period", "gpu_model", "gpu_hours", "policy", "period_start",
+    "spent_gpu_hours", "spent_percent", "checked_at", "exhausted",
+]  # fmt: skip
+
+
+def csv_text(rows: Iterable[Mapping]) -> str:
+    """Budgets with their spending (as the API gives them) as CSV, one line per budget."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_HEADER)
+    for row in rows:
+        writer.writerow(["" if row[name] is None else row[name] for name in CSV_HEADER])
+    return out.getvalue()

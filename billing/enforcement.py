@@ -9,41 +9,25 @@ all work."""
 from __future__ import annotations
 
 from django.core.exceptions import ValidationError
-from django.db.models import Q
-from django.utils import timezone
 
-from billing import periods
+from billing import selectors
 from billing.budgets import budget_words
 from billing.models import Budget, BudgetSpend
-from billing.statements import department_ancestors
 from clusters.models import Cluster, QuotaMode
 from clusters.vocabulary import OPPORTUNISTIC
-from tenants.models import Department, Team
+from tenants.models import Team
 
 
-def spent_budgets(*, team: Team, gpu_model: str = "") -> list[BudgetSpend]:
+def spent_budgets(*, team: Team, gpu_model: str = "") -> list[tuple[Budget, BudgetSpend]]:
     """The team's spent budgets this period (its own and its departments'), for work of the
     model (empty: work naming no model, which only every-model budgets cover)."""
-    today = timezone.localdate()
-    departments = []
-    if team.department_id is not None:
-        parents = dict(Department.objects.values_list("pk", "parent_id"))
-        departments = department_ancestors(parents, team.department_id)
-    models = {"", gpu_model}
-    return list(
-        BudgetSpend.objects.filter(
-            Q(budget__team=team) | Q(budget__department_id__in=departments),
-            Q(budget__period=periods.MONTH, period_start=periods.period_start("month", today))
-            | Q(
-                budget__period=periods.QUARTER,
-                period_start=periods.period_start("quarter", today),
-            ),
-            budget__gpu_model__in=models,
-            exhausted_at__isnull=False,
-        )
-        .select_related("budget__team", "budget__department")
-        .order_by("budget_id")
-    )
+    budgets = list(selectors.budgets_of_team(team).filter(gpu_model__in={"", gpu_model}))
+    spends = selectors.current_spends(budgets)
+    return [
+        (budget, spends[budget.pk])
+        for budget in budgets
+        if budget.pk in spends and spends[budget.pk].exhausted_at is not None
+    ]
 
 
 def budget_refusal(
@@ -51,8 +35,7 @@ def budget_refusal(
 ) -> str | None:
     """Why the team's budgets refuse this work now, or None. ``priority`` is the kind of work
     (empty: work that cannot be opportunistic, such as a service)."""
-    for spend in spent_budgets(team=team, gpu_model=gpu_model):
-        budget = spend.budget
+    for budget, spend in spent_budgets(team=team, gpu_model=gpu_model):
         spent = f"{spend.spent_gpu_hours:.1f} GPU-hours held since {spend.period_start}"
         if budget.policy == Budget.Policy.REFUSE:
             return (

@@ -59,16 +59,23 @@ class PriceListView(APIView):
 
 class BudgetListView(APIView):
     permission_classes = [IsAuthenticated]
+    renderer_classes = [JSONRenderer, CsvRenderer]
 
     @extend_schema(
         summary="Budgets you may see, with what each has spent this period",
-        description="Spending is the last budget check's (every few minutes).",
+        description="Spending is the last budget check's (every few minutes). `?format=csv` "
+        "answers in CSV.",
         responses=s.BudgetSerializer(many=True),
     )
     def get(self, request):
         visible = list(selectors.budgets_visible_to(request.user))
         spends = selectors.current_spends(visible)
-        return Response(s.BudgetSerializer(visible, many=True, context={"spends": spends}).data)
+        data = s.BudgetSerializer(visible, many=True, context={"spends": spends}).data
+        if request.accepted_renderer.format == "csv":
+            response = Response(budgets.csv_text(data), content_type="text/csv")
+            response["Content-Disposition"] = 'attachment; filename="gpu-budgets.csv"'
+            return response
+        return Response(data)
 
     @extend_schema(
         summary="Give a team or a department a GPU-hour budget (admins)",

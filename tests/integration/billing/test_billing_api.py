@@ -158,6 +158,19 @@ def test_a_lead_sees_the_budgets_of_their_team_and_department_but_cannot_set_one
     assert refused.status_code == 403
 
 
+def test_budgets_and_their_spending_come_as_csv(api, admin, team, grant):
+    spent_budget(admin, team)
+
+    response = api.as_user(admin).get("/api/v1/billing/budgets/", {"format": "csv"})
+
+    header, line = response.content.decode().splitlines()
+    assert header.startswith("id,team,department,period,gpu_model,gpu_hours,policy")
+    cells = dict(zip(header.split(","), line.split(","), strict=True))
+    assert cells["team"] == team.slug
+    assert cells["spent_gpu_hours"] == "0.0"
+    assert cells["exhausted"] == "True"
+
+
 # --- the 100% policy ---------------------------------------------------------------------------
 
 

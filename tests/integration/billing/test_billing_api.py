@@ -14,8 +14,10 @@ from billing import budget_checks
 from billing.models import Budget, BudgetSpend, Price
 from clusters.models import QuotaMode
 from monitoring.models import Notification
+from serving.models import InferenceService
 from tenants.models import AuditEvent, Department
 from tests import factories
+from tests.integration.serving.api import deploy_body
 
 pytestmark = pytest.mark.django_db
 
@@ -192,6 +194,16 @@ def test_a_spent_budget_refuses_new_jobs_naming_the_budget(api, admin, member, t
     message = str(response.data["gpus"])
     assert "Budget spent: the monthly budget of 0 GPU-hours of team vision" in message
     assert "refused" in message
+
+
+def test_a_spent_budget_refuses_new_services_naming_the_budget(api, admin, member, team, grant):
+    spent_budget(admin, team)
+
+    response = api.as_user(member).post("/api/v1/services/", deploy_body(), format="json")
+
+    assert response.status_code == 400, response.data
+    assert "Budget spent: the monthly budget of 0 GPU-hours" in str(response.data["replicas"])
+    assert not InferenceService.objects.exists()
 
 
 def test_a_budget_of_another_model_does_not_refuse(api, admin, member, team, grant):

@@ -388,3 +388,26 @@ def test_a_negative_budget_on_the_page_is_a_form_error(admin, team, client_as):
     assert page.status_code == 200
     assert "Must not be negative" in page.content.decode()
     assert not Budget.objects.exists()
+
+
+def test_an_admin_sets_a_price_on_the_prices_page(admin, client_as):
+    client = client_as(admin)
+
+    done = client.post(
+        "/billing/prices/",
+        {"gpu_model": "H100", "effective_from": THIS_MONTH.isoformat(), "gpu_hour": "2.125"},
+    )
+    refused = client.post(
+        "/billing/prices/",
+        {"gpu_model": "H100", "effective_from": THIS_MONTH.isoformat(), "gpu_hour": "2.12345"},
+    )
+
+    assert done.status_code == 302
+    assert Price.objects.get().gpu_hour == Decimal("2.125")
+    assert refused.status_code == 200
+    assert "At most 4 decimal places" in refused.content.decode()
+    assert "2.1250" in client.get("/billing/prices/").content.decode()
+
+
+def test_only_admins_see_the_prices_page(lead, client_as):
+    assert client_as(lead).get("/billing/prices/").status_code == 403

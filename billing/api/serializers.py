@@ -32,8 +32,8 @@ class PriceWriteSerializer(serializers.Serializer):
 
 
 class BudgetSerializer(serializers.ModelSerializer):
-    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    department = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    team = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
+    department = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
     period_start = serializers.SerializerMethodField()
     spent_gpu_hours = serializers.SerializerMethodField()
     spent_percent = serializers.SerializerMethodField()

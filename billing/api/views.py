@@ -5,6 +5,8 @@ handler)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -22,6 +24,12 @@ from monitoring.api.views import CsvRenderer
 from tenants.models import Department, Team
 from tenants.permissions import is_portal_admin
 from tenants.selectors import teams_visible_to
+
+
+def _body(request) -> Mapping:
+    if not isinstance(request.data, Mapping):
+        raise ValidationError({"non_field_errors": ["Send a JSON object."]})
+    return request.data
 
 
 def _text(data, name: str) -> str:
@@ -45,7 +53,7 @@ class PriceListView(APIView):
         responses={201: s.PriceSerializer},
     )
     def post(self, request):
-        data = request.data
+        data = _body(request)
         price = prices.price_set(
             actor=request.user,
             gpu_model=_text(data, "gpu_model"),
@@ -83,7 +91,7 @@ class BudgetListView(APIView):
         responses={201: s.BudgetSerializer},
     )
     def post(self, request):
-        data = request.data
+        data = _body(request)
         team = department = None
         if data.get("team"):
             team = Team.objects.filter(slug=_text(data, "team")).first()

@@ -1,6 +1,6 @@
-"""A budget's burn-down: the GPU-hours its teams held day by day this period (from the usage
-report, as the budget check counts them), the projection at the current rate, and the DCGM
-utilisation of those GPUs each day."""
+"""A budget's burn-down: the GPU-hours its teams held this period, day by day (week by week
+for a quarter), from the usage report as the budget check counts them; the projection at the
+current rate; and the DCGM utilisation of those GPUs each day (or week)."""
 
 from __future__ import annotations
 
@@ -24,9 +24,10 @@ class BurnDown:
     budget: Budget
     start: datetime.datetime
     end: datetime.datetime
-    days: list[datetime.datetime]  # each day's end (or now, for today)
-    spent: list[float]  # cumulative GPU-hours at each day's end
-    utilisation: list[float | None]  # percent, each day
+    bucket: str  # "day" or "week": how far apart the points are
+    days: list[datetime.datetime]  # each day's (or week's) end, or now for the current one
+    spent: list[float]  # cumulative GPU-hours at each of them
+    utilisation: list[float | None]  # percent, each day (or week)
     projected: float
     errors: dict[str, str]
 
@@ -51,9 +52,9 @@ class BurnDown:
             title=f"Burn-down of {budget_words(self.budget)}",
         )
         utilisation = figures.daily_utilisation(
-            days=[(day - datetime.timedelta(hours=12)).timestamp() for day in self.days],
+            days=[day.timestamp() for day in self.days],
             percent=self.utilisation,
-            title="DCGM utilisation of the GPUs held, per day",
+            title=f"DCGM utilisation of the GPUs held, per {self.bucket}",
         )
         key = f"budget-{self.budget.pk}"
         return [
@@ -63,7 +64,7 @@ class BurnDown:
 
 
 def budget_burn_down(budget: Budget, *, now: datetime.datetime | None = None) -> BurnDown:
-    """The budget's period so far, a day at a time (one usage report of its teams)."""
+    """The budget's period so far, a day (or a week) at a time: one usage report of its teams."""
     now = now or timezone.now()
     tz = timezone.get_current_timezone()
     first = periods.period_start(budget.period, timezone.localdate(now))
@@ -72,19 +73,21 @@ def budget_burn_down(budget: Budget, *, now: datetime.datetime | None = None) ->
     end = datetime.datetime.combine(last, datetime.time(), tzinfo=tz)
     team_ids = TeamCoverage.load().team_ids(budget)
     until = min(now, end)
+    # A point a day for a month; a quarter's 92 days would be as many usage queries a page.
+    bucket = "day" if budget.period == Budget.Period.MONTH else "week"
     report = teams_usage_report(
         teams=Team.objects.filter(pk__in=team_ids),
         every_team=False,
         start=start,
         end=max(until, start + datetime.timedelta(seconds=1)),
-        bucket="day",
+        bucket=bucket,
         now=now,
     )
     held: dict[datetime.datetime, float] = defaultdict(float)
     raw_held: dict[datetime.datetime, float] = defaultdict(float)
     used: dict[datetime.datetime, float] = defaultdict(float)
     empty = pricing.PriceBook(())
-    day_ends = [min(p.end, until) for p in reports.periods(start, report.end, "day")]
+    day_ends = [min(p.end, until) for p in reports.periods(start, report.end, bucket)]
     for row in report.rows:
         if row.held_gpu_hours is None:
             continue
@@ -114,6 +117,7 @@ def budget_burn_down(budget: Budget, *, now: datetime.datetime | None = None) ->
         budget=budget,
         start=start,
         end=end,
+        bucket=bucket,
         days=day_ends,
         spent=spent,
         utilisation=utilisation,

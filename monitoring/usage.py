@@ -132,9 +132,8 @@ def teams_usage_report(
     namespaces = None if every_team else sorted(by_slug)
     # The teams as a subquery: a thousand ids spelt out in SQL cost more than the rows.
     grants = selectors.grant_spans(QuotaGrant.objects.filter(team__in=teams))
-    teams = team_list
     report = UsageReport(start=start, end=end, bucket=bucket, rows=[])
-    if not teams:
+    if not team_list:
         return report
     # Each team's grants on each cluster, grouped once: not a scan of every grant per team.
     spans: dict[tuple[int, int], list] = {}
@@ -173,12 +172,12 @@ def teams_usage_report(
                 (grant, reports.granted_by_period(grant, periods, now=now, tz=tz))
                 for grant in spans.get((cluster.pk, team.pk), ())
             ]
-            for team in teams
+            for team in team_list
         }
         for index, period in enumerate(periods):
             held, used, *idle_measured = measured.get(index, ({}, {}, {}))
             idle_measured = idle_measured or [{}]
-            for team in teams:
+            for team in team_list:
                 grant_hours = tuple((grant, hours[index]) for grant, hours in by_period[team.pk])
                 granted = 0.0
                 for _, hours in grant_hours:

@@ -139,7 +139,8 @@ def teams_usage_report(
     spans: dict[tuple[int, int], list] = {}
     for grant in grants:
         spans.setdefault((grant.cluster_id, grant.team_id), []).append(grant)
-    for cluster in (Cluster.objects.all() if clusters is None else clusters).order_by("name"):
+    cluster_list = list((Cluster.objects.all() if clusters is None else clusters).order_by("name"))
+    for cluster in cluster_list:
         config = metrics_config(cluster)
         measured: dict[int, tuple[dict, dict]] = {}
         if not cluster.prometheus_url:
@@ -201,5 +202,7 @@ def teams_usage_report(
                         grant_hours=grant_hours,
                     )
                 )
-    report.rows.sort(key=lambda r: (r.period.start, r.team_slug, r.cluster))
+    if len(cluster_list) > 1:
+        # One cluster's rows come in order already (periods, then teams by slug).
+        report.rows.sort(key=lambda r: (r.period.start, r.team_slug, r.cluster))
     return report

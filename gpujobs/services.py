@@ -30,6 +30,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 from kombu.exceptions import OperationalError
 
+from billing.enforcement import check_budgets
 from clusters.kube import (
     ClusterNotConfigured,
     KubeError,
@@ -76,6 +77,12 @@ def job_submit(*, user: User, team: Team, cluster: Cluster, job_request: JobRequ
     if not can_submit_jobs(user, team):
         raise PermissionDenied(f"Only leads and members of {team.slug} can run jobs there.")
     admission.check_job(team=team, cluster=cluster, request=job_request)
+    check_budgets(
+        team=team,
+        cluster=cluster,
+        gpu_model=job_request.gpu_model,
+        priority=job_request.priority,
+    )
     queue = queue_for(cluster, job_request.priority)
     if queue:
         # It waits in the queue when it does not fit now; refused only if it never can.

@@ -262,6 +262,78 @@ def held_vs_granted(
     return _figure(data, layout)
 
 
+def budget_burn_down(
+    *,
+    days: Sequence[float],
+    spent: Sequence[float],
+    budget: float,
+    period: tuple[float, float],
+    projection: tuple[float, float, float] | None,
+    title: str,
+) -> dict:
+    """A budget's burn-down: GPU-hours spent so far (cumulative, at each day's end), the budget
+    as a dashed ceiling over the whole period, and the projection at the current rate as a
+    dotted line from now (``projection``: now, spent now, projected at the period's end). Times
+    are unix seconds."""
+    data = [
+        {
+            "type": "scatter",
+            "mode": "lines+markers",
+            "name": "Spent",
+            "x": _millis(days),
+            "y": _rounded_all(spent, 1),
+            "line": {"width": 2},
+            "hovertemplate": "%{y} GPU-h<extra>spent</extra>",
+        },
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "name": "Budget",
+            "x": _millis(period),
+            "y": [budget, budget],
+            "line": {"dash": "dash", "color": COLOURS[3], "width": 2},
+            "hovertemplate": "%{y} GPU-h<extra>budget</extra>",
+        },
+    ]
+    if projection is not None:
+        now, spent_now, projected = projection
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": "Projected at the current rate",
+                "x": _millis((now, period[1])),
+                "y": _rounded_all((spent_now, projected), 1),
+                "line": {"dash": "dot", "color": COLOURS[1], "width": 2},
+                "hovertemplate": "%{y} GPU-h<extra>projected</extra>",
+            }
+        )
+    layout = _base_layout(title)
+    layout["xaxis"] = _time_axis(period)
+    layout["yaxis"] = _y_axis(Axis("GPU-hours"))
+    layout["showlegend"] = True
+    return _figure(data, layout)
+
+
+def daily_utilisation(*, days: Sequence[float], percent: Sequence[float | None], title: str):
+    """The DCGM utilisation of the GPUs held each day (used over held GPU-hours), as bars."""
+    data = [
+        {
+            "type": "bar",
+            "name": "Utilisation",
+            "x": _millis(days),
+            "y": [None if p is None else round(p, 1) for p in percent],
+            "marker": {"color": COLOURS[2]},
+            "hovertemplate": "%{y}%<extra>utilisation</extra>",
+        }
+    ]
+    layout = _base_layout(title)
+    layout["xaxis"] = _time_axis()
+    layout["yaxis"] = _y_axis(Axis("Utilisation", "%", (0, 100)))
+    layout["showlegend"] = False
+    return _figure(data, layout)
+
+
 def heatmap(
     series: Sequence[Series],
     *,

@@ -100,6 +100,8 @@ class Notification(models.Model):
         IDLE_WARNING = "idle_warning", "Idle pod will be stopped"
         IDLE_STOPPED = "idle_stopped", "Idle pod stopped"
         GRANT_ENDING = "grant_ending", "Grant ends soon"
+        BUDGET_WARNING = "budget_warning", "Budget 80% spent"
+        BUDGET_EXHAUSTED = "budget_exhausted", "Budget spent"
 
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notifications"
@@ -123,7 +125,16 @@ class Notification(models.Model):
         indexes = [models.Index(fields=["user", "read_at"], name="notification_unread_idx")]
         constraints = [
             models.CheckConstraint(
-                condition=Q(kind__in=["idle", "idle_warning", "idle_stopped", "grant_ending"]),
+                condition=Q(
+                    kind__in=[
+                        "idle",
+                        "idle_warning",
+                        "idle_stopped",
+                        "grant_ending",
+                        "budget_warning",
+                        "budget_exhausted",
+                    ]
+                ),
                 name="notification_kind_valid",
             ),
         ]

@@ -459,3 +459,20 @@ def gpu_seconds_used(config: MetricsConfig, *, period_seconds: float, resolution
     busy = f"sum {_by(config.labels.namespace)} ({series})"
     scale = resolution if config.utilisation_is_ratio else resolution / 100
     return f"sum_over_time(({busy}){_period(period_seconds, resolution)}) * {scale:g}"
+
+
+def gpu_seconds_idle(
+    config: MetricsConfig,
+    *,
+    period_seconds: float,
+    resolution: int,
+    threshold_percent: float,
+    **filters,
+):
+    """GPU-seconds held per namespace while the GPU's utilisation was under the idle threshold
+    (the cluster's ``idle_utilization_percent``, as the idle notices use it), sampled like
+    ``gpu_seconds_held``: the held GPU-seconds' idle share."""
+    series = selector(config.utilisation_metric, config, **filters)
+    threshold = threshold_percent / 100 if config.utilisation_is_ratio else threshold_percent
+    count = f"count {_by(config.labels.namespace)} ({series} < {threshold:g})"
+    return f"sum_over_time(({count}){_period(period_seconds, resolution)}) * {resolution}"

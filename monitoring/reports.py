@@ -80,6 +80,11 @@ class GrantSpan:
     ends_on: datetime.date | None
     ended_at: datetime.datetime | None
     resized: tuple[tuple[datetime.datetime, int, int], ...] = ()
+    # What kind of GPU, and which CPU and memory came with them: what chargeback prices.
+    gpu_resource: str = ""
+    gpu_model: str = ""
+    cpu_cores: float | None = None
+    memory_gib: int | None = None
 
     def sizes(
         self, start: datetime.datetime
@@ -118,16 +123,39 @@ def granted_gpu_hours(
 ) -> float:
     """GPU-hours the grants allowed within the period, each stretch at the size the grant had
     then, never counting the future."""
-    period_end = min(period.end, now)
     total = 0.0
     for grant in grants:
-        start, end = grant_interval(grant, tz)
-        for since, until, gpus in grant.sizes(start):
-            overlap_start = max(since, period.start)
-            overlap_end = min(t for t in (until, end, period_end) if t is not None)
+        total += granted_by_period(grant, (period,), now=now, tz=tz)[0]
+    return total
+
+
+def granted_by_period(
+    grant: GrantSpan, periods: Sequence[Period], *, now: datetime.datetime, tz: datetime.tzinfo
+) -> list[float]:
+    """The GPU-hours one grant allowed within each period (``granted_gpu_hours`` of it alone),
+    its interval and sizes worked out once for them all."""
+    start, end = grant_interval(grant, tz)
+    stretches = None
+    result = []
+    for period in periods:
+        period_end = period.end if period.end < now else now
+        if start >= period_end or (end is not None and end <= period.start):
+            result.append(0.0)  # not in force in the period (the common case)
+            continue
+        if stretches is None:
+            stretches = grant.sizes(start)
+        total = 0.0
+        for since, until, gpus in stretches:
+            overlap_start = since if since > period.start else period.start
+            overlap_end = period_end
+            if until is not None and until < overlap_end:
+                overlap_end = until
+            if end is not None and end < overlap_end:
+                overlap_end = end
             if overlap_end > overlap_start:
                 total += gpus * (overlap_end - overlap_start).total_seconds() / 3600
-    return total
+        result.append(total)
+    return result
 
 
 @dataclass(frozen=True)
@@ -141,6 +169,11 @@ class UsageRow:
     granted_gpu_hours: float
     held_gpu_hours: float | None  # None: the cluster's Prometheus could not say
     used_gpu_hours: float | None
+    # Held while under the cluster's idle threshold; None unless the report was asked for it.
+    idle_gpu_hours: float | None = None
+    # Each of the team's grants on the cluster with its granted hours in the period (they add
+    # up to ``granted_gpu_hours``): what chargeback prices grant by grant.
+    grant_hours: tuple[tuple[GrantSpan, float], ...] = ()
 
     @property
     def utilisation_percent(self) -> float | None:

@@ -66,7 +66,17 @@ def grant_spans(grants: QuerySet[QuotaGrant]) -> list[reports.GrantSpan]:
     """The grants with their size history, read from the audit trail of their shrinks."""
     rows = list(
         grants.values_list(
-            "pk", "team_id", "cluster_id", "gpus", "starts_on", "ends_on", "ended_at"
+            "pk",
+            "team_id",
+            "cluster_id",
+            "gpus",
+            "starts_on",
+            "ends_on",
+            "ended_at",
+            "gpu_resource",
+            "gpu_model",
+            "cpu_cores",
+            "memory_gib",
         )
     )
     resized: dict[int, list] = defaultdict(list)
@@ -80,4 +90,14 @@ def grant_spans(grants: QuerySet[QuotaGrant]) -> list[reports.GrantSpan]:
     ):
         if before["gpus"] != after["gpus"]:
             resized[grant_id].append((at, before["gpus"], after["gpus"]))
-    return [reports.GrantSpan(*row[1:], resized=tuple(resized[row[0]])) for row in rows]
+    return [
+        reports.GrantSpan(
+            *row[1:7],
+            resized=tuple(resized[row[0]]),
+            gpu_resource=row[7],
+            gpu_model=row[8],
+            cpu_cores=None if row[9] is None else float(row[9]),
+            memory_gib=row[10],
+        )
+        for row in rows
+    ]

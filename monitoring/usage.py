@@ -8,18 +8,20 @@ hours from Prometheus. ``usage_report(strict=True)``, behind the API, raises
 from __future__ import annotations
 
 import datetime
+import functools
 import math
 from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser, User
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from clusters.models import Cluster
 from monitoring import promql, reports, selectors
 from monitoring.metrics import metrics_config, prometheus_for, unavailable_message
 from monitoring.prometheus import PrometheusClient, PrometheusError
-from tenants.models import QuotaGrant
+from tenants.models import QuotaGrant, Team
 from tenants.permissions import is_portal_admin
 from tenants.selectors import teams_visible_to
 
@@ -54,13 +56,20 @@ def _measured_hours(
     *,
     at: datetime.datetime,
     namespaces: list[str] | None,
-) -> tuple[dict[str, float], dict[str, float]]:
-    """GPU-hours held and used per namespace in the period up to ``at``."""
+    idle_threshold_percent: float | None = None,
+) -> tuple[dict[str, float], ...]:
+    """GPU-hours held and used per namespace in the period up to ``at``, and with an idle
+    threshold also those held while under it."""
     seconds = (at - period.start).total_seconds()
     resolution = settings.MONITORING_USAGE_RESOLUTION_SECONDS
     filters = {"namespaces": namespaces} if namespaces is not None else {"held": True}
+    builds = [promql.gpu_seconds_held, promql.gpu_seconds_used]
+    if idle_threshold_percent is not None:
+        builds.append(
+            functools.partial(promql.gpu_seconds_idle, threshold_percent=idle_threshold_percent)
+        )
     measured = []
-    for build in (promql.gpu_seconds_held, promql.gpu_seconds_used):
+    for build in builds:
         query = build(config, period_seconds=seconds, resolution=resolution, **filters)
         samples = prometheus.query(query, at=at.timestamp())
         measured.append(
@@ -70,7 +79,7 @@ def _measured_hours(
                 if not math.isnan(s.value)
             }
         )
-    return measured[0], measured[1]
+    return tuple(measured)
 
 
 def usage_report(
@@ -87,23 +96,51 @@ def usage_report(
     With ``strict`` a Prometheus failure raises (the API's 503); otherwise the cluster's rows
     show granted hours only and ``errors`` says why.
     """
+    return teams_usage_report(
+        teams=teams_visible_to(user),
+        # Admins see every team: ask for every namespace rather than spell out hundreds of slugs.
+        every_team=is_portal_admin(user),
+        start=start,
+        end=end,
+        bucket=bucket,
+        strict=strict,
+        now=now,
+    )
+
+
+def teams_usage_report(
+    *,
+    teams: QuerySet[Team],
+    every_team: bool,
+    start: datetime.datetime,
+    end: datetime.datetime,
+    bucket: str = "total",
+    strict: bool = False,
+    now: datetime.datetime | None = None,
+    idle: bool = False,
+    clusters: QuerySet[Cluster] | None = None,
+) -> UsageReport:
+    """``usage_report`` for the given teams, whoever asks (budgets and statements read it for
+    every team, with no user), on every cluster or those given. ``every_team`` says the teams
+    are all of them, so Prometheus is asked for every namespace. With ``idle`` the rows also
+    carry the GPU-hours held under each cluster's idle threshold."""
     now = now or timezone.now()
     tz = timezone.get_current_timezone()
     periods = reports.periods(start, end, bucket)
-    teams = list(teams_visible_to(user).order_by("slug"))
-    by_slug = {t.slug: t for t in teams}
-    # Admins see every team: ask for every namespace rather than spell out hundreds of slugs.
-    namespaces = None if is_portal_admin(user) else sorted(by_slug)
+    team_list = list(teams.order_by("slug"))
+    by_slug = {t.slug: t for t in team_list}
+    namespaces = None if every_team else sorted(by_slug)
     # The teams as a subquery: a thousand ids spelt out in SQL cost more than the rows.
-    grants = selectors.grant_spans(QuotaGrant.objects.filter(team__in=teams_visible_to(user)))
+    grants = selectors.grant_spans(QuotaGrant.objects.filter(team__in=teams))
     report = UsageReport(start=start, end=end, bucket=bucket, rows=[])
-    if not teams:
+    if not team_list:
         return report
     # Each team's grants on each cluster, grouped once: not a scan of every grant per team.
     spans: dict[tuple[int, int], list] = {}
     for grant in grants:
         spans.setdefault((grant.cluster_id, grant.team_id), []).append(grant)
-    for cluster in Cluster.objects.order_by("name"):
+    cluster_list = list((Cluster.objects.all() if clusters is None else clusters).order_by("name"))
+    for cluster in cluster_list:
         config = metrics_config(cluster)
         measured: dict[int, tuple[dict, dict]] = {}
         if not cluster.prometheus_url:
@@ -115,7 +152,14 @@ def usage_report(
                         at = min(period.end, now)
                         if at > period.start:
                             measured[index] = _measured_hours(
-                                prometheus, config, period, at=at, namespaces=namespaces
+                                prometheus,
+                                config,
+                                period,
+                                at=at,
+                                namespaces=namespaces,
+                                idle_threshold_percent=(
+                                    cluster.idle_utilization_percent if idle else None
+                                ),
                             )
             except PrometheusError as error:
                 if strict:
@@ -123,12 +167,22 @@ def usage_report(
                 report.errors[cluster.name] = unavailable_message(error)
                 measured = {}
         failed = cluster.name in report.errors
+        # Each grant's hours in every period, worked out once per grant.
+        by_period = {
+            team.pk: [
+                (grant, reports.granted_by_period(grant, periods, now=now, tz=tz))
+                for grant in spans.get((cluster.pk, team.pk), ())
+            ]
+            for team in team_list
+        }
         for index, period in enumerate(periods):
-            held, used = measured.get(index, ({}, {}))
-            for team in teams:
-                granted = reports.granted_gpu_hours(
-                    spans.get((cluster.pk, team.pk), []), period, now=now, tz=tz
-                )
+            held, used, *idle_measured = measured.get(index, ({}, {}, {}))
+            idle_measured = idle_measured or [{}]
+            for team in team_list:
+                grant_hours = tuple((grant, hours[index]) for grant, hours in by_period[team.pk])
+                granted = 0.0
+                for _, hours in grant_hours:
+                    granted += hours
                 held_hours = None if failed else held.get(team.slug, 0.0)
                 used_hours = None if failed else used.get(team.slug, 0.0)
                 if not (granted or held_hours or used_hours):
@@ -142,7 +196,13 @@ def usage_report(
                         granted_gpu_hours=granted,
                         held_gpu_hours=held_hours,
                         used_gpu_hours=used_hours,
+                        idle_gpu_hours=(
+                            idle_measured[0].get(team.slug, 0.0) if idle and not failed else None
+                        ),
+                        grant_hours=grant_hours,
                     )
                 )
-    report.rows.sort(key=lambda r: (r.period.start, r.team_slug, r.cluster))
+    if len(cluster_list) > 1:
+        # One cluster's rows come in order already (periods, then teams by slug).
+        report.rows.sort(key=lambda r: (r.period.start, r.team_slug, r.cluster))
     return report

@@ -91,6 +91,7 @@ INSTALLED_APPS = [
     "monitoring",
     "gpujobs",
     "serving",
+    "billing",
 ]
 
 MIDDLEWARE = [
@@ -338,6 +339,9 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 PORTAL_RECONCILE_SWEEP_SECONDS = env_float("PORTAL_RECONCILE_SWEEP_SECONDS", 300)
 PORTAL_INVENTORY_SYNC_SECONDS = env_float("PORTAL_INVENTORY_SYNC_SECONDS", 60)
 PORTAL_IDLE_CHECK_EVERY_SECONDS = env_float("PORTAL_IDLE_CHECK_EVERY_SECONDS", 60)
+# Budgets: how often their spending is measured (and the leads told at 80% and 100%); new work
+# is refused on what the last check found.
+BILLING_BUDGET_CHECK_SECONDS = env_float("BILLING_BUDGET_CHECK_SECONDS", 900)
 GPUJOBS_RESYNC_SECONDS = env_float("GPUJOBS_RESYNC_SECONDS", 60)
 SERVING_RESYNC_SECONDS = env_float("SERVING_RESYNC_SECONDS", 60)
 PORTAL_GRANT_REMINDER_CHECK_SECONDS = env_float("PORTAL_GRANT_REMINDER_CHECK_SECONDS", 3600)
@@ -358,6 +362,10 @@ CELERY_BEAT_SCHEDULE = {
     "check-idle-gpus": {
         "task": "monitoring.tasks.check_idle_gpus",
         "schedule": PORTAL_IDLE_CHECK_EVERY_SECONDS,
+    },
+    "check-budgets": {
+        "task": "billing.tasks.check_budgets",
+        "schedule": BILLING_BUDGET_CHECK_SECONDS,
     },
     # GPU jobs: re-enqueue queued jobs nobody is creating; bring active jobs in line with their
     # clusters from full lists (whatever the watcher missed).

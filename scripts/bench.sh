@@ -25,6 +25,7 @@ trap '.venv/bin/python tests/bench/summary.py' EXIT
 
 .venv/bin/python tests/bench/bench_api_lists.py
 .venv/bin/python tests/bench/bench_calendar.py
+.venv/bin/python tests/bench/bench_statements.py
 .venv/bin/python tests/bench/bench_reconcile.py
 .venv/bin/python tests/bench/bench_monitoring.py
 .venv/bin/python tests/bench/bench_gpujobs.py

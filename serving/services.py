@@ -26,6 +26,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from billing.enforcement import check_budgets
 from clusters.models import Cluster
 from serving import admission, reconcile_triggers, selectors
 from serving.admission import Planned, planned, replicas_words
@@ -188,6 +189,9 @@ def service_deploy(
     if not can_deploy(user, team):
         raise PermissionDenied(f"Only leads and members of {team.slug} can run services there.")
     admission.check_revision(team=team, cluster=cluster, request=request.revision)
+    check_budgets(
+        team=team, cluster=cluster, gpu_model=request.revision.gpu_model, field="replicas"
+    )
     revision = request.revision
     with transaction.atomic():
         Team.objects.select_for_update().get(pk=team.pk)

@@ -51,6 +51,8 @@ AUDITED_FIELDS = {
         "fair_sharing_weight",
     ],
     "GpuCapacity": ["cluster_id", "resource_name", "gpu_model", "allocatable", "admin_cap"],
+    "Price": ["gpu_model", "gpu_hour", "cpu_core_hour", "memory_gib_hour", "effective_from"],
+    "Budget": ["team_id", "department_id", "period", "gpu_model", "gpu_hours", "policy"],
 }
 
 

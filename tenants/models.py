@@ -422,6 +422,9 @@ class AuditEvent(models.Model):
         SERVICE_SCALED = "inference_service.scaled", "inference service scaled"
         SERVICE_STOPPED = "inference_service.stopped", "inference service stopped"
         SERVICE_DELETED = "inference_service.deleted", "inference service deleted"
+        PRICE_SET = "price.set", "price set"
+        BUDGET_SET = "budget.set", "budget set"
+        BUDGET_DELETED = "budget.deleted", "budget deleted"
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     actor = models.ForeignKey(

@@ -14,6 +14,7 @@ from django.core.signals import request_finished, request_started
 from django.db import close_old_connections
 from django.utils import timezone
 
+from billing.budgets import budget_set
 from serving import services as serving_services
 from serving.specs import DeployRequest
 from tenants import quota, services
@@ -64,6 +65,7 @@ def world(db, cluster, team, other_team, lead, member, other_lead, admin, outsid
     services.team_archive(actor=admin, team=archived, note="Done.")
     notification = factories.NotificationFactory(user=lead, team=team)
     audit_event = grant.request.team.audit_events.order_by("pk").first()
+    budget = budget_set(actor=admin, team=team, gpu_hours="1000")
     return {
         "cluster": cluster,
         "team": team,
@@ -77,6 +79,7 @@ def world(db, cluster, team, other_team, lead, member, other_lead, admin, outsid
         "service": service,
         "notification": notification,
         "audit_event": audit_event,
+        "budget": budget,
         "outsider": outsider,
         "archived": archived,
         "today": today,

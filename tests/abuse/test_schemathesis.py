@@ -91,6 +91,7 @@ def _real_path_parameters(world) -> dict[str, dict[str, str]]:
         "/api/v1/jobs/": {"id": str(world["job"].pk)},
         "/api/v1/services/": {"id": str(world["service"].pk)},
         "/api/v1/audit-events/": {"id": str(world["audit_event"].pk)},
+        "/api/v1/billing/budgets/": {"id": str(world["budget"].pk)},
         "/api/v1/teams/": team,
         "/api/v1/monitoring/": team,
         "/api/v1/clusters/": {"name": world["cluster"].name},

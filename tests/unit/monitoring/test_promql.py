@@ -145,6 +145,20 @@ def test_gpu_seconds_used_weight_by_utilisation_in_either_unit():
     assert ratio.endswith("[3599s:60s]) * 60")
 
 
+def test_gpu_seconds_idle_count_held_gpus_under_the_threshold_in_either_unit():
+    percent = promql.gpu_seconds_idle(
+        PERCENT, period_seconds=3600, resolution=60, threshold_percent=10, held=True
+    )
+    ratio = promql.gpu_seconds_idle(
+        RATIO, period_seconds=3600, resolution=60, threshold_percent=10, held=True
+    )
+    assert percent == (
+        'sum_over_time((count by (namespace) (DCGM_FI_DEV_GPU_UTIL{namespace!=""} < 10))'
+        "[3599s:60s]) * 60"
+    )
+    assert 'DCGM_FI_PROF_GR_ENGINE_ACTIVE{namespace!=""} < 0.1))' in ratio
+
+
 @pytest.mark.parametrize(
     "seconds",
     [60, 3600, 6 * 3600, 86400, 7 * 86400, 30 * 86400, 400 * 86400, 12_345, 1],
@@ -215,6 +229,9 @@ def _every_query(config: MetricsConfig) -> dict[str, str]:
         ),
         "gpu_seconds_held": promql.gpu_seconds_held(config, held=True, **usage),
         "gpu_seconds_used": promql.gpu_seconds_used(config, namespaces=["a", "b"], **usage),
+        "gpu_seconds_idle": promql.gpu_seconds_idle(
+            config, threshold_percent=10, held=True, **usage
+        ),
         "alert_rule": rules.low_gpu_usage_rule(
             config, threshold_percent=10, window_minutes=5, namespace="vision"
         )["expr"],

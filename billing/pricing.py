@@ -1,0 +1,222 @@
+"""Chargeback arithmetic: pure functions, no I/O.
+
+Figures come from the usage report (``monitoring.usage``): granted GPU-hours from the grants,
+held, used and idle GPU-hours from Prometheus. Here they get prices:
+
+* a MIG slice counts as its share of a GPU (``mig_fraction``): ``nvidia.com/mig-3g.40gb`` is 3
+  of the 7 compute slices of an A100/H100-class GPU (4 on an A30), so an hour of it is 3/7 of a
+  GPU-hour;
+* granted hours are priced grant by grant (its model's price, its MIG share, and the CPU cores
+  and memory it came with);
+* held, used and idle hours, which Prometheus counts per namespace and not per model, are
+  shared among the team's grants on the cluster in proportion to their granted hours in the
+  period (with no grant, at the price of no model in particular and as whole GPUs);
+* a month is priced at the prices in force on its first day (prices start on a month's first
+  day, so there is only ever one).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import functools
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal
+from fractions import Fraction
+
+from monitoring.reports import GrantSpan, Period, granted_gpu_hours
+
+CENT = Decimal("0.01")
+# Compute slices per GPU: A30s split into 4, the A100/H100/H200/B200 class into 7.
+MIG_SLICES_BY_MODEL = (("A30", 4),)
+MIG_SLICES = 7
+_MIG_PROFILE = re.compile(r"/mig-(\d+)g\.")
+
+
+@functools.lru_cache(maxsize=1024)
+def mig_fraction(gpu_resource: str, gpu_model: str = "") -> Fraction:
+    """The share of a whole GPU one unit of the resource is: 1 for a GPU, the slice's compute
+    slices over the GPU's for a MIG profile (``nvidia.com/mig-1g.10gb`` on an H100: 1/7)."""
+    match = _MIG_PROFILE.search(gpu_resource)
+    if match is None:
+        return Fraction(1)
+    slices = next(
+        (count for name, count in MIG_SLICES_BY_MODEL if name in gpu_model.upper()), MIG_SLICES
+    )
+    return min(Fraction(int(match.group(1)), slices), Fraction(1))
+
+
+@dataclass(frozen=True)
+class PriceRow:
+    gpu_model: str
+    effective_from: datetime.date
+    gpu_hour: Decimal
+    cpu_core_hour: Decimal = Decimal(0)
+    memory_gib_hour: Decimal = Decimal(0)
+
+
+ZERO_PRICE = PriceRow("", datetime.date.min, Decimal(0))
+
+
+class PriceBook:
+    """Every price row, answering which one is in force for a model on a day."""
+
+    def __init__(self, rows: Iterable[PriceRow]):
+        self._by_model: dict[str, list[PriceRow]] = {}
+        for row in sorted(rows, key=lambda r: r.effective_from, reverse=True):
+            self._by_model.setdefault(row.gpu_model, []).append(row)
+        self._memo: dict[tuple[str, datetime.date], PriceRow] = {}
+
+    def _latest(self, model: str, on: datetime.date) -> PriceRow | None:
+        return next((r for r in self._by_model.get(model, ()) if r.effective_from <= on), None)
+
+    def in_force(self, gpu_model: str, on: datetime.date) -> PriceRow:
+        """The model's own price on that day, else the any-model price, else zero."""
+        key = (gpu_model, on)
+        if key not in self._memo:
+            self._memo[key] = (
+                (self._latest(gpu_model, on) if gpu_model else None)
+                or self._latest("", on)
+                or ZERO_PRICE
+            )
+        return self._memo[key]
+
+
+def money(value: Decimal | float) -> Decimal:
+    return Decimal(value).quantize(CENT, rounding=ROUND_HALF_UP)
+
+
+def _decimal(hours: float) -> Decimal:
+    return Decimal(repr(hours))
+
+
+@dataclass
+class Costing:
+    """One team's figures on one cluster in one period, in GPU-hours and money."""
+
+    granted_gpu_hours: float = 0.0
+    reserved_gpu_hours: float = 0.0  # granted, MIG slices as their share of a GPU
+    held_gpu_hours: float | None = None  # as the usage report counts them (a slice is one)
+    held_gpu_equivalent_hours: float | None = None
+    used_gpu_hours: float | None = None
+    idle_gpu_hours: float | None = None
+    held_by_model: dict[str, float] = dataclasses.field(default_factory=dict)
+    reserved_cost: Decimal = Decimal(0)
+    used_cost: Decimal = Decimal(0)
+    idle_cost: Decimal = Decimal(0)
+
+    def add(self, other: Costing) -> None:
+        """Sum ``other`` into this one (a department's total, a team's clusters); hours
+        Prometheus could not say stay unknown only while every part's are."""
+        self.granted_gpu_hours += other.granted_gpu_hours
+        self.reserved_gpu_hours += other.reserved_gpu_hours
+        if other.held_gpu_hours is not None:
+            self.held_gpu_hours = (self.held_gpu_hours or 0.0) + other.held_gpu_hours
+        if other.held_gpu_equivalent_hours is not None:
+            self.held_gpu_equivalent_hours = (
+                self.held_gpu_equivalent_hours or 0.0
+            ) + other.held_gpu_equivalent_hours
+        if other.used_gpu_hours is not None:
+            self.used_gpu_hours = (self.used_gpu_hours or 0.0) + other.used_gpu_hours
+        if other.idle_gpu_hours is not None:
+            self.idle_gpu_hours = (self.idle_gpu_hours or 0.0) + other.idle_gpu_hours
+        for model, hours in other.held_by_model.items():
+            self.held_by_model[model] = self.held_by_model.get(model, 0.0) + hours
+        self.reserved_cost += other.reserved_cost
+        self.used_cost += other.used_cost
+        self.idle_cost += other.idle_cost
+
+    @property
+    def idle_share_percent(self) -> float | None:
+        if not self.held_gpu_hours or self.idle_gpu_hours is None:
+            return None
+        return 100 * self.idle_gpu_hours / self.held_gpu_hours
+
+
+def in_force_hours(grant: GrantSpan, period: Period, *, now, tz) -> float:
+    """Hours the grant was in force within the period (what its CPU and memory are priced by)."""
+    whole = dataclasses.replace(grant, gpus=1, resized=())
+    return granted_gpu_hours([whole], period, now=now, tz=tz)
+
+
+def costing(
+    *,
+    grant_hours: Sequence[tuple[GrantSpan, float]],
+    period: Period,
+    held: float | None,
+    used: float | None,
+    idle: float | None,
+    prices: PriceBook,
+    now: datetime.datetime,
+    tz: datetime.tzinfo,
+) -> Costing:
+    """Price one team's grants on one cluster in one period, each with the GPU-hours it was
+    granted there (``UsageRow.grant_hours``), and the hours measured."""
+    on = period.start.date()
+    result = Costing(held_gpu_hours=held, used_gpu_hours=used, idle_gpu_hours=idle)
+    shares: list[tuple[GrantSpan, float]] = []
+    for grant, hours in grant_hours:
+        if hours <= 0:
+            continue
+        fraction = mig_fraction(grant.gpu_resource, grant.gpu_model)
+        price = prices.in_force(grant.gpu_model, on)
+        equivalent = hours * fraction.numerator / fraction.denominator
+        result.granted_gpu_hours += hours
+        result.reserved_gpu_hours += equivalent
+        result.reserved_cost += _decimal(equivalent) * price.gpu_hour
+        if grant.cpu_cores or grant.memory_gib:
+            # Never shrunk, the grant was in force its GPU-hours over its GPUs.
+            in_force = (
+                in_force_hours(grant, period, now=now, tz=tz)
+                if grant.resized
+                else hours / grant.gpus
+            )
+            if grant.cpu_cores:
+                result.reserved_cost += _decimal(grant.cpu_cores * in_force) * price.cpu_core_hour
+            if grant.memory_gib:
+                result.reserved_cost += (
+                    _decimal(grant.memory_gib * in_force) * price.memory_gib_hour
+                )
+        shares.append((grant, hours))
+    if held is None:
+        return result
+    unit_price, unit_fraction = _held_unit(shares, prices=prices, on=on)
+    result.held_gpu_equivalent_hours = held * unit_fraction
+    result.used_cost = _decimal(held) * unit_price
+    result.idle_cost = _decimal(idle or 0.0) * unit_price
+    result.held_by_model = held_by_model(held, shares)
+    return result
+
+
+def _held_unit(
+    shares: Sequence[tuple[GrantSpan, float]], *, prices: PriceBook, on: datetime.date
+) -> tuple[Decimal, float]:
+    """The price and GPU share of one measured GPU-hour: the grants' average, weighted by
+    their granted hours (no grants: a whole GPU at the any-model price)."""
+    total = sum(hours for _, hours in shares)
+    if not total:
+        return prices.in_force("", on).gpu_hour, 1.0
+    price = Decimal(0)
+    fraction = 0.0
+    for grant, hours in shares:
+        weight = hours / total
+        share = float(mig_fraction(grant.gpu_resource, grant.gpu_model))
+        price += _decimal(weight * share) * prices.in_force(grant.gpu_model, on).gpu_hour
+        fraction += weight * share
+    return price, fraction
+
+
+def held_by_model(held: float, shares: Sequence[tuple[GrantSpan, float]]) -> dict[str, float]:
+    """Held GPU-hours (as GPU equivalents) per GPU model, shared among the grants by their
+    granted hours; with no grants all under "" (no model in particular)."""
+    total = sum(hours for _, hours in shares)
+    if not total:
+        return {"": held}
+    by_model: dict[str, float] = {}
+    for grant, hours in shares:
+        share = float(mig_fraction(grant.gpu_resource, grant.gpu_model))
+        part = held * hours / total * share
+        by_model[grant.gpu_model] = by_model.get(grant.gpu_model, 0.0) + part
+    return by_model

@@ -417,6 +417,11 @@ class AuditEvent(models.Model):
         SERVICE_SCALED = "inference_service.scaled", "inference service scaled"
         SERVICE_STOPPED = "inference_service.stopped", "inference service stopped"
         SERVICE_DELETED = "inference_service.deleted", "inference service deleted"
+        DEPARTMENT_CREATED = "department.created", "department created"
+        DEPARTMENT_UPDATED = "department.updated", "department updated"
+        DEPARTMENT_ADMINS_SET = "department.admins_set", "department admins set"
+        DEPARTMENT_CEILING_SET = "department.ceiling_set", "department ceiling set"
+        TEAM_DEPARTMENT_SET = "team.department_set", "team department set"
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     actor = models.ForeignKey(

@@ -41,6 +41,42 @@ class Department(models.Model):
         return self.name or self.slug
 
 
+class DepartmentCeiling(models.Model):
+    """The most GPUs of one model (of one kind) on one cluster that a department's teams, its
+    nested departments' included, may hold at once: what its admins may approve up to."""
+
+    department = models.ForeignKey(Department, on_delete=models.CASCADE, related_name="ceilings")
+    cluster = models.ForeignKey(
+        Cluster, on_delete=models.CASCADE, related_name="department_ceilings"
+    )
+    gpu_resource = models.CharField(
+        max_length=253, default=DEFAULT_GPU_RESOURCE, validators=[extended_resource_name_validator]
+    )
+    gpu_model = models.CharField(
+        max_length=200, help_text="The GPU model, as the cluster's GPU model label names it."
+    )
+    gpus = models.PositiveIntegerField()
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["department", "cluster", "gpu_resource", "gpu_model"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["department", "cluster", "gpu_resource", "gpu_model"],
+                name="department_ceiling_unique",
+            ),
+            models.CheckConstraint(
+                condition=Q(gpus__gte=0), name="department_ceiling_gpus_non_negative"
+            ),
+            models.CheckConstraint(
+                condition=~Q(gpu_model=""), name="department_ceiling_names_a_model"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.department}: at most {self.gpus} × {self.gpu_model} on {self.cluster}"
+
+
 class Team(models.Model):
     """A group of people who share GPU quota; its slug becomes their namespace on each cluster
     (so it never changes once the team has one: ``services.team_update``)."""

@@ -13,9 +13,10 @@ from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
 
 from clusters.models import Cluster, GpuCapacity, GpuModelCapacity
+from tenants.ceilings import delegation
 from tenants.errors import InvalidTransition
 from tenants.models import MAX_CPU_CORES, MAX_MEMORY_GIB, QuotaGrant, QuotaRequest, Team
-from tenants.permissions import is_portal_admin
+from tenants.permissions import administers_a_department, is_portal_admin
 from tenants.selectors import granted_gpus, model_capacity, plannable_gpus
 
 RequestState = QuotaRequest.State
@@ -102,11 +103,26 @@ def check_new_quota_request(
         raise ValidationError(errors)
 
 
-def check_can_decide(*, reviewer: User, quota_request: QuotaRequest) -> None:
-    if not is_portal_admin(reviewer):
-        raise PermissionDenied("Only portal admins can approve or reject quota requests.")
+def check_can_decide(
+    *,
+    reviewer: User,
+    quota_request: QuotaRequest,
+    gpus: int | None = None,
+    ends_on: datetime.date | None = None,
+) -> None:
+    """Portal admins decide any request but their own; a department admin only what
+    ``ceilings.delegation`` allows (approving ``gpus`` until ``ends_on``, by default what the
+    request asks for). For a department admin's approval, check again under the cluster's lock
+    with what is granted, so two delegated approvals cannot both fit under one ceiling."""
     if quota_request.requested_by_id == reviewer.pk:
         raise PermissionDenied("You cannot decide on a quota request you made yourself.")
+    if is_portal_admin(reviewer):
+        return
+    if not administers_a_department(reviewer):
+        raise PermissionDenied("Only portal admins can approve or reject quota requests.")
+    verdict = delegation(reviewer=reviewer, quota_request=quota_request, gpus=gpus, ends_on=ends_on)
+    if not verdict.allowed:
+        raise PermissionDenied(verdict.reason)
 
 
 def check_capacity(

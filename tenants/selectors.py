@@ -9,8 +9,11 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from clusters.models import Cluster, GpuCapacity, GpuModelCapacity
+from tenants import department_tree
 from tenants.models import (
     AuditEvent,
+    Department,
+    DepartmentCeiling,
     Membership,
     QuotaGrant,
     QuotaRequest,
@@ -57,15 +60,73 @@ def _team_scoped(queryset: QuerySet, user: User | AnonymousUser) -> QuerySet:
     return queryset.filter(team__memberships__user=user)
 
 
+def _team_or_department_scoped(queryset: QuerySet, user: User | AnonymousUser) -> QuerySet:
+    """As ``_team_scoped``, and for a department admin also the rows of the teams of the
+    departments they administer (nested ones included)."""
+    if is_portal_admin(user):
+        return queryset
+    if not user.is_authenticated:
+        return queryset.none()
+    departments = administered_department_ids(user)
+    if not departments:
+        return _team_scoped(queryset, user)
+    # Both sides as subqueries: a join on memberships ORed with the department would repeat rows.
+    mine = Membership.objects.filter(user=user).values("team_id")
+    return queryset.filter(Q(team_id__in=mine) | Q(team__department_id__in=departments))
+
+
 def quota_requests_visible_to(user: User | AnonymousUser) -> QuerySet[QuotaRequest]:
-    return _team_scoped(QuotaRequest.objects.all(), user).select_related(
+    """Requests of the user's teams, and of the teams of the departments they administer."""
+    return _team_or_department_scoped(QuotaRequest.objects.all(), user).select_related(
         "team", "cluster", "requested_by", "decided_by"
     )
 
 
 def quota_grants_visible_to(user: User | AnonymousUser) -> QuerySet[QuotaGrant]:
-    return _team_scoped(QuotaGrant.objects.all(), user).select_related(
+    """Grants of the user's teams, and of the teams of the departments they administer."""
+    return _team_or_department_scoped(QuotaGrant.objects.all(), user).select_related(
         "team", "cluster", "granted_by", "request"
+    )
+
+
+# --- departments -------------------------------------------------------------------------------
+
+
+def department_parents() -> dict[int, int | None]:
+    """The whole department tree in one query, for ``department_tree``."""
+    return dict(Department.objects.order_by().values_list("id", "parent_id"))
+
+
+def administered_department_ids(user: User | AnonymousUser) -> set[int]:
+    """The departments the user is an admin of, and every department nested in them."""
+    if not user.is_authenticated:
+        return set()
+    direct = list(user.administered_departments.values_list("id", flat=True))
+    if not direct:
+        return set()
+    parents = department_parents()
+    ids: set[int] = set()
+    for department_id in direct:
+        ids |= department_tree.subtree(department_id, parents)
+    return ids
+
+
+def departments_visible_to(user: User | AnonymousUser) -> QuerySet[Department]:
+    """Portal admins see every department; a department admin theirs and those nested in them."""
+    if is_portal_admin(user):
+        return Department.objects.all()
+    return Department.objects.filter(pk__in=administered_department_ids(user))
+
+
+def department_teams(department: Department) -> QuerySet[Team]:
+    """The teams of the department and of every department nested in it."""
+    ids = department_tree.subtree(department.pk, department_parents())
+    return Team.objects.filter(department_id__in=ids)
+
+
+def department_ceilings(department: Department) -> QuerySet[DepartmentCeiling]:
+    return department.ceilings.select_related("cluster").order_by(
+        "cluster__name", "gpu_resource", "gpu_model"
     )
 
 

@@ -19,9 +19,9 @@ from clusters.models import Cluster
 from monitoring import promql, reports, selectors
 from monitoring.metrics import metrics_config, prometheus_for, unavailable_message
 from monitoring.prometheus import PrometheusClient, PrometheusError
-from tenants.models import QuotaGrant
+from tenants.models import Department, QuotaGrant
 from tenants.permissions import is_portal_admin
-from tenants.selectors import teams_visible_to
+from tenants.selectors import department_teams, teams_visible_to
 
 
 @dataclass
@@ -81,8 +81,11 @@ def usage_report(
     bucket: str = "total",
     strict: bool = False,
     now: datetime.datetime | None = None,
+    department: Department | None = None,
 ) -> UsageReport:
-    """GPU-hours granted, held and used per team the user may see, cluster and period.
+    """GPU-hours granted, held and used per team the user may see, cluster and period; with
+    ``department`` (one the caller found among ``departments_visible_to(user)``), per team of
+    that department and those nested in it.
 
     With ``strict`` a Prometheus failure raises (the API's 503); otherwise the cluster's rows
     show granted hours only and ``errors`` says why.
@@ -90,12 +93,14 @@ def usage_report(
     now = now or timezone.now()
     tz = timezone.get_current_timezone()
     periods = reports.periods(start, end, bucket)
-    teams = list(teams_visible_to(user).order_by("slug"))
+    scope = teams_visible_to(user) if department is None else department_teams(department)
+    teams = list(scope.order_by("slug"))
     by_slug = {t.slug: t for t in teams}
     # Admins see every team: ask for every namespace rather than spell out hundreds of slugs.
-    namespaces = None if is_portal_admin(user) else sorted(by_slug)
+    everyone = department is None and is_portal_admin(user)
+    namespaces = None if everyone else sorted(by_slug)
     # The teams as a subquery: a thousand ids spelt out in SQL cost more than the rows.
-    grants = selectors.grant_spans(QuotaGrant.objects.filter(team__in=teams_visible_to(user)))
+    grants = selectors.grant_spans(QuotaGrant.objects.filter(team__in=scope))
     report = UsageReport(start=start, end=end, bucket=bucket, rows=[])
     if not teams:
         return report

@@ -122,12 +122,11 @@ def delegation(
     team = quota_request.team
     if quota_request.requested_by_id == reviewer.pk:
         return Delegation(False, "You cannot decide on a quota request you made yourself.")
-    if team.department_id is None:
-        return Delegation(
-            False, f"Team {team.slug} belongs to no department: a portal admin decides."
-        )
-    parents = department_parents()
-    up = department_tree.chain(team.department_id, parents)
+    up = (
+        department_tree.chain(team.department_id, department_parents())
+        if team.department_id is not None
+        else []
+    )
     mine = set(reviewer.administered_departments.filter(pk__in=up).values_list("pk", flat=True))
     if not mine:
         return Delegation(

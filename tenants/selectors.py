@@ -368,6 +368,15 @@ def review_queue() -> QuerySet[QuotaRequest]:
     )
 
 
+def review_queue_of(user: User | AnonymousUser) -> QuerySet[QuotaRequest]:
+    """The review queue a user decides from: every pending request for portal admins; for a
+    department admin, those of the teams of their departments (nested ones included), whether
+    or not they may decide each (``ceilings.delegation`` says)."""
+    if is_portal_admin(user):
+        return review_queue()
+    return review_queue().filter(team__department_id__in=administered_department_ids(user))
+
+
 def queue_policies_visible_to(user: User | AnonymousUser) -> QuerySet[TeamQueuePolicy]:
     return _team_scoped(TeamQueuePolicy.objects.all(), user).select_related(
         "team", "cluster", "updated_by"

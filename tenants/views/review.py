@@ -141,8 +141,10 @@ def review_decide(request: HttpRequest) -> HttpResponse:
     """Approve or reject the ticked requests, oldest first, each on its own (``quota.
     quota_requests_decide``); back to the queue, its filters kept, with a message per refusal."""
     _require_reviewer(request)
+    # A department admin ticks among their teams' requests only: another's id is not a choice.
     form = BulkDecisionForm(
-        request.POST, requests=QuotaRequest.objects.order_by("created_at", "id")
+        request.POST,
+        requests=selectors.quota_requests_visible_to(request.user).order_by("created_at", "id"),
     )
     if not form.is_valid():
         return _render_review(request, bulk_form=form)

@@ -106,3 +106,33 @@ def test_approving_above_the_ceiling_from_a_page_is_refused_with_the_reason(
     assert "over by 1" in response.content.decode()
     quota_request.refresh_from_db()
     assert quota_request.state == QuotaRequest.State.PENDING
+
+
+def test_ticking_another_departments_request_is_not_a_choice(
+    client_as, dept_admin, other_lead, other_team, make_request
+):
+    theirs = make_request(other_lead, other_team, gpus=1)
+
+    response = client_as(dept_admin).post(
+        "/review/decide/", {"requests": [theirs.pk], "decision": "approve"}
+    )
+
+    assert response.status_code == 200
+    assert response.context["bulk_form"].errors["requests"]
+    theirs.refresh_from_db()
+    assert theirs.state == QuotaRequest.State.PENDING
+
+
+def test_ticked_requests_within_the_ceiling_are_approved_the_rest_refused(
+    client_as, dept_admin, lead, team, make_request
+):
+    within = make_request(lead, team, gpus=5, gpu_model=A100)
+    above = make_request(lead, team, gpus=5, gpu_model=A100)
+
+    client_as(dept_admin).post(
+        "/review/decide/", {"requests": [within.pk, above.pk], "decision": "approve"}
+    )
+
+    within.refresh_from_db()
+    above.refresh_from_db()
+    assert (within.state, above.state) == ("approved", "pending")

@@ -11,12 +11,13 @@ from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 
-from clusters.models import Cluster, GpuModelCapacity
+from clusters.models import Cluster
 from clusters.vocabulary import DEFAULT_GPU_RESOURCE
 from tenants import department_tree
 from tenants.audit import audit, snapshot
 from tenants.models import AuditEvent, Department, DepartmentCeiling, Team
 from tenants.permissions import is_portal_admin
+from tenants.quota_checks import unknown_gpu_model
 
 Action = AuditEvent.Action
 
@@ -166,16 +167,9 @@ def check_ceiling(*, cluster: Cluster, gpu_resource: str, gpu_model: str, gpus) 
     errors = {}
     if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 0:
         errors["gpus"] = "Must be a whole number of GPUs, zero or more."
-    models = list(
-        GpuModelCapacity.objects.filter(cluster=cluster, resource_name=gpu_resource)
-        .order_by("gpu_model")
-        .values_list("gpu_model", flat=True)
-    )
-    if gpu_model not in models:
-        errors["gpu_model"] = (
-            f"No node of cluster {cluster.name} has GPU model {gpu_model!r} ({gpu_resource}); "
-            f"its models are: {', '.join(models) or 'none'}."
-        )
+    unknown = unknown_gpu_model(cluster=cluster, gpu_resource=gpu_resource, gpu_model=gpu_model)
+    if unknown:
+        errors["gpu_model"] = unknown
     if errors:
         raise ValidationError(errors)
 

@@ -82,17 +82,9 @@ def check_new_quota_request(
             f"Cluster {cluster.name} has no GPUs of kind {gpu_resource!r}; it offers: {kinds}."
         )
     elif gpu_model:
-        models = list(
-            GpuModelCapacity.objects.filter(cluster=cluster, resource_name=gpu_resource)
-            .order_by("gpu_model")
-            .values_list("gpu_model", flat=True)
-        )
-        if gpu_model not in models:
-            errors["gpu_model"] = (
-                f"No node of cluster {cluster.name} has GPU model {gpu_model!r} "
-                f"({gpu_resource}); its models are: {', '.join(models) or 'none'}. Leave it "
-                "empty for any model."
-            )
+        unknown = unknown_gpu_model(cluster=cluster, gpu_resource=gpu_resource, gpu_model=gpu_model)
+        if unknown:
+            errors["gpu_model"] = f"{unknown} Leave it empty for any model."
     if ends_on is not None and ends_on < starts_on:
         errors["ends_on"] = f"Must not be before the start date ({starts_on.isoformat()})."
     if cpu_cores is not None and not 0 <= cpu_cores <= MAX_CPU_CORES:
@@ -101,6 +93,22 @@ def check_new_quota_request(
         errors["memory_gib"] = f"Must be between 0 and {MAX_MEMORY_GIB:,} GiB."
     if errors:
         raise ValidationError(errors)
+
+
+def unknown_gpu_model(*, cluster: Cluster, gpu_resource: str, gpu_model: str) -> str | None:
+    """Why the model cannot be asked for or capped on the cluster, in words (None: some node of
+    the cluster has it)."""
+    models = list(
+        GpuModelCapacity.objects.filter(cluster=cluster, resource_name=gpu_resource)
+        .order_by("gpu_model")
+        .values_list("gpu_model", flat=True)
+    )
+    if gpu_model in models:
+        return None
+    return (
+        f"No node of cluster {cluster.name} has GPU model {gpu_model!r} ({gpu_resource}); its "
+        f"models are: {', '.join(models) or 'none'}."
+    )
 
 
 def check_can_decide(

@@ -8,8 +8,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tenants import quota
-from tenants.models import DepartmentCeiling, QuotaRequest
-from tests import factories
+from tenants.models import QuotaRequest
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -17,15 +16,8 @@ A100 = "NVIDIA-A100-SXM4-80GB"
 
 
 def test_department_admin_approves_within_the_ceiling(
-    sign_in, screenshot, cluster, team, lead, admin
+    sign_in, screenshot, cluster, team, lead, admin, dept_admin
 ):
-    factories.GpuModelCapacityFactory(cluster=cluster, gpu_model=A100, allocatable=12, nodes=3)
-    research = factories.DepartmentFactory(slug="research", name="Research")
-    team.department = research
-    team.save()
-    DepartmentCeiling.objects.create(department=research, cluster=cluster, gpu_model=A100, gpus=8)
-    dept_admin = factories.UserFactory(username="dana-dept-admin")
-    research.admins.add(dept_admin)
 
     def ask(gpus: int) -> QuotaRequest:
         return quota.quota_request_create(

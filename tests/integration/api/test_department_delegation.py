@@ -17,26 +17,14 @@ URL = "/api/v1/quota-requests/"
 
 
 @pytest.fixture
-def models(cluster):
-    factories.GpuModelCapacityFactory(cluster=cluster, gpu_model=A100, allocatable=12, nodes=3)
+def models(cluster, research):
+    """Beside research's A100 (12, a ceiling of 8), 4 H100 without a ceiling."""
     factories.GpuModelCapacityFactory(cluster=cluster, gpu_model=H100, allocatable=4, nodes=1)
 
 
-@pytest.fixture
-def research(team, cluster, models):
-    """Department research holds team vision, with a ceiling of 8 A100 on gpu-east."""
-    department = factories.DepartmentFactory(slug="research", name="Research")
-    team.department = department
-    team.save()
-    DepartmentCeiling.objects.create(department=department, cluster=cluster, gpu_model=A100, gpus=8)
-    return department
-
-
-@pytest.fixture
-def dept_admin(research):
-    user = factories.UserFactory(username="dana-dept-admin")
-    research.admins.add(user)
-    return user
+@pytest.fixture(autouse=True)
+def _models(models):
+    """Every test here has the cluster's models."""
 
 
 def request_of(team, cluster, gpus, requested_by, model=A100, **fields):

@@ -4,30 +4,12 @@ with the arithmetic."""
 
 import pytest
 
-from tenants.models import DepartmentCeiling, QuotaRequest
-from tests import factories
+from tenants.models import QuotaRequest
 from tests.integration.pages.helpers import get_ok
 
 pytestmark = pytest.mark.django_db
 
 A100 = "NVIDIA-A100-SXM4-80GB"
-
-
-@pytest.fixture
-def research(team, cluster):
-    factories.GpuModelCapacityFactory(cluster=cluster, gpu_model=A100, allocatable=12, nodes=3)
-    department = factories.DepartmentFactory(slug="research", name="Research")
-    team.department = department
-    team.save()
-    DepartmentCeiling.objects.create(department=department, cluster=cluster, gpu_model=A100, gpus=8)
-    return department
-
-
-@pytest.fixture
-def dept_admin(research):
-    user = factories.UserFactory(username="dana-dept-admin")
-    research.admins.add(user)
-    return user
 
 
 def test_a_department_admin_finds_their_department_and_queue_on_the_home_page(

@@ -21,6 +21,9 @@ from tenants.quota_checks import unknown_gpu_model
 
 Action = AuditEvent.Action
 
+# Above this a ceiling is a typo (and would not fit its column).
+MAX_CEILING_GPUS = 1_000_000
+
 # Marks "leave the parent as it is" (None means "no parent").
 UNCHANGED = object()
 
@@ -162,11 +165,13 @@ def team_set_department(*, actor: User, team: Team, department: Department | Non
 
 
 def check_ceiling(*, cluster: Cluster, gpu_resource: str, gpu_model: str, gpus) -> None:
-    """One ValidationError naming every bad field: a whole number of GPUs, not below zero, of a
-    model some node of the cluster has."""
+    """One ValidationError naming every bad field: a whole number of GPUs, not below zero nor
+    absurdly high, of a model some node of the cluster has."""
     errors = {}
     if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 0:
         errors["gpus"] = "Must be a whole number of GPUs, zero or more."
+    elif gpus > MAX_CEILING_GPUS:
+        errors["gpus"] = f"At most {MAX_CEILING_GPUS:,} GPUs; {gpus:,} is a typo."
     unknown = unknown_gpu_model(cluster=cluster, gpu_resource=gpu_resource, gpu_model=gpu_model)
     if unknown:
         errors["gpu_model"] = unknown

@@ -160,8 +160,11 @@ def test_an_admin_sets_a_ceiling_and_it_is_audited(api, admin, research, models)
     assert (event.before, event.after["gpus"]) == (None, 8)
 
 
-def test_a_ceiling_below_zero_is_400_naming_gpus(api, admin, research, models):
-    response = ceiling(api, admin, gpus=-1)
+@pytest.mark.parametrize("gpus", [-1, 2**31, 10**30])
+def test_a_ceiling_below_zero_or_absurdly_high_is_400_naming_gpus(
+    api, admin, research, models, gpus
+):
+    response = ceiling(api, admin, gpus=gpus)
 
     assert response.status_code == 400
     assert list(response.data) == ["gpus"]

@@ -24,7 +24,12 @@ class Department(models.Model):
     """A group of teams (a business unit) with its own admins, ceilings and budget; departments
     nest through ``parent`` (never in a cycle)."""
 
-    slug = models.SlugField(max_length=DNS1123_LABEL_MAX_LENGTH, unique=True)
+    slug = models.SlugField(
+        max_length=DNS1123_LABEL_MAX_LENGTH,
+        unique=True,
+        validators=[dns1123_label_validator],
+        help_text="Lower-case letters, digits and '-', as a team's slug (it may name a cohort).",
+    )
     name = models.CharField(max_length=200)
     parent = models.ForeignKey(
         "self", on_delete=models.PROTECT, null=True, blank=True, related_name="children"

@@ -122,12 +122,13 @@ def check_can_decide(
     ``ceilings.delegation`` allows (approving ``gpus`` until ``ends_on``, by default what the
     request asks for). For a department admin's approval, check again under the cluster's lock
     with what is granted, so two delegated approvals cannot both fit under one ceiling."""
+    portal_admin = is_portal_admin(reviewer)
+    if not portal_admin and not administers_a_department(reviewer):
+        raise PermissionDenied("Only portal admins can approve or reject quota requests.")
     if quota_request.requested_by_id == reviewer.pk:
         raise PermissionDenied("You cannot decide on a quota request you made yourself.")
-    if is_portal_admin(reviewer):
+    if portal_admin:
         return
-    if not administers_a_department(reviewer):
-        raise PermissionDenied("Only portal admins can approve or reject quota requests.")
     verdict = delegation(reviewer=reviewer, quota_request=quota_request, gpus=gpus, ends_on=ends_on)
     if not verdict.allowed:
         raise PermissionDenied(verdict.reason)

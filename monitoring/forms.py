@@ -11,6 +11,8 @@ from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
 from monitoring import promql, reports
+from tenants.models import Department
+from tenants.selectors import departments_visible_to
 
 MAX_WINDOW = datetime.timedelta(days=400)  # Prometheus keeps 400 days in the devcluster
 MAX_REPORT_SPAN = datetime.timedelta(days=3660)  # ten years
@@ -118,10 +120,27 @@ class UsageReportForm(forms.Form):
         initial="month",
         label="Per",
     )
+    department = forms.CharField(
+        required=False,
+        widget=forms.HiddenInput,
+        help_text="A department's slug: only its teams (nested departments' included).",
+    )
 
-    def __init__(self, data=None, *, now: datetime.datetime | None = None, **kwargs):
+    def __init__(self, data=None, *, now: datetime.datetime | None = None, user=None, **kwargs):
         super().__init__(data, **kwargs)
         self.now = now or timezone.now()
+        self.user = user
+
+    def clean_department(self) -> Department | None:
+        slug = self.cleaned_data.get("department")
+        if not slug:
+            return None
+        # Departments the user may not see read as unknown: the answer never says they exist.
+        visible = departments_visible_to(self.user) if self.user else Department.objects.none()
+        department = visible.filter(slug=slug).first()
+        if department is None:
+            raise ValidationError(f"No department with slug {slug!r}.")
+        return department
 
     def clean_start(self) -> datetime.datetime:
         value = self.cleaned_data.get("start")

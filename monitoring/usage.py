@@ -21,9 +21,9 @@ from clusters.models import Cluster
 from monitoring import promql, reports, selectors
 from monitoring.metrics import metrics_config, prometheus_for, unavailable_message
 from monitoring.prometheus import PrometheusClient, PrometheusError
-from tenants.models import QuotaGrant, Team
+from tenants.models import Department, QuotaGrant, Team
 from tenants.permissions import is_portal_admin
-from tenants.selectors import teams_visible_to
+from tenants.selectors import department_teams, teams_visible_to
 
 
 @dataclass
@@ -90,16 +90,19 @@ def usage_report(
     bucket: str = "total",
     strict: bool = False,
     now: datetime.datetime | None = None,
+    department: Department | None = None,
 ) -> UsageReport:
-    """GPU-hours granted, held and used per team the user may see, cluster and period.
+    """GPU-hours granted, held and used per team the user may see, cluster and period; with
+    ``department`` (one the caller found among ``departments_visible_to(user)``), per team of
+    that department and those nested in it.
 
     With ``strict`` a Prometheus failure raises (the API's 503); otherwise the cluster's rows
     show granted hours only and ``errors`` says why.
     """
     return teams_usage_report(
-        teams=teams_visible_to(user),
+        teams=teams_visible_to(user) if department is None else department_teams(department),
         # Admins see every team: ask for every namespace rather than spell out hundreds of slugs.
-        every_team=is_portal_admin(user),
+        every_team=department is None and is_portal_admin(user),
         start=start,
         end=end,
         bucket=bucket,

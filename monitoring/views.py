@@ -200,15 +200,19 @@ def cluster_alert_rules(request: HttpRequest, name: str) -> HttpResponse:
 
 @login_required
 def usage_report(request: HttpRequest) -> HttpResponse:
-    form = UsageReportForm(request.GET or None)
+    form = UsageReportForm(request.GET or None, user=request.user)
     report = None
     if not form.is_bound:
-        form = UsageReportForm({})
+        form = UsageReportForm({}, user=request.user)
     page = None
     if form.is_valid():
         data = form.cleaned_data
         report = usage.usage_report(
-            user=request.user, start=data["start"], end=data["end"], bucket=data["bucket"]
+            user=request.user,
+            start=data["start"],
+            end=data["end"],
+            bucket=data["bucket"],
+            department=data["department"],
         )
         # The page shows a page of rows (an admin's report has a row per team); the totals
         # and the CSV cover them all.
@@ -224,7 +228,7 @@ def usage_report(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def usage_report_csv(request: HttpRequest) -> HttpResponse:
-    form = UsageReportForm(request.GET)
+    form = UsageReportForm(request.GET, user=request.user)
     if not form.is_valid():
         return HttpResponse(
             " ".join(form.non_field_errors() or [str(form.errors)]),
@@ -233,7 +237,11 @@ def usage_report_csv(request: HttpRequest) -> HttpResponse:
         )
     data = form.cleaned_data
     report = usage.usage_report(
-        user=request.user, start=data["start"], end=data["end"], bucket=data["bucket"]
+        user=request.user,
+        start=data["start"],
+        end=data["end"],
+        bucket=data["bucket"],
+        department=data["department"],
     )
     response = HttpResponse(report.csv(), content_type="text/csv; charset=utf-8")
     name = f"gpu-usage-{data['start']:%Y%m%d}-{data['end']:%Y%m%d}.csv"

@@ -50,6 +50,8 @@ AUDITED_FIELDS = {
         "lending_limit",
         "fair_sharing_weight",
     ],
+    "Department": ["slug", "name", "parent_id"],
+    "DepartmentCeiling": ["department_id", "cluster_id", "gpu_resource", "gpu_model", "gpus"],
     "GpuCapacity": ["cluster_id", "resource_name", "gpu_model", "allocatable", "admin_cap"],
     "Price": ["gpu_model", "gpu_hour", "cpu_core_hour", "memory_gib_hour", "effective_from"],
     "Budget": ["team_id", "department_id", "period", "gpu_model", "gpu_hours", "policy"],

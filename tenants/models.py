@@ -24,7 +24,12 @@ class Department(models.Model):
     """A group of teams (a business unit) with its own admins, ceilings and budget; departments
     nest through ``parent`` (never in a cycle)."""
 
-    slug = models.SlugField(max_length=DNS1123_LABEL_MAX_LENGTH, unique=True)
+    slug = models.SlugField(
+        max_length=DNS1123_LABEL_MAX_LENGTH,
+        unique=True,
+        validators=[dns1123_label_validator],
+        help_text="Lower-case letters, digits and '-', as a team's slug (it may name a cohort).",
+    )
     name = models.CharField(max_length=200)
     parent = models.ForeignKey(
         "self", on_delete=models.PROTECT, null=True, blank=True, related_name="children"
@@ -39,6 +44,42 @@ class Department(models.Model):
 
     def __str__(self) -> str:
         return self.name or self.slug
+
+
+class DepartmentCeiling(models.Model):
+    """The most GPUs of one model (of one kind) on one cluster that a department's teams, its
+    nested departments' included, may hold at once: what its admins may approve up to."""
+
+    department = models.ForeignKey(Department, on_delete=models.CASCADE, related_name="ceilings")
+    cluster = models.ForeignKey(
+        Cluster, on_delete=models.CASCADE, related_name="department_ceilings"
+    )
+    gpu_resource = models.CharField(
+        max_length=253, default=DEFAULT_GPU_RESOURCE, validators=[extended_resource_name_validator]
+    )
+    gpu_model = models.CharField(
+        max_length=200, help_text="The GPU model, as the cluster's GPU model label names it."
+    )
+    gpus = models.PositiveIntegerField()
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["department", "cluster", "gpu_resource", "gpu_model"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["department", "cluster", "gpu_resource", "gpu_model"],
+                name="department_ceiling_unique",
+            ),
+            models.CheckConstraint(
+                condition=Q(gpus__gte=0), name="department_ceiling_gpus_non_negative"
+            ),
+            models.CheckConstraint(
+                condition=~Q(gpu_model=""), name="department_ceiling_names_a_model"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.department}: at most {self.gpus} × {self.gpu_model} on {self.cluster}"
 
 
 class Team(models.Model):
@@ -425,6 +466,11 @@ class AuditEvent(models.Model):
         PRICE_SET = "price.set", "price set"
         BUDGET_SET = "budget.set", "budget set"
         BUDGET_DELETED = "budget.deleted", "budget deleted"
+        DEPARTMENT_CREATED = "department.created", "department created"
+        DEPARTMENT_UPDATED = "department.updated", "department updated"
+        DEPARTMENT_ADMINS_SET = "department.admins_set", "department admins set"
+        DEPARTMENT_CEILING_SET = "department.ceiling_set", "department ceiling set"
+        TEAM_DEPARTMENT_SET = "team.department_set", "team department set"
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     actor = models.ForeignKey(

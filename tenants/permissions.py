@@ -26,3 +26,14 @@ def can_view_team(user: User | AnonymousUser, team: Team) -> bool:
 def can_request_quota(user: User | AnonymousUser, team: Team) -> bool:
     """Team leads ask for quota (admins may file on a team's behalf)."""
     return is_portal_admin(user) or team_role(user, team) == Role.LEAD
+
+
+def administers_a_department(user: User | AnonymousUser) -> bool:
+    """Department admins decide their departments' teams' requests within the ceilings
+    (``tenants.ceilings``)."""
+    return bool(user.is_authenticated and user.is_active and user.administered_departments.exists())
+
+
+def can_review_quota(user: User | AnonymousUser) -> bool:
+    """Who has a review queue: portal admins, and department admins for their teams."""
+    return is_portal_admin(user) or administers_a_department(user)

@@ -176,7 +176,15 @@ def quota_request_approve(
     Capacity is checked and the grant written under the cluster's row lock, so concurrent
     approvals are serialised and can never over-allocate.
     """
-    check_can_decide(reviewer=reviewer, quota_request=quota_request)
+    # Refused up front when the reviewer may not decide at all; a department admin approving
+    # fewer GPUs or a shorter period is judged on those (checked as fields below).
+    whole = isinstance(gpus, int) and not isinstance(gpus, bool) and 1 <= gpus <= quota_request.gpus
+    check_can_decide(
+        reviewer=reviewer,
+        quota_request=quota_request,
+        gpus=gpus if whole else None,
+        ends_on=ends_on,
+    )
     with transaction.atomic():
         cluster = lock_cluster(quota_request.cluster_id)
         locked = QuotaRequest.objects.select_for_update().get(pk=quota_request.pk)
@@ -203,6 +211,12 @@ def quota_request_approve(
             )
         if errors:
             raise ValidationError(errors)
+        if not is_portal_admin(reviewer):
+            # A department admin: the ceilings again, under the cluster's lock, with what is
+            # granted.
+            check_can_decide(
+                reviewer=reviewer, quota_request=locked, gpus=granted, ends_on=granted_until
+            )
         check_capacity(
             cluster=cluster,
             gpu_resource=locked.gpu_resource,

@@ -13,9 +13,10 @@ from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
 
 from clusters.models import Cluster, GpuCapacity, GpuModelCapacity
+from tenants.ceilings import delegation
 from tenants.errors import InvalidTransition
 from tenants.models import MAX_CPU_CORES, MAX_MEMORY_GIB, QuotaGrant, QuotaRequest, Team
-from tenants.permissions import is_portal_admin
+from tenants.permissions import administers_a_department, is_portal_admin
 from tenants.selectors import granted_gpus, model_capacity, plannable_gpus
 
 RequestState = QuotaRequest.State
@@ -81,17 +82,9 @@ def check_new_quota_request(
             f"Cluster {cluster.name} has no GPUs of kind {gpu_resource!r}; it offers: {kinds}."
         )
     elif gpu_model:
-        models = list(
-            GpuModelCapacity.objects.filter(cluster=cluster, resource_name=gpu_resource)
-            .order_by("gpu_model")
-            .values_list("gpu_model", flat=True)
-        )
-        if gpu_model not in models:
-            errors["gpu_model"] = (
-                f"No node of cluster {cluster.name} has GPU model {gpu_model!r} "
-                f"({gpu_resource}); its models are: {', '.join(models) or 'none'}. Leave it "
-                "empty for any model."
-            )
+        unknown = unknown_gpu_model(cluster=cluster, gpu_resource=gpu_resource, gpu_model=gpu_model)
+        if unknown:
+            errors["gpu_model"] = f"{unknown} Leave it empty for any model."
     if ends_on is not None and ends_on < starts_on:
         errors["ends_on"] = f"Must not be before the start date ({starts_on.isoformat()})."
     if cpu_cores is not None and not 0 <= cpu_cores <= MAX_CPU_CORES:
@@ -102,11 +95,43 @@ def check_new_quota_request(
         raise ValidationError(errors)
 
 
-def check_can_decide(*, reviewer: User, quota_request: QuotaRequest) -> None:
-    if not is_portal_admin(reviewer):
+def unknown_gpu_model(*, cluster: Cluster, gpu_resource: str, gpu_model: str) -> str | None:
+    """Why the model cannot be asked for or capped on the cluster, in words (None: some node of
+    the cluster has it)."""
+    models = list(
+        GpuModelCapacity.objects.filter(cluster=cluster, resource_name=gpu_resource)
+        .order_by("gpu_model")
+        .values_list("gpu_model", flat=True)
+    )
+    if gpu_model in models:
+        return None
+    return (
+        f"No node of cluster {cluster.name} has GPU model {gpu_model!r} ({gpu_resource}); its "
+        f"models are: {', '.join(models) or 'none'}."
+    )
+
+
+def check_can_decide(
+    *,
+    reviewer: User,
+    quota_request: QuotaRequest,
+    gpus: int | None = None,
+    ends_on: datetime.date | None = None,
+) -> None:
+    """Portal admins decide any request but their own; a department admin only what
+    ``ceilings.delegation`` allows (approving ``gpus`` until ``ends_on``, by default what the
+    request asks for). For a department admin's approval, check again under the cluster's lock
+    with what is granted, so two delegated approvals cannot both fit under one ceiling."""
+    portal_admin = is_portal_admin(reviewer)
+    if not portal_admin and not administers_a_department(reviewer):
         raise PermissionDenied("Only portal admins can approve or reject quota requests.")
     if quota_request.requested_by_id == reviewer.pk:
         raise PermissionDenied("You cannot decide on a quota request you made yourself.")
+    if portal_admin:
+        return
+    verdict = delegation(reviewer=reviewer, quota_request=quota_request, gpus=gpus, ends_on=ends_on)
+    if not verdict.allowed:
+        raise PermissionDenied(verdict.reason)
 
 
 def check_capacity(

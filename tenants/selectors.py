@@ -5,12 +5,16 @@ from dataclasses import dataclass
 
 from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import F, Func, OuterRef, Q, QuerySet, Subquery, Sum, Value
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from clusters.models import Cluster, GpuCapacity, GpuModelCapacity
+from tenants import department_tree
 from tenants.models import (
     AuditEvent,
+    Department,
+    DepartmentCeiling,
     Membership,
     QuotaGrant,
     QuotaRequest,
@@ -57,15 +61,87 @@ def _team_scoped(queryset: QuerySet, user: User | AnonymousUser) -> QuerySet:
     return queryset.filter(team__memberships__user=user)
 
 
+def _team_or_department_scoped(queryset: QuerySet, user: User | AnonymousUser) -> QuerySet:
+    """As ``_team_scoped``, and for a department admin also the rows of the teams of the
+    departments they administer (nested ones included)."""
+    if is_portal_admin(user):
+        return queryset
+    if not user.is_authenticated:
+        return queryset.none()
+    # Both sides as subqueries: a join on memberships ORed with the department would repeat rows.
+    mine = Membership.objects.filter(user=user).values("team_id")
+    return queryset.filter(
+        Q(team_id__in=mine) | Q(team__department_id__in=_administered_subtree(user))
+    )
+
+
+def _administered_subtree(user: User) -> RawSQL:
+    """``administered_department_ids`` as a subquery of the query that uses it, so that the
+    lists every user reads cost no query more for it: recursive, however deep departments
+    nest (UNION, not UNION ALL: a department is walked once)."""
+    admins = Department.admins.through._meta.db_table
+    departments = Department._meta.db_table
+    return RawSQL(
+        f"WITH RECURSIVE administered(id) AS ("
+        f"SELECT department_id FROM {admins} WHERE user_id = %s "
+        f"UNION SELECT d.id FROM {departments} d JOIN administered a ON d.parent_id = a.id"
+        f") SELECT id FROM administered",
+        (user.pk,),
+    )
+
+
 def quota_requests_visible_to(user: User | AnonymousUser) -> QuerySet[QuotaRequest]:
-    return _team_scoped(QuotaRequest.objects.all(), user).select_related(
+    """Requests of the user's teams, and of the teams of the departments they administer."""
+    return _team_or_department_scoped(QuotaRequest.objects.all(), user).select_related(
         "team", "cluster", "requested_by", "decided_by"
     )
 
 
 def quota_grants_visible_to(user: User | AnonymousUser) -> QuerySet[QuotaGrant]:
-    return _team_scoped(QuotaGrant.objects.all(), user).select_related(
+    """Grants of the user's teams, and of the teams of the departments they administer."""
+    return _team_or_department_scoped(QuotaGrant.objects.all(), user).select_related(
         "team", "cluster", "granted_by", "request"
+    )
+
+
+# --- departments -------------------------------------------------------------------------------
+
+
+def department_parents() -> dict[int, int | None]:
+    """The whole department tree in one query, for ``department_tree``."""
+    return dict(Department.objects.order_by().values_list("id", "parent_id"))
+
+
+def administered_department_ids(user: User | AnonymousUser) -> set[int]:
+    """The departments the user is an admin of, and every department nested in them."""
+    if not user.is_authenticated:
+        return set()
+    direct = list(user.administered_departments.values_list("id", flat=True))
+    if not direct:
+        return set()
+    parents = department_parents()
+    ids: set[int] = set()
+    for department_id in direct:
+        ids |= department_tree.subtree(department_id, parents)
+    return ids
+
+
+def departments_visible_to(user: User | AnonymousUser) -> QuerySet[Department]:
+    """Portal admins see every department; a department admin theirs and those nested in them."""
+    if is_portal_admin(user):
+        return Department.objects.all()
+    return Department.objects.filter(pk__in=administered_department_ids(user))
+
+
+def department_teams(department: Department) -> QuerySet[Team]:
+    """The teams of the department and of every department nested in it."""
+    ids = department_tree.subtree(department.pk, department_parents())
+    return Team.objects.filter(department_id__in=ids)
+
+
+def department_ceilings(department: Department) -> QuerySet[DepartmentCeiling]:
+    return department.ceilings.select_related("cluster").order_by(
+        "cluster__name", "gpu_resource", "gpu_model"
     )
 
 
@@ -305,6 +381,15 @@ def review_queue() -> QuerySet[QuotaRequest]:
         )
         .order_by("created_at", "id")
     )
+
+
+def review_queue_of(user: User | AnonymousUser) -> QuerySet[QuotaRequest]:
+    """The review queue a user decides from: every pending request for portal admins; for a
+    department admin, those of the teams of their departments (nested ones included), whether
+    or not they may decide each (``ceilings.delegation`` says)."""
+    if is_portal_admin(user):
+        return review_queue()
+    return review_queue().filter(team__department_id__in=administered_department_ids(user))
 
 
 def queue_policies_visible_to(user: User | AnonymousUser) -> QuerySet[TeamQueuePolicy]:

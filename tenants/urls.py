@@ -1,6 +1,6 @@
 from django.urls import path
 
-from tenants.views import audit, clusters, grants, home, quota_requests, review, teams
+from tenants.views import audit, clusters, departments, grants, home, quota_requests, review, teams
 
 urlpatterns = [
     path("", home.home, name="home"),
@@ -35,4 +35,6 @@ urlpatterns = [
     path("grants/<int:pk>/revoke/", grants.grant_revoke, name="grant-revoke"),
     path("grants/<int:pk>/shrink/", grants.grant_shrink, name="grant-shrink"),
     path("audit/", audit.audit_list, name="audit-list"),
+    path("departments/", departments.department_list, name="department-list"),
+    path("departments/<slug:slug>/", departments.department_detail, name="department-detail"),
 ]

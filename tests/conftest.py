@@ -21,6 +21,7 @@ PostgreSQL without such a fixture (``@pytest.mark.postgres``).
 
 Two teams share one cluster: ``lead`` leads team A (``team``) where ``member`` and ``viewer``
 also belong; ``other_lead`` leads team B (``other_team``), which nobody in team A belongs to.
+Team A may be in department ``research`` (administered by ``dept_admin``); team B is in none.
 """
 
 import os
@@ -35,7 +36,7 @@ from django.test import Client, TransactionTestCase
 from django.test.utils import override_settings
 from rest_framework.test import APIClient
 
-from tenants.models import Membership
+from tenants.models import DepartmentCeiling, Membership
 from tests import factories
 
 # The session-scoped `devcluster` fixture: a real control plane with simulated GPU nodes.
@@ -274,6 +275,28 @@ def viewer(team):
 @pytest.fixture
 def other_lead(other_team):
     return _member(other_team, "otto-other-lead", Membership.Role.LEAD)
+
+
+@pytest.fixture
+def research(team, cluster):
+    """Department research holds team vision, with a ceiling of 8 of gpu-east's 12 A100."""
+    model = "NVIDIA-A100-SXM4-80GB"
+    factories.GpuModelCapacityFactory(cluster=cluster, gpu_model=model, allocatable=12, nodes=3)
+    department = factories.DepartmentFactory(slug="research", name="Research")
+    team.department = department
+    team.save()
+    DepartmentCeiling.objects.create(
+        department=department, cluster=cluster, gpu_model=model, gpus=8
+    )
+    return department
+
+
+@pytest.fixture
+def dept_admin(research):
+    """An admin of department research, in no team."""
+    user = factories.UserFactory(username="dana-dept-admin")
+    research.admins.add(user)
+    return user
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ from serving.models import InferenceService, Revision
 from tenants.models import (
     AuditEvent,
     ClusterState,
+    Department,
     Membership,
     QuotaGrant,
     QuotaRequest,
@@ -82,6 +83,15 @@ class GpuModelCapacityFactory(factory.django.DjangoModelFactory):
     allocatable = 32
     nodes = factory.LazyAttribute(lambda m: max(m.allocatable // m.max_per_node, 1))
     max_per_node = 8
+
+
+class DepartmentFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Department
+        django_get_or_create = ["slug"]
+
+    slug = factory.Sequence(lambda n: f"department-{n}")
+    name = factory.LazyAttribute(lambda d: d.slug.title())
 
 
 class TeamFactory(factory.django.DjangoModelFactory):

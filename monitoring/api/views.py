@@ -107,13 +107,18 @@ class UsageReportView(MetricsAPIView):
             OpenApiParameter("start", str),
             OpenApiParameter("end", str),
             OpenApiParameter("bucket", str, enum=["day", "week", "month", "total"]),
+            OpenApiParameter(
+                "department",
+                str,
+                description="A department's slug: only its teams, nested departments' included.",
+            ),
         ],
         responses=s.UsageReportSerializer,
     )
     def get(self, request):
         params = request.query_params.copy()
         params.pop("format", None)
-        form = UsageReportForm(params)
+        form = UsageReportForm(params, user=request.user)
         if not form.is_valid():
             raise ValidationError(form.errors.get_json_data())
         data = form.cleaned_data
@@ -123,6 +128,7 @@ class UsageReportView(MetricsAPIView):
             end=data["end"],
             bucket=data["bucket"],
             strict=True,
+            department=data["department"],
         )
         if request.accepted_renderer.format == "csv":
             response = Response(report.csv(), content_type="text/csv; charset=utf-8")

@@ -7,6 +7,7 @@ a page of any size costs the same number of queries.
 from decimal import Decimal
 
 from django.contrib.auth.models import User
+from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -19,9 +20,12 @@ from portal.validators import (
     MAX_TEXT_LENGTH,
     one_line_validator,
 )
+from tenants.ceilings import delegation, department_quota
 from tenants.impact import RULE
 from tenants.models import (
     AuditEvent,
+    Department,
+    DepartmentCeiling,
     Membership,
     QuotaGrant,
     QuotaRequest,
@@ -30,7 +34,7 @@ from tenants.models import (
     TeamQueuePolicy,
 )
 from tenants.permissions import is_portal_admin
-from tenants.selectors import teams_visible_to
+from tenants.selectors import department_ceilings, teams_visible_to
 
 # --- teams and members -------------------------------------------------------------------------
 
@@ -537,6 +541,13 @@ class ReviewCapacitySerializer(serializers.Serializer):
 DECISION_FIELDS = {"state", "decided_by", "decided_at", "decision_note"}
 
 
+class DelegationSerializer(serializers.Serializer):
+    allowed = serializers.BooleanField(help_text="Whether you may approve or reject it.")
+    reason = serializers.CharField(
+        help_text="Why (not): the ceilings' arithmetic, or that it needs a portal admin."
+    )
+
+
 class ReviewQueueItemSerializer(QuotaRequestSerializer):
     """A pending request beside its cluster's figures for the requested GPU kind, for the
     requested model (when it names one) and for every model of the kind."""
@@ -549,6 +560,11 @@ class ReviewQueueItemSerializer(QuotaRequestSerializer):
         help_text="Capacity, granted and free per GPU model of the requested kind."
     )
 
+    delegation = serializers.SerializerMethodField(
+        help_text="For a department admin: whether they may decide it, and why (not), with the "
+        "ceiling's arithmetic. Null for portal admins."
+    )
+
     class Meta(QuotaRequestSerializer.Meta):
         # Every item is pending: no state and no decision yet.
         fields = [
@@ -556,8 +572,30 @@ class ReviewQueueItemSerializer(QuotaRequestSerializer):
             "capacity",
             "model_capacity",
             "gpu_models",
+            "delegation",
         ]
         read_only_fields = fields
+
+    def prepare_rows(self, objects) -> None:
+        """For a department admin, each request's verdict (``portal.rows``: read once per page,
+        from the requests themselves)."""
+        self._delegations = {}
+        user = self.context["request"].user
+        if is_portal_admin(user):
+            return
+        requests = QuotaRequest.objects.filter(pk__in=[o.pk for o in objects]).select_related(
+            "team", "cluster"
+        )
+        for quota_request in requests:
+            verdict = delegation(reviewer=user, quota_request=quota_request)
+            self._delegations[quota_request.pk] = {
+                "allowed": verdict.allowed,
+                "reason": verdict.reason,
+            }
+
+    @extend_schema_field(DelegationSerializer(allow_null=True))
+    def get_delegation(self, quota_request) -> dict | None:
+        return getattr(self, "_delegations", {}).get(quota_request.pk)
 
     def _models(self, quota_request: QuotaRequest) -> list:
         key = (quota_request.cluster_id, quota_request.gpu_resource)
@@ -644,3 +682,141 @@ class AuditEventSerializer(serializers.ModelSerializer):
             "note",
         ]
         read_only_fields = fields
+
+
+# --- departments -------------------------------------------------------------------------------
+
+
+class DepartmentCeilingSerializer(serializers.ModelSerializer):
+    cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
+
+    class Meta:
+        model = DepartmentCeiling
+        fields = ["cluster", "gpu_resource", "gpu_model", "gpus", "updated_at"]
+        read_only_fields = fields
+
+
+class DepartmentQuotaSerializer(serializers.Serializer):
+    cluster = serializers.CharField()
+    gpu_resource = serializers.CharField()
+    gpu_model = serializers.CharField()
+    granted = serializers.IntegerField(
+        help_text="GPUs the department's teams (nested departments' included) hold today."
+    )
+    ceiling = serializers.IntegerField(allow_null=True, help_text="Null: no ceiling.")
+    free = serializers.IntegerField(
+        allow_null=True, help_text="Ceiling minus granted (negative: above it)."
+    )
+
+
+class DepartmentSerializer(serializers.ModelSerializer):
+    parent = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
+    admins = serializers.SlugRelatedField(slug_field="username", many=True, read_only=True)
+    teams = serializers.SlugRelatedField(
+        slug_field="slug", many=True, read_only=True, help_text="Its own teams (not nested)."
+    )
+
+    class Meta:
+        model = Department
+        fields = ["id", "slug", "name", "parent", "admins", "teams", "created_at"]
+        read_only_fields = fields
+
+
+class DepartmentDetailSerializer(DepartmentSerializer):
+    """One department with its ceilings and what its teams hold against them today."""
+
+    ceilings = serializers.SerializerMethodField()
+    quota = serializers.SerializerMethodField()
+    usage_url = serializers.SerializerMethodField(
+        help_text="Its GPU usage report: GET /api/v1/usage-report/?department=<slug>."
+    )
+
+    class Meta(DepartmentSerializer.Meta):
+        fields = [*DepartmentSerializer.Meta.fields, "ceilings", "quota", "usage_url"]
+        read_only_fields = fields
+
+    @extend_schema_field(DepartmentCeilingSerializer(many=True))
+    def get_ceilings(self, department: Department) -> list[dict]:
+        return DepartmentCeilingSerializer(department_ceilings(department), many=True).data
+
+    @extend_schema_field(DepartmentQuotaSerializer(many=True))
+    def get_quota(self, department: Department) -> list[dict]:
+        return [
+            {
+                "cluster": row.cluster,
+                "gpu_resource": row.gpu_resource,
+                "gpu_model": row.gpu_model,
+                "granted": row.granted,
+                "ceiling": row.ceiling,
+                "free": row.free,
+            }
+            for row in department_quota(department)
+        ]
+
+    def get_usage_url(self, department: Department) -> str:
+        return f"{reverse('api-usage-report')}?department={department.slug}"
+
+
+class DepartmentWriteSerializer(serializers.Serializer):
+    """Types only; tenants.departments checks the slug, the name and the cycle."""
+
+    slug = StringField(trim_whitespace=False, required=False)
+    name = StringField(max_length=MAX_NAME_LENGTH, validators=[one_line_validator], required=False)
+    parent = serializers.CharField(
+        required=False, allow_null=True, allow_blank=True, help_text="Parent's slug; null: none."
+    )
+
+    def validate_parent(self, slug: str | None) -> Department | None:
+        if not slug:
+            return None
+        parent = Department.objects.filter(slug=slug).first()
+        if parent is None:
+            raise serializers.ValidationError(f"No department with slug {slug!r}.")
+        return parent
+
+
+class DepartmentCreateSerializer(DepartmentWriteSerializer):
+    slug = StringField(trim_whitespace=False)
+    name = StringField(max_length=MAX_NAME_LENGTH, validators=[one_line_validator])
+
+
+class DepartmentAdminsSerializer(serializers.Serializer):
+    admins = serializers.ListField(child=serializers.CharField(), help_text="Usernames.")
+
+    def validate_admins(self, usernames: list[str]) -> list[User]:
+        users = {u.username: u for u in User.objects.filter(username__in=usernames)}
+        unknown = [name for name in usernames if name not in users]
+        if unknown:
+            raise serializers.ValidationError(f"No user named {', '.join(map(repr, unknown))}.")
+        return list(users.values())
+
+
+class DepartmentCeilingSetSerializer(serializers.Serializer):
+    """Types only; tenants.departments checks the model and the range."""
+
+    cluster = serializers.CharField(help_text="Cluster name.")
+    gpu_resource = serializers.CharField(default=DEFAULT_GPU_RESOURCE)
+    gpu_model = serializers.CharField(max_length=200)
+    gpus = serializers.IntegerField(
+        allow_null=True, help_text="The most GPUs of the model its teams may hold; null: remove."
+    )
+
+    def validate_cluster(self, name: str) -> Cluster:
+        cluster = Cluster.objects.filter(name=name).first()
+        if cluster is None:
+            raise serializers.ValidationError(f"No cluster named {name!r}.")
+        return cluster
+
+
+class TeamDepartmentSerializer(serializers.Serializer):
+    department = serializers.CharField(
+        allow_null=True, allow_blank=True, help_text="Department slug; null: none."
+    )
+
+    def validate_department(self, slug: str | None) -> Department | None:
+        if not slug:
+            return None
+        department = Department.objects.filter(slug=slug).first()
+        if department is None:
+            raise serializers.ValidationError(f"No department with slug {slug!r}.")
+        return department

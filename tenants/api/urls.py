@@ -24,6 +24,7 @@ router.register(
     basename="team-queue-policy",
 )
 router.register("clusters", views.ClusterViewSet, basename="cluster")
+router.register("departments", views.DepartmentViewSet, basename="department")
 router.register("quota-requests", views.QuotaRequestViewSet, basename="quota-request")
 router.register("quota-grants", views.QuotaGrantViewSet, basename="quota-grant")
 router.register("audit-events", views.AuditEventViewSet, basename="audit-event")

@@ -29,12 +29,12 @@ from rest_framework.views import APIView
 
 from clusters.models import Cluster
 from portal.rows import RowListMixin
-from tenants import impact, queueing, quota, selectors, services
+from tenants import departments, impact, queueing, quota, selectors, services
 from tenants.api import serializers as s
 from tenants.api.filters import StableOrderingFilter
 from tenants.filtersets import AuditEventFilter, QuotaGrantFilter, QuotaRequestFilter
-from tenants.models import Membership, TeamCluster, TeamQueuePolicy
-from tenants.permissions import is_portal_admin
+from tenants.models import Department, Membership, TeamCluster, TeamQueuePolicy
+from tenants.permissions import can_review_quota, is_portal_admin
 
 # What a team slug or cluster name in a URL may be (anything else, a NUL byte say, is a 404
 # before any query: PostgreSQL refuses NUL in text).
@@ -54,6 +54,8 @@ class AdminOnlyActions(BasePermission):
         what = getattr(view, "admin_actions", {}).get(view.action)
         if what is None or is_portal_admin(request.user):
             return True
+        if view.action in getattr(view, "reviewer_actions", ()) and can_review_quota(request.user):
+            return True  # a department admin: the service decides which requests
         self.message = f"Only portal admins can {what}."
         return False
 
@@ -129,7 +131,11 @@ class TeamViewSet(RowListMixin, mixins.RetrieveModelMixin, mixins.CreateModelMix
     lookup_field = "slug"
     lookup_value_regex = SLUG
     ordering_fields = ["slug", "name", "created_at"]
-    admin_actions = {"create": "create teams", "archive": "archive teams"}
+    admin_actions = {
+        "create": "create teams",
+        "archive": "archive teams",
+        "department": "move teams between departments",
+    }
 
     def get_queryset(self):
         return selectors.teams_visible_to(self.request.user)
@@ -151,6 +157,20 @@ class TeamViewSet(RowListMixin, mixins.RetrieveModelMixin, mixins.CreateModelMix
         data = self.validated(s.TeamCreateSerializer)
         team = services.team_create(actor=request.user, **data)
         return self.respond(team, status_code=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        summary="Put the team in a department, or in none (admins)",
+        request=s.TeamDepartmentSerializer,
+        responses=s.TeamSerializer,
+    )
+    @action(detail=True, methods=["put"], url_path="department")
+    def department(self, request, slug=None):
+        team = self.get_object()
+        data = self.validated(s.TeamDepartmentSerializer)
+        team = departments.team_set_department(
+            actor=request.user, team=team, department=data["department"]
+        )
+        return self.respond(team)
 
     @extend_schema(
         summary="Archive a team: revoke its grants, remove its access and quota (admins)",
@@ -401,10 +421,12 @@ class QuotaRequestViewSet(
         "reject": "approve or reject quota requests",
         "review_queue": "see the review queue",
     }
+    # Department admins too, for their departments' teams within the ceilings (``ceilings``).
+    reviewer_actions = {"approve", "reject", "review_queue"}
 
     def get_queryset(self):
         if self.action == "review_queue":
-            return selectors.review_queue()
+            return selectors.review_queue_of(self.request.user)
         return selectors.quota_requests_visible_to(self.request.user)
 
     def get_serializer_context(self):
@@ -420,7 +442,8 @@ class QuotaRequestViewSet(
         return self.respond(quota_request, status_code=status.HTTP_201_CREATED)
 
     @extend_schema(
-        summary="Approve, optionally for fewer GPUs or a shorter period (admins)",
+        summary="Approve, optionally for fewer GPUs or a shorter period (admins; department "
+        "admins within their ceiling)",
         request=s.QuotaRequestApproveSerializer,
         responses={
             201: OpenApiResponse(s.QuotaGrantSerializer, description="The grant it created."),
@@ -436,7 +459,7 @@ class QuotaRequestViewSet(
         return self.respond(grant, s.QuotaGrantSerializer, status.HTTP_201_CREATED)
 
     @extend_schema(
-        summary="Reject with a note (admins)",
+        summary="Reject with a note (admins; department admins within their ceiling)",
         request=s.DecisionNoteSerializer,
         responses=s.QuotaRequestSerializer,
     )
@@ -462,7 +485,8 @@ class QuotaRequestViewSet(
         return self.respond(quota_request)
 
     @extend_schema(
-        summary="Pending requests, oldest first, with their cluster's capacity (admins)",
+        summary="Pending requests, oldest first, with their cluster's capacity (admins; "
+        "department admins: their teams', each saying whether they may decide it)",
         responses=s.ReviewQueueItemSerializer(many=True),
     )
     @action(detail=False, methods=["get"], url_path="review-queue")
@@ -553,6 +577,100 @@ class QuotaGrantViewSet(RowListMixin, mixins.RetrieveModelMixin, PortalViewSet):
         data = self.validated(s.QuotaGrantShrinkSerializer)
         grant = quota.quota_grant_shrink(actor=request.user, grant=grant, **data)
         return self.respond(grant)
+
+
+# --- departments -------------------------------------------------------------------------------
+
+
+@extend_schema_view(
+    list=extend_schema(summary="Departments (admins: all; department admins: theirs)"),
+    retrieve=extend_schema(
+        summary="A department with its ceilings and what its teams hold against them"
+    ),
+    create=extend_schema(
+        summary="Create a department (admins)",
+        request=s.DepartmentCreateSerializer,
+        responses={201: s.DepartmentDetailSerializer},
+    ),
+    partial_update=extend_schema(
+        summary="Rename a department or move it under another (admins)",
+        request=s.DepartmentWriteSerializer,
+        responses=s.DepartmentDetailSerializer,
+    ),
+)
+class DepartmentViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    PortalViewSet,
+):
+    serializer_class = s.DepartmentSerializer
+    action_serializers = {
+        "retrieve": s.DepartmentDetailSerializer,
+        "create": s.DepartmentCreateSerializer,
+        "partial_update": s.DepartmentWriteSerializer,
+        "admins": s.DepartmentAdminsSerializer,
+        "ceilings": s.DepartmentCeilingSetSerializer,
+    }
+    lookup_field = "slug"
+    lookup_value_regex = SLUG
+    ordering_fields = ["slug", "name", "created_at"]
+    http_method_names = ["get", "post", "patch", "put", "head", "options"]
+    admin_actions = {
+        "create": "create departments",
+        "partial_update": "change departments",
+        "admins": "set department admins",
+        "ceilings": "set department ceilings",
+    }
+
+    def get_queryset(self):
+        return (
+            selectors.departments_visible_to(self.request.user)
+            .select_related("parent")
+            .prefetch_related("admins", "teams")
+        )
+
+    def create(self, request, *args, **kwargs):
+        data = self.validated(s.DepartmentCreateSerializer)
+        department = departments.department_create(actor=request.user, **data)
+        return self.respond(department, s.DepartmentDetailSerializer, status.HTTP_201_CREATED)
+
+    def partial_update(self, request, *args, **kwargs):
+        department = self.get_object()
+        data = self.validated(s.DepartmentWriteSerializer)
+        department = departments.department_update(
+            actor=request.user, department=department, **data
+        )
+        return self.respond(self._fresh(department), s.DepartmentDetailSerializer)
+
+    def _fresh(self, department: Department) -> Department:
+        return self.get_queryset().get(pk=department.pk)
+
+    @extend_schema(
+        summary="Make exactly these users the department's admins (admins)",
+        request=s.DepartmentAdminsSerializer,
+        responses=s.DepartmentDetailSerializer,
+    )
+    @action(detail=True, methods=["put"])
+    def admins(self, request, slug=None):
+        department = self.get_object()
+        data = self.validated(s.DepartmentAdminsSerializer)
+        departments.department_set_admins(
+            actor=request.user, department=department, admins=data["admins"]
+        )
+        return self.respond(self._fresh(department), s.DepartmentDetailSerializer)
+
+    @extend_schema(
+        summary="Set or remove (gpus null) the ceiling for a GPU model on a cluster (admins)",
+        request=s.DepartmentCeilingSetSerializer,
+        responses=s.DepartmentDetailSerializer,
+    )
+    @action(detail=True, methods=["put"])
+    def ceilings(self, request, slug=None):
+        department = self.get_object()
+        data = self.validated(s.DepartmentCeilingSetSerializer)
+        departments.department_set_ceiling(actor=request.user, department=department, **data)
+        return self.respond(self._fresh(department), s.DepartmentDetailSerializer)
 
 
 # --- audit -------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """The home page: the teams a user can see, with their active grants and pending requests, a
-page of them at a time (an admin sees every team)."""
+page of them at a time (an admin sees every team), and for a department admin their departments
+and review queue."""
 
 from typing import Any
 
@@ -51,4 +52,7 @@ def home(request: HttpRequest) -> HttpResponse:
     context: dict[str, Any] = {"rows": rows, "page": page}
     if is_portal_admin(request.user):
         context["review_count"] = selectors.review_queue().count()
+    else:
+        # A department admin finds their departments and review queue here.
+        context["departments"] = list(request.user.administered_departments.order_by("slug"))
     return render(request, "tenants/home.html", context)

@@ -1,5 +1,7 @@
 """The admins' review queue, a page at a time: each pending request beside its cluster's
-capacity, approve and reject, one by one or the ticked ones at once."""
+capacity, approve and reject, one by one or the ticked ones at once. A department admin's queue
+holds their departments' teams' requests, each saying whether they may decide it or it needs a
+portal admin (``tenants.ceilings``), with the ceiling's arithmetic."""
 
 from dataclasses import dataclass
 
@@ -14,11 +16,12 @@ from django.views.decorators.http import require_POST
 
 from portal.params import page_of
 from tenants import quota, selectors
+from tenants.ceilings import Delegation, delegation
 from tenants.errors import InvalidTransition
 from tenants.filtersets import QuotaRequestFilter
 from tenants.forms import ApproveForm, BulkDecisionForm, RejectForm, add_service_errors
-from tenants.models import QuotaRequest
-from tenants.permissions import is_portal_admin
+from tenants.models import QuotaRequest, Team
+from tenants.permissions import can_review_quota, is_portal_admin
 
 # Requests a page of the queue shows: its size and time do not grow with the queue.
 REVIEW_PAGE_SIZE = 25
@@ -32,6 +35,11 @@ class ReviewRow:
     reject_form: RejectForm
     own: bool
     models: list[selectors.ModelCapacitySummary]
+    delegation: Delegation | None = None  # for a department admin: may they decide it?
+
+    @property
+    def decidable(self) -> bool:
+        return not self.own and (self.delegation is None or self.delegation.allowed)
 
     @property
     def free_after(self) -> int | None:
@@ -55,8 +63,9 @@ class ReviewRow:
         return plannable - self.request.model_granted_in_period - self.request.gpus
 
 
-def _require_admin(request: HttpRequest) -> None:
-    if not is_portal_admin(request.user):
+def _require_reviewer(request: HttpRequest) -> None:
+    """Portal admins, and department admins for their departments' teams."""
+    if not can_review_quota(request.user):
         raise PermissionDenied("Only portal admins can review quota requests.")
 
 
@@ -71,11 +80,19 @@ def _render_review(
     """A page of the queue, oldest first (filtered as the API's review queue is), each request
     beside its cluster's capacity for that GPU kind; a form that failed is shown again, bound,
     with its errors."""
+    portal_admin = is_portal_admin(request.user)
+    teams = (
+        selectors.teams_visible_to(request.user)
+        if portal_admin
+        else Team.objects.filter(
+            department_id__in=selectors.administered_department_ids(request.user)
+        )
+    )
     filterset = QuotaRequestFilter(
         request.GET,
-        queryset=selectors.review_queue(),
+        queryset=selectors.review_queue_of(request.user),
         request=request,
-        teams=selectors.teams_visible_to(request.user).order_by("name", "slug"),
+        teams=teams.order_by("name", "slug"),
     )
     page = page_of(request, filterset.page_rows(), REVIEW_PAGE_SIZE)
     summaries = selectors.capacity_summaries()
@@ -94,6 +111,9 @@ def _render_review(
                 reject_form=(reject_form if mine and reject_form else None)
                 or RejectForm(prefix=f"reject-{quota_request.pk}"),
                 own=quota_request.requested_by_id == request.user.pk,
+                delegation=None
+                if portal_admin
+                else delegation(reviewer=request.user, quota_request=quota_request),
             )
         )
     return render(
@@ -111,7 +131,7 @@ def _render_review(
 
 @login_required
 def review_queue(request: HttpRequest) -> HttpResponse:
-    _require_admin(request)
+    _require_reviewer(request)
     return _render_review(request)
 
 
@@ -120,9 +140,11 @@ def review_queue(request: HttpRequest) -> HttpResponse:
 def review_decide(request: HttpRequest) -> HttpResponse:
     """Approve or reject the ticked requests, oldest first, each on its own (``quota.
     quota_requests_decide``); back to the queue, its filters kept, with a message per refusal."""
-    _require_admin(request)
+    _require_reviewer(request)
+    # A department admin ticks among their teams' requests only: another's id is not a choice.
     form = BulkDecisionForm(
-        request.POST, requests=QuotaRequest.objects.order_by("created_at", "id")
+        request.POST,
+        requests=selectors.quota_requests_visible_to(request.user).order_by("created_at", "id"),
     )
     if not form.is_valid():
         return _render_review(request, bulk_form=form)
@@ -179,7 +201,7 @@ def quota_request_approve(request: HttpRequest, pk: int) -> HttpResponse:
                 f"{grant.gpus} × {grant.gpu_resource} on {grant.cluster}.",
             )
             return redirect("review-queue")
-    _require_admin(request)
+    _require_reviewer(request)
     return _render_review(request, bound_id=pk, approve_form=form)
 
 
@@ -201,5 +223,5 @@ def quota_request_reject(request: HttpRequest, pk: int) -> HttpResponse:
         else:
             messages.success(request, f"Rejected request #{quota_request.pk}.")
             return redirect("review-queue")
-    _require_admin(request)
+    _require_reviewer(request)
     return _render_review(request, bound_id=pk, reject_form=form)

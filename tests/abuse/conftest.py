@@ -1,6 +1,6 @@
-"""One small world for the bad-input suites: two teams on one cluster, a pending request, an
-active grant, a job, a notification and audit events, so that generated and hand-written inputs
-reach real objects as well as missing ones.
+"""One small world for the bad-input suites: two teams on one cluster (one in a department), a
+pending request, an active grant, a job, a notification and audit events, so that generated and
+hand-written inputs reach real objects as well as missing ones.
 
 The cluster points at ports nothing listens on: reads of the cluster or of Prometheus fail at
 once, and must answer as the schema says (502/503), never 500. Nothing reaches a worker: the
@@ -63,6 +63,10 @@ def world(db, cluster, team, other_team, lead, member, other_lead, admin, outsid
     archived = factories.TeamFactory(slug="archived", name="Archived")
     factories.TeamClusterFactory(team=archived, cluster=cluster)
     services.team_archive(actor=admin, team=archived, note="Done.")
+    factories.GpuModelCapacityFactory(cluster=cluster, gpu_model="NVIDIA-A100-SXM4-80GB")
+    department = factories.DepartmentFactory(slug="research", name="Research")
+    team.department = department
+    team.save(update_fields=["department"])
     notification = factories.NotificationFactory(user=lead, team=team)
     audit_event = grant.request.team.audit_events.order_by("pk").first()
     budget = budget_set(actor=admin, team=team, gpu_hours="1000")
@@ -80,6 +84,7 @@ def world(db, cluster, team, other_team, lead, member, other_lead, admin, outsid
         "notification": notification,
         "audit_event": audit_event,
         "budget": budget,
+        "department": department,
         "outsider": outsider,
         "archived": archived,
         "today": today,

@@ -142,6 +142,7 @@ ENV_NAMES |= {"upper-case"} | DNS_LABELS
 # A date far ahead is a date: bounding how far ahead quota may be planned is the part of issue
 # 11 that makes "every date ... reject out-of-range values" (web-hardening).
 FAR_END = {"date-last-day"}
+NAMESPACE_NAMES = {"path-kube-system", "path-default-namespace"}
 NOTE = F("text")
 
 ENDPOINTS = [
@@ -300,6 +301,33 @@ ENDPOINTS = [
             "preprocess.cpu_cores": F("number", FRACTIONS, "string-empty", "empty"),
             "annotations.example.com/purpose": F("text"),
         },
+    ),
+    Endpoint(
+        "department-create",
+        "post",
+        lambda w: "/api/v1/departments/",
+        "admin",
+        lambda w: {"slug": "new-department", "name": "New department"},
+        # A department names no namespace: "default" and "kube-system" are names like any other.
+        {"slug": F("id", DNS_LABELS, NAMESPACE_NAMES), "name": F("line")},
+    ),
+    Endpoint(
+        "department-ceiling",
+        "put",
+        lambda w: f"/api/v1/departments/{w['department'].slug}/ceilings/",
+        "admin",
+        lambda w: {"cluster": w["cluster"].name, "gpu_model": "NVIDIA-A100-SXM4-80GB", "gpus": 8},
+        # A ceiling of 0 GPUs is a ceiling; null removes it.
+        {"cluster": F("id"), "gpu_model": F("id"), "gpus": F("number", "type-zero", "type-null")},
+    ),
+    Endpoint(
+        "team-department",
+        "put",
+        lambda w: f"/api/v1/teams/{w['other_team'].slug}/department/",
+        "admin",
+        lambda w: {"department": w["department"].slug},
+        # Null or blank: in no department.
+        {"department": F("id", BLANK, "type-null", "string-empty")},
     ),
     Endpoint(
         "notifications-read",

@@ -95,6 +95,7 @@ def _real_path_parameters(world) -> dict[str, dict[str, str]]:
         "/api/v1/teams/": team,
         "/api/v1/monitoring/": team,
         "/api/v1/clusters/": {"name": world["cluster"].name},
+        "/api/v1/departments/": {"slug": world["department"].slug},
     }
 
 

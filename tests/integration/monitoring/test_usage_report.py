@@ -140,3 +140,24 @@ def test_a_lead_gets_the_same_figures_for_their_team_only_in_csv_and_on_the_page
     download = client_as(lead).get("/monitoring/usage.csv", params)
     assert download["Content-Disposition"].startswith("attachment")
     assert download.content.decode().splitlines() == lines
+
+
+def test_a_department_admin_gets_its_teams_rows_of_the_whole_report(backfilled, teams, admin, api):
+    # Team A in research-vision, nested in research; team B in no department.
+    team_a, _ = teams
+    research = factories.DepartmentFactory(slug="research")
+    team_a.department = factories.DepartmentFactory(slug="research-vision", parent=research)
+    team_a.save()
+    dept_admin = factories.UserFactory(username="dana-dept-admin")
+    research.admins.add(dept_admin)
+    params, _, _ = period_params(backfilled)
+
+    whole = api.as_user(admin).get("/api/v1/usage-report/", params).json()
+    department = api.as_user(dept_admin).get(
+        "/api/v1/usage-report/", {**params, "department": "research"}
+    )
+
+    # The department's figures are its teams' rows of the whole report, to the GPU-hour.
+    assert department.status_code == 200, department.content
+    assert department.json()["rows"] == [r for r in whole["rows"] if r["team"] == team_a.slug]
+    assert sum(r["held_gpu_hours"] for r in department.json()["rows"]) == pytest.approx(4 * 24)

@@ -48,6 +48,13 @@ def mig_fraction(gpu_resource: str, gpu_model: str = "") -> Fraction:
     return min(Fraction(int(match.group(1)), slices), Fraction(1))
 
 
+@functools.lru_cache(maxsize=1024)
+def _mig_ratio(gpu_resource: str, gpu_model: str) -> tuple[int, int]:
+    """``mig_fraction`` as (numerator, denominator): what the per-grant arithmetic reads."""
+    fraction = mig_fraction(gpu_resource, gpu_model)
+    return fraction.numerator, fraction.denominator
+
+
 @dataclass(frozen=True)
 class PriceRow:
     gpu_model: str
@@ -92,7 +99,7 @@ def _decimal(hours: float) -> Decimal:
     return Decimal(repr(hours))
 
 
-@dataclass
+@dataclass(slots=True)
 class Costing:
     """One team's figures on one cluster in one period, in GPU-hours and money."""
 
@@ -155,17 +162,18 @@ def costing(
     """Price one team's grants on one cluster in one period, each with the GPU-hours it was
     granted there (``UsageRow.grant_hours``), and the hours measured."""
     on = period.start.date()
-    result = Costing(held_gpu_hours=held, used_gpu_hours=used, idle_gpu_hours=idle)
-    shares: list[tuple[GrantSpan, float]] = []
+    in_force_price = prices.in_force
+    granted = reserved = 0.0
+    cost = Decimal(0)
     for grant, hours in grant_hours:
         if hours <= 0:
             continue
-        fraction = mig_fraction(grant.gpu_resource, grant.gpu_model)
-        price = prices.in_force(grant.gpu_model, on)
-        equivalent = hours * fraction.numerator / fraction.denominator
-        result.granted_gpu_hours += hours
-        result.reserved_gpu_hours += equivalent
-        result.reserved_cost += _decimal(equivalent) * price.gpu_hour
+        numerator, denominator = _mig_ratio(grant.gpu_resource, grant.gpu_model)
+        price = in_force_price(grant.gpu_model, on)
+        equivalent = hours if numerator == denominator else hours * numerator / denominator
+        granted += hours
+        reserved += equivalent
+        cost += Decimal(repr(equivalent)) * price.gpu_hour
         if grant.cpu_cores or grant.memory_gib:
             # Never shrunk, the grant was in force its GPU-hours over its GPUs.
             in_force = (
@@ -174,14 +182,20 @@ def costing(
                 else hours / grant.gpus
             )
             if grant.cpu_cores:
-                result.reserved_cost += _decimal(grant.cpu_cores * in_force) * price.cpu_core_hour
+                cost += _decimal(grant.cpu_cores * in_force) * price.cpu_core_hour
             if grant.memory_gib:
-                result.reserved_cost += (
-                    _decimal(grant.memory_gib * in_force) * price.memory_gib_hour
-                )
-        shares.append((grant, hours))
+                cost += _decimal(grant.memory_gib * in_force) * price.memory_gib_hour
+    result = Costing(
+        granted_gpu_hours=granted,
+        reserved_gpu_hours=reserved,
+        held_gpu_hours=held,
+        used_gpu_hours=used,
+        idle_gpu_hours=idle,
+        reserved_cost=cost,
+    )
     if held is None:
         return result
+    shares = [(grant, hours) for grant, hours in grant_hours if hours > 0]
     unit_price, unit_fraction = _held_unit(shares, prices=prices, on=on)
     result.held_gpu_equivalent_hours = held * unit_fraction
     result.used_cost = _decimal(held) * unit_price

@@ -25,7 +25,7 @@ from monitoring.usage import teams_usage_report
 from tenants.models import Department, Team
 
 
-@dataclass
+@dataclass(slots=True)
 class StatementLine:
     """One team's month on one cluster (``cluster`` empty: all its clusters together)."""
 
@@ -37,7 +37,7 @@ class StatementLine:
     costing: pricing.Costing
 
 
-@dataclass
+@dataclass(slots=True)
 class DepartmentLine:
     """One department's month: its teams' and nested departments' teams' lines summed."""
 
@@ -158,19 +158,27 @@ def monthly_statement(
     }
     departments = list(Department.objects.values_list("pk", "slug", "name", "parent_id"))
     department_slugs = {pk: slug for pk, slug, _, _ in departments}
+    team_department_slugs = {
+        slug: department_slugs.get(department_id, "")
+        for slug, (_, _, department_id) in team_rows.items()
+    }
+    month_of = {}
     lines = []
     for row in report.rows:
-        department_id = team_rows[row.team_slug][2]
+        period = row.period
+        month = month_of.get(period)
+        if month is None:
+            month = month_of[period] = period.start.date()
         lines.append(
             StatementLine(
                 team_slug=row.team_slug,
                 team_name=row.team_name,
-                department_slug=department_slugs.get(department_id, ""),
+                department_slug=team_department_slugs[row.team_slug],
                 cluster=row.cluster,
-                month=row.period.start.date(),
+                month=month,
                 costing=pricing.costing(
                     grant_hours=row.grant_hours,
-                    period=row.period,
+                    period=period,
                     held=row.held_gpu_hours,
                     used=row.used_gpu_hours,
                     idle=row.idle_gpu_hours,

@@ -66,7 +66,7 @@ def periods(start: datetime.datetime, end: datetime.datetime, bucket: str) -> li
     return result
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GrantSpan:
     """A grant reduced to what the report needs: its GPUs and when it was in force.
 
@@ -135,15 +135,25 @@ def granted_by_period(
     """The GPU-hours one grant allowed within each period (``granted_gpu_hours`` of it alone),
     its interval and sizes worked out once for them all."""
     start, end = grant_interval(grant, tz)
-    stretches = None
+    if not grant.resized:
+        # Never shrunk (the common case): one stretch, an overlap per period.
+        result = []
+        for period in periods:
+            until = period.end if period.end < now else now
+            if end is not None and end < until:
+                until = end
+            since = start if start > period.start else period.start
+            result.append(
+                grant.gpus * (until - since).total_seconds() / 3600 if until > since else 0.0
+            )
+        return result
+    stretches = grant.sizes(start)
     result = []
     for period in periods:
         period_end = period.end if period.end < now else now
         if start >= period_end or (end is not None and end <= period.start):
-            result.append(0.0)  # not in force in the period (the common case)
+            result.append(0.0)  # not in force in the period
             continue
-        if stretches is None:
-            stretches = grant.sizes(start)
         total = 0.0
         for since, until, gpus in stretches:
             overlap_start = since if since > period.start else period.start
@@ -158,7 +168,7 @@ def granted_by_period(
     return result
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class UsageRow:
     """One team's GPU-hours on one cluster in one period."""
 

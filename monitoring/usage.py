@@ -130,9 +130,9 @@ def teams_usage_report(
     now = now or timezone.now()
     tz = timezone.get_current_timezone()
     periods = reports.periods(start, end, bucket)
-    team_list = list(teams.order_by("slug"))
-    by_slug = {t.slug: t for t in team_list}
-    namespaces = None if every_team else sorted(by_slug)
+    # (pk, slug, name) rows: a thousand model instances cost more than the query.
+    team_list = list(teams.order_by("slug").values_list("pk", "slug", "name"))
+    namespaces = None if every_team else sorted(slug for _, slug, _ in team_list)
     # The teams as a subquery: a thousand ids spelt out in SQL cost more than the rows.
     grants = selectors.grant_spans(QuotaGrant.objects.filter(team__in=teams))
     report = UsageReport(start=start, end=end, bucket=bucket, rows=[])
@@ -143,6 +143,7 @@ def teams_usage_report(
     for grant in grants:
         spans.setdefault((grant.cluster_id, grant.team_id), []).append(grant)
     cluster_list = list((Cluster.objects.all() if clusters is None else clusters).order_by("name"))
+    rows = report.rows
     for cluster in cluster_list:
         config = metrics_config(cluster)
         measured: dict[int, tuple[dict, dict]] = {}
@@ -170,39 +171,42 @@ def teams_usage_report(
                 report.errors[cluster.name] = unavailable_message(error)
                 measured = {}
         failed = cluster.name in report.errors
-        # Each grant's hours in every period, worked out once per grant.
-        by_period = {
-            team.pk: [
-                (grant, reports.granted_by_period(grant, periods, now=now, tz=tz))
-                for grant in spans.get((cluster.pk, team.pk), ())
-            ]
-            for team in team_list
-        }
+        # Each team's grants' hours in every period, worked out once per grant and turned
+        # into one (grant, hours) tuple per period: (team, grant_hours per period, granted
+        # per period), teams in slug order.
+        granted_by_team = []
+        for pk, slug, name in team_list:
+            team_grants = spans.get((cluster.pk, pk), ())
+            columns = list(
+                zip(
+                    *(reports.granted_by_period(g, periods, now=now, tz=tz) for g in team_grants),
+                    strict=True,
+                )
+            ) or [()] * len(periods)
+            granted_by_team.append((slug, name, team_grants, columns))
         for index, period in enumerate(periods):
             held, used, *idle_measured = measured.get(index, ({}, {}, {}))
-            idle_measured = idle_measured or [{}]
-            for team in team_list:
-                grant_hours = tuple((grant, hours[index]) for grant, hours in by_period[team.pk])
+            idle_hours = idle_measured[0] if idle_measured else {}
+            for slug, name, team_grants, columns in granted_by_team:
+                hours = columns[index]
                 granted = 0.0
-                for _, hours in grant_hours:
-                    granted += hours
-                held_hours = None if failed else held.get(team.slug, 0.0)
-                used_hours = None if failed else used.get(team.slug, 0.0)
+                for grant_hours in hours:
+                    granted += grant_hours
+                held_hours = None if failed else held.get(slug, 0.0)
+                used_hours = None if failed else used.get(slug, 0.0)
                 if not (granted or held_hours or used_hours):
                     continue
-                report.rows.append(
+                rows.append(
                     reports.UsageRow(
-                        team_slug=team.slug,
-                        team_name=team.name,
+                        team_slug=slug,
+                        team_name=name,
                         cluster=cluster.name,
                         period=period,
                         granted_gpu_hours=granted,
                         held_gpu_hours=held_hours,
                         used_gpu_hours=used_hours,
-                        idle_gpu_hours=(
-                            idle_measured[0].get(team.slug, 0.0) if idle and not failed else None
-                        ),
-                        grant_hours=grant_hours,
+                        idle_gpu_hours=(idle_hours.get(slug, 0.0) if idle and not failed else None),
+                        grant_hours=tuple(zip(team_grants, hours, strict=True)),
                     )
                 )
     if len(cluster_list) > 1:

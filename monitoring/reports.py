@@ -13,7 +13,7 @@ from __future__ import annotations
 import csv
 import datetime
 import io
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 BUCKETS = ("day", "week", "month", "total")
@@ -201,8 +201,12 @@ class UsageRow:
 
 CSV_HEADER = [
     "team", "team_name", "cluster", "period_start", "period_end", "granted_gpu_hours",
-    "held_gpu_hours", "used_gpu_hours", "utilisation_percent",
+    "held_gpu_hours", "used_gpu_hours", "utilisation_percent", "budget_gpu_hours",
+    "budget_spent_gpu_hours",
 ]  # fmt: skip
+
+# A team's budget in GPU-hours and what the period spent of it (None: Prometheus could not say).
+BudgetFigures = tuple[float, float | None]
 
 
 def _text(value: str) -> str:
@@ -214,12 +218,18 @@ def _number(value: float | None, decimals: int = 3) -> str:
     return "" if value is None else f"{value:.{decimals}f}"
 
 
-def csv_text(rows: Sequence[UsageRow]) -> str:
-    """The report as CSV, one line per row; empty cells where Prometheus could not answer."""
+def csv_text(
+    rows: Sequence[UsageRow],
+    budgets: Mapping[tuple[str, datetime.datetime], BudgetFigures] | None = None,
+) -> str:
+    """The report as CSV, one line per row; empty cells where Prometheus could not answer.
+    ``budgets`` gives (team slug, period start) its budget and spending (empty cells: none)."""
+    budgets = budgets or {}
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_HEADER)
     for row in rows:
+        budget, spent = budgets.get((row.team_slug, row.period.start), (None, None))
         writer.writerow(
             [
                 row.team_slug,
@@ -231,6 +241,8 @@ def csv_text(rows: Sequence[UsageRow]) -> str:
                 _number(row.held_gpu_hours),
                 _number(row.used_gpu_hours),
                 _number(row.utilisation_percent, 1),
+                _number(budget),
+                _number(spent),
             ]
         )
     return out.getvalue()

@@ -18,7 +18,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from clusters.models import Cluster
-from monitoring import promql, reports, selectors
+from monitoring import promql, reports, selectors, usage_budgets
 from monitoring.metrics import metrics_config, prometheus_for, unavailable_message
 from monitoring.prometheus import PrometheusClient, PrometheusError
 from tenants.models import Department, QuotaGrant, Team
@@ -46,7 +46,7 @@ class UsageReport:
         }
 
     def csv(self) -> str:
-        return reports.csv_text(self.rows)
+        return reports.csv_text(self.rows, usage_budgets.budget_figures(self.rows))
 
 
 def _measured_hours(

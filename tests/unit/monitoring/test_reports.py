@@ -135,7 +135,22 @@ def test_csv_has_a_header_and_a_line_per_row_with_empty_cells_for_unknowns():
     assert rows[0] == reports.CSV_HEADER
     assert rows[1] == [
         "vision", "Vision", "east", "2026-01-01T00:00:00+00:00", "2026-01-02T00:00:00+00:00",
-        "96.000", "48.500", "12.250", "25.3",
+        "96.000", "48.500", "12.250", "25.3", "", "",
     ]  # fmt: skip
     assert rows[2][1] == "'=cmd()"  # never a formula in a spreadsheet
-    assert rows[2][6:] == ["", "", ""]
+    assert rows[2][6:] == ["", "", "", "", ""]
+
+
+def test_csv_gives_a_team_its_budget_and_spending_and_empty_cells_without_one():
+    period = Period(at(2026, 1, 1), at(2026, 2, 1))
+    text = reports.csv_text(
+        [
+            UsageRow("vision", "Vision", "east", period, 96, 48.5, 12.25),
+            UsageRow("vision", "Vision", "west", period, 24, None, None),
+            UsageRow("speech", "Speech", "east", period, 24, 3, 1),
+        ],
+        {("vision", period.start): (100.0, 48.5)},
+    )
+    rows = list(csv.reader(io.StringIO(text)))
+    assert rows[0][-2:] == ["budget_gpu_hours", "budget_spent_gpu_hours"]
+    assert [r[-2:] for r in rows[1:]] == [["100.000", "48.500"], ["100.000", "48.500"], ["", ""]]

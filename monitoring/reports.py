@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import datetime
 import io
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -135,18 +136,6 @@ def granted_by_period(
     """The GPU-hours one grant allowed within each period (``granted_gpu_hours`` of it alone),
     its interval and sizes worked out once for them all."""
     start, end = grant_interval(grant, tz)
-    if not grant.resized:
-        # Never shrunk (the common case): one stretch, an overlap per period.
-        result = []
-        for period in periods:
-            until = period.end if period.end < now else now
-            if end is not None and end < until:
-                until = end
-            since = start if start > period.start else period.start
-            result.append(
-                grant.gpus * (until - since).total_seconds() / 3600 if until > since else 0.0
-            )
-        return result
     stretches = grant.sizes(start)
     result = []
     for period in periods:
@@ -168,6 +157,34 @@ def granted_by_period(
     return result
 
 
+def granted_by_periods(
+    grants: Sequence[GrantSpan],
+    periods: Sequence[Period],
+    *,
+    now: datetime.datetime,
+    tz: datetime.tzinfo,
+) -> list[list[float]]:
+    """``granted_by_period`` of each grant: the periods' bounds worked out once for them all,
+    and a grant never shrunk (the common case) as one stretch in POSIX seconds."""
+    bounds = [(p.start.timestamp(), min(p.end, now).timestamp()) for p in periods]
+    result = []
+    for grant in grants:
+        if grant.resized:
+            result.append(granted_by_period(grant, periods, now=now, tz=tz))
+            continue
+        start, end = grant_interval(grant, tz)
+        since = start.timestamp()
+        until = math.inf if end is None else end.timestamp()
+        hours = []
+        for period_start, period_end in bounds:
+            overlap = (period_end if period_end < until else until) - (
+                period_start if period_start > since else since
+            )
+            hours.append(grant.gpus * overlap / 3600 if overlap > 0 else 0.0)
+        result.append(hours)
+    return result
+
+
 @dataclass(frozen=True, slots=True)
 class UsageRow:
     """One team's GPU-hours on one cluster in one period."""
@@ -181,9 +198,17 @@ class UsageRow:
     used_gpu_hours: float | None
     # Held while under the cluster's idle threshold; None unless the report was asked for it.
     idle_gpu_hours: float | None = None
-    # Each of the team's grants on the cluster with its granted hours in the period (they add
-    # up to ``granted_gpu_hours``): what chargeback prices grant by grant.
-    grant_hours: tuple[tuple[GrantSpan, float], ...] = ()
+    # The team's grants on the cluster (the same tuple in each of its rows) and each one's
+    # granted hours in the period (they add up to ``granted_gpu_hours``): what chargeback
+    # prices grant by grant. Two flat tuples rather than a pair per grant and row: a report of
+    # a thousand teams over a year makes tens of thousands of rows.
+    grants: tuple[GrantSpan, ...] = ()
+    hours_by_grant: tuple[float, ...] = ()
+
+    @property
+    def grant_hours(self) -> tuple[tuple[GrantSpan, float], ...]:
+        """Each grant with its granted hours in the period."""
+        return tuple(zip(self.grants, self.hours_by_grant, strict=True))
 
     @property
     def utilisation_percent(self) -> float | None:

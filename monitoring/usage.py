@@ -138,11 +138,16 @@ def teams_usage_report(
     report = UsageReport(start=start, end=end, bucket=bucket, rows=[])
     if not team_list:
         return report
-    # Each team's grants on each cluster, grouped once: not a scan of every grant per team.
-    spans: dict[tuple[int, int], list] = {}
-    for grant in grants:
-        spans.setdefault((grant.cluster_id, grant.team_id), []).append(grant)
     cluster_list = list((Cluster.objects.all() if clusters is None else clusters).order_by("name"))
+    cluster_ids = {cluster.pk for cluster in cluster_list}
+    grants = [grant for grant in grants if grant.cluster_id in cluster_ids]
+    # Each team's grants on each cluster with their hours in every period, worked out once per
+    # grant and grouped once: not a scan of every grant per team.
+    spans: dict[tuple[int, int], list] = {}
+    for grant, hours in zip(
+        grants, reports.granted_by_periods(grants, periods, now=now, tz=tz), strict=True
+    ):
+        spans.setdefault((grant.cluster_id, grant.team_id), []).append((grant, hours))
     rows = report.rows
     for cluster in cluster_list:
         config = metrics_config(cluster)
@@ -171,19 +176,15 @@ def teams_usage_report(
                 report.errors[cluster.name] = unavailable_message(error)
                 measured = {}
         failed = cluster.name in report.errors
-        # Each team's grants' hours in every period, worked out once per grant and turned
-        # into one (grant, hours) tuple per period: (team, grant_hours per period, granted
-        # per period), teams in slug order.
+        # Each team's grants and, per period, a tuple of their hours: (slug, name, grants,
+        # tuples), teams in slug order.
         granted_by_team = []
         for pk, slug, name in team_list:
-            team_grants = spans.get((cluster.pk, pk), ())
-            columns = list(
-                zip(
-                    *(reports.granted_by_period(g, periods, now=now, tz=tz) for g in team_grants),
-                    strict=True,
-                )
-            ) or [()] * len(periods)
-            granted_by_team.append((slug, name, team_grants, columns))
+            entries = spans.get((cluster.pk, pk), ())
+            columns = list(zip(*(hours for _, hours in entries), strict=True)) or [()] * len(
+                periods
+            )
+            granted_by_team.append((slug, name, tuple(g for g, _ in entries), columns))
         for index, period in enumerate(periods):
             held, used, *idle_measured = measured.get(index, ({}, {}, {}))
             idle_hours = idle_measured[0] if idle_measured else {}
@@ -206,7 +207,8 @@ def teams_usage_report(
                         held_gpu_hours=held_hours,
                         used_gpu_hours=used_hours,
                         idle_gpu_hours=(idle_hours.get(slug, 0.0) if idle and not failed else None),
-                        grant_hours=tuple(zip(team_grants, hours, strict=True)),
+                        grants=team_grants,
+                        hours_by_grant=hours,
                     )
                 )
     if len(cluster_list) > 1:

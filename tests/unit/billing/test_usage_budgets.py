@@ -33,11 +33,11 @@ def test_a_team_shows_its_monthly_budget_of_every_model_first():
 
 def test_spent_is_the_held_gpu_equivalents_of_every_cluster_and_empty_when_unknown():
     whole, slice_ = grant(), grant("nvidia.com/mig-1g.10gb", "A100")
-    both = ((whole, 10), (slice_, 10))
+    both = {"grants": (whole, slice_), "hours_by_grant": (10, 10)}
     rows = [
         # 70 hours held on east against a whole H100 and a 1/7 A100 slice granted alike: half
         # each, the slice's half counting 1/7.
-        UsageRow("vision", "Vision", "east", JANUARY, 20, 70.0, 7.0, None, both),
+        UsageRow("vision", "Vision", "east", JANUARY, 20, 70.0, 7.0, **both),
         UsageRow("vision", "Vision", "west", JANUARY, 0, None, None),  # Prometheus down
         UsageRow("speech", "Speech", "east", JANUARY, 0, None, None),
         UsageRow("audio", "Audio", "east", JANUARY, 0, 5.0, 1.0),  # no budget
@@ -50,8 +50,8 @@ def test_spent_is_the_held_gpu_equivalents_of_every_cluster_and_empty_when_unkno
 
 def test_a_budget_of_one_model_counts_that_models_share_only():
     rows = [
-        UsageRow("vision", "Vision", "east", JANUARY, 20, 70.0, 7.0, None,
-                 ((grant(), 10), (grant(model="A100"), 10))),
+        UsageRow("vision", "Vision", "east", JANUARY, 20, 70.0, 7.0,
+                 grants=(grant(), grant(model="A100")), hours_by_grant=(10, 10)),
     ]  # fmt: skip
     figures = budget_figures_of(rows, {"vision": ("A100", 100.0)}, now=NOW)
     assert figures[("vision", JANUARY.start)] == pytest.approx((100.0, 35.0))

@@ -154,3 +154,20 @@ def test_csv_gives_a_team_its_budget_and_spending_and_empty_cells_without_one():
     rows = list(csv.reader(io.StringIO(text)))
     assert rows[0][-2:] == ["budget_gpu_hours", "budget_spent_gpu_hours"]
     assert [r[-2:] for r in rows[1:]] == [["100.000", "48.500"], ["100.000", "48.500"], ["", ""]]
+
+
+def test_granted_by_periods_gives_each_grant_what_granted_by_period_gives_it():
+    now = at(2026, 3, 10, 12, 30, 15, 250_000)
+    periods = reports.periods(at(2025, 12, 1), at(2026, 5, 1), "month")
+    grants = [
+        grant(),
+        grant(starts_on=(2025, 12, 20), ends_on=None),  # still open: up to now
+        grant(ends_on=None, ended_at=at(2026, 2, 3, 7, 15, 1, 500)),  # revoked
+        grant(starts_on=(2026, 6, 1), ends_on=None),  # not yet
+        grant(ends_on=None, resized=((at(2026, 1, 20, 9), 4, 2), (at(2026, 2, 1), 2, 1))),
+    ]
+    table = reports.granted_by_periods(grants, periods, now=now, tz=UTC)
+    for g, row in zip(grants, table, strict=True):
+        assert row == pytest.approx(reports.granted_by_period(g, periods, now=now, tz=UTC))
+    assert table[3] == [0.0] * len(periods)
+    assert table[1][-1] == 0.0  # April is still to come

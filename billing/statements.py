@@ -1,9 +1,9 @@
 """Monthly chargeback statements per team and per department.
 
-One usage-report call (``monitoring.usage.teams_usage_report``, bucketed by month, with idle
-hours) gives every figure; a handful of reads give the prices, teams, clusters and departments;
-the rest is ``billing.pricing`` over rows. The number of queries does not grow with the teams or
-the months."""
+One usage report (``monitoring.usage.usage_rows``, bucketed by month, with idle hours, each
+row priced as it comes rather than all kept) gives every figure; a handful of reads give the
+prices, teams, clusters and departments; the rest is ``billing.pricing`` over rows. The number
+of queries does not grow with the teams or the months."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from billing import pricing
 from billing.models import Price
 from billing.periods import add_months
 from clusters.models import Cluster
-from monitoring.usage import teams_usage_report
+from monitoring.usage import UsageReport, usage_rows
 from tenants.models import Department, Team
 
 
@@ -139,15 +139,14 @@ def monthly_statement(
     month_list = [add_months(first, i) for i in range(months)]
     every_team = teams is None
     teams = Team.objects.all() if teams is None else teams
-    report = teams_usage_report(
-        teams=teams,
-        every_team=every_team,
+    report = UsageReport(
         start=_midnight(first, tz),
         end=_midnight(add_months(first, months), tz),
         bucket="month",
-        now=now,
-        idle=True,
-        clusters=clusters,
+        rows=[],
+    )
+    rows = usage_rows(
+        report, teams=teams, every_team=every_team, now=now, idle=True, clusters=clusters
     )
     prices = price_book()
     team_rows = {
@@ -164,7 +163,7 @@ def monthly_statement(
     }
     month_of = {}
     lines = []
-    for row in report.rows:
+    for row in rows:
         period = row.period
         month = month_of.get(period)
         if month is None:
@@ -188,6 +187,9 @@ def monthly_statement(
                 ),
             )
         )
+    if any(line.cluster != lines[0].cluster for line in lines):
+        # One cluster's rows come by month and team; several clusters' one after the other.
+        lines.sort(key=lambda line: (line.month, line.team_slug, line.cluster))
     rollups = department_lines(
         lines,
         team_departments={slug: row[2] for slug, row in team_rows.items()},

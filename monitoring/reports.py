@@ -185,9 +185,11 @@ def granted_by_periods(
     return result
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class UsageRow:
-    """One team's GPU-hours on one cluster in one period."""
+    """One team's GPU-hours on one cluster in one period. (Not frozen: a report of a thousand
+    teams over a year makes some ten thousand of them, and a frozen one takes three times as
+    long to make.)"""
 
     team_slug: str
     team_name: str

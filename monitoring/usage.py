@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime
 import functools
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -127,6 +128,41 @@ def teams_usage_report(
     every team, with no user), on every cluster or those given. ``every_team`` says the teams
     are all of them, so Prometheus is asked for every namespace. With ``idle`` the rows also
     carry the GPU-hours held under each cluster's idle threshold."""
+    report = UsageReport(start=start, end=end, bucket=bucket, rows=[])
+    rows = report.rows
+    rows.extend(
+        usage_rows(
+            report,
+            teams=teams,
+            every_team=every_team,
+            strict=strict,
+            now=now,
+            idle=idle,
+            clusters=clusters,
+        )
+    )
+    if any(row.cluster != rows[0].cluster for row in rows):
+        # One cluster's rows come in order already (periods, then teams by slug).
+        rows.sort(key=lambda r: (r.period.start, r.team_slug, r.cluster))
+    return report
+
+
+def usage_rows(
+    report: UsageReport,
+    *,
+    teams: QuerySet[Team],
+    every_team: bool,
+    strict: bool = False,
+    now: datetime.datetime | None = None,
+    idle: bool = False,
+    clusters: QuerySet[Cluster] | None = None,
+) -> Iterator[reports.UsageRow]:
+    """``teams_usage_report``'s rows for the report's range and bucket, as they come: a
+    cluster's rows (by period, then team slug) after its Prometheus queries, a cluster that
+    could not answer in ``report.errors`` before its rows. For a caller that turns rows into
+    something else as it reads them (a statement: a year of a thousand teams is ten thousand
+    rows) rather than keeping them all."""
+    start, end, bucket = report.start, report.end, report.bucket
     now = now or timezone.now()
     tz = timezone.get_current_timezone()
     periods = reports.periods(start, end, bucket)
@@ -135,9 +171,8 @@ def teams_usage_report(
     namespaces = None if every_team else sorted(slug for _, slug, _ in team_list)
     # The teams as a subquery: a thousand ids spelt out in SQL cost more than the rows.
     grants = selectors.grant_spans(QuotaGrant.objects.filter(team__in=teams))
-    report = UsageReport(start=start, end=end, bucket=bucket, rows=[])
     if not team_list:
-        return report
+        return
     cluster_list = list((Cluster.objects.all() if clusters is None else clusters).order_by("name"))
     cluster_ids = {cluster.pk for cluster in cluster_list}
     grants = [grant for grant in grants if grant.cluster_id in cluster_ids]
@@ -148,7 +183,6 @@ def teams_usage_report(
         grants, reports.granted_by_periods(grants, periods, now=now, tz=tz), strict=True
     ):
         spans.setdefault((grant.cluster_id, grant.team_id), []).append((grant, hours))
-    rows = report.rows
     for cluster in cluster_list:
         config = metrics_config(cluster)
         measured: dict[int, tuple[dict, dict]] = {}
@@ -197,21 +231,15 @@ def teams_usage_report(
                 used_hours = None if failed else used.get(slug, 0.0)
                 if not (granted or held_hours or used_hours):
                     continue
-                rows.append(
-                    reports.UsageRow(
-                        team_slug=slug,
-                        team_name=name,
-                        cluster=cluster.name,
-                        period=period,
-                        granted_gpu_hours=granted,
-                        held_gpu_hours=held_hours,
-                        used_gpu_hours=used_hours,
-                        idle_gpu_hours=(idle_hours.get(slug, 0.0) if idle and not failed else None),
-                        grants=team_grants,
-                        hours_by_grant=hours,
-                    )
+                yield reports.UsageRow(
+                    team_slug=slug,
+                    team_name=name,
+                    cluster=cluster.name,
+                    period=period,
+                    granted_gpu_hours=granted,
+                    held_gpu_hours=held_hours,
+                    used_gpu_hours=used_hours,
+                    idle_gpu_hours=(idle_hours.get(slug, 0.0) if idle and not failed else None),
+                    grants=team_grants,
+                    hours_by_grant=hours,
                 )
-    if len(cluster_list) > 1:
-        # One cluster's rows come in order already (periods, then teams by slug).
-        report.rows.sort(key=lambda r: (r.period.start, r.team_slug, r.cluster))
-    return report

@@ -46,8 +46,13 @@ class UsageReport:
             "used_gpu_hours": total("used_gpu_hours"),
         }
 
+    @functools.cached_property
+    def budgets(self) -> dict[tuple[str, datetime.datetime], reports.BudgetFigures]:
+        """(team slug, period start) -> its budget and what the period spent of it."""
+        return usage_budgets.budget_figures(self.rows)
+
     def csv(self) -> str:
-        return reports.csv_text(self.rows, usage_budgets.budget_figures(self.rows))
+        return reports.csv_text(self.rows, self.budgets)
 
 
 def _measured_hours(

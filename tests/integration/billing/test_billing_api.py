@@ -428,7 +428,7 @@ def usage_csv(api, user) -> list[dict]:
     return list(csv.DictReader(io.StringIO(response.content.decode())))
 
 
-def test_the_usage_csv_gives_a_team_its_budget_and_leaves_the_cells_empty_without_one(
+def test_the_usage_report_gives_a_team_its_budget_and_leaves_it_empty_without_one(
     api, admin, team, other_team, grant, cluster, lead
 ):
     factories.QuotaGrantFactory(
@@ -447,6 +447,11 @@ def test_the_usage_csv_gives_a_team_its_budget_and_leaves_the_cells_empty_withou
     assert rows["vision"]["budget_gpu_hours"] == "300.000"  # the monthly budget first
     assert rows["vision"]["budget_spent_gpu_hours"] == ""  # no Prometheus: unknown
     assert rows["speech"]["budget_gpu_hours"] == rows["speech"]["budget_spent_gpu_hours"] == ""
+    body = api.as_user(admin).get("/api/v1/usage-report/").json()
+    budgets = {
+        r["team"]: (r["budget_gpu_hours"], r["budget_spent_gpu_hours"]) for r in body["rows"]
+    }
+    assert budgets == {"vision": (300.0, None), "speech": (None, None)}
 
 
 def test_the_usage_csv_reads_the_budgets_in_one_query_whatever_the_teams(api, admin, cluster, lead):

@@ -48,13 +48,6 @@ def mig_fraction(gpu_resource: str, gpu_model: str = "") -> Fraction:
     return min(Fraction(int(match.group(1)), slices), Fraction(1))
 
 
-@functools.lru_cache(maxsize=1024)
-def _mig_ratio(gpu_resource: str, gpu_model: str) -> tuple[int, int]:
-    """``mig_fraction`` as (numerator, denominator): what the per-grant arithmetic reads."""
-    fraction = mig_fraction(gpu_resource, gpu_model)
-    return fraction.numerator, fraction.denominator
-
-
 @dataclass(frozen=True)
 class PriceRow:
     gpu_model: str
@@ -75,6 +68,7 @@ class PriceBook:
         for row in sorted(rows, key=lambda r: r.effective_from, reverse=True):
             self._by_model.setdefault(row.gpu_model, []).append(row)
         self._memo: dict[tuple[str, datetime.date], PriceRow] = {}
+        self._rates: dict[tuple[str, str, datetime.date], tuple[int, int, PriceRow]] = {}
 
     def _latest(self, model: str, on: datetime.date) -> PriceRow | None:
         return next((r for r in self._by_model.get(model, ()) if r.effective_from <= on), None)
@@ -89,6 +83,23 @@ class PriceBook:
                 or ZERO_PRICE
             )
         return self._memo[key]
+
+    def rate(
+        self, gpu_resource: str, gpu_model: str, on: datetime.date
+    ) -> tuple[int, int, PriceRow]:
+        """A grant's MIG share (numerator, denominator) and the price in force on that day,
+        worked out once per kind of grant and day: what pricing reads for every grant and
+        month."""
+        key = (gpu_resource, gpu_model, on)
+        rate = self._rates.get(key)
+        if rate is None:
+            fraction = mig_fraction(gpu_resource, gpu_model)
+            rate = self._rates[key] = (
+                fraction.numerator,
+                fraction.denominator,
+                self.in_force(gpu_model, on),
+            )
+        return rate
 
 
 def money(value: Decimal | float) -> Decimal:
@@ -117,23 +128,36 @@ class Costing:
     def add(self, other: Costing) -> None:
         """Sum ``other`` into this one (a department's total, a team's clusters); hours
         Prometheus could not say stay unknown only while every part's are."""
-        self.granted_gpu_hours += other.granted_gpu_hours
-        self.reserved_gpu_hours += other.reserved_gpu_hours
-        if other.held_gpu_hours is not None:
-            self.held_gpu_hours = (self.held_gpu_hours or 0.0) + other.held_gpu_hours
-        if other.held_gpu_equivalent_hours is not None:
-            self.held_gpu_equivalent_hours = (
-                self.held_gpu_equivalent_hours or 0.0
-            ) + other.held_gpu_equivalent_hours
-        if other.used_gpu_hours is not None:
-            self.used_gpu_hours = (self.used_gpu_hours or 0.0) + other.used_gpu_hours
-        if other.idle_gpu_hours is not None:
-            self.idle_gpu_hours = (self.idle_gpu_hours or 0.0) + other.idle_gpu_hours
-        for model, hours in other.held_by_model.items():
-            self.held_by_model[model] = self.held_by_model.get(model, 0.0) + hours
-        self.reserved_cost += other.reserved_cost
-        self.used_cost += other.used_cost
-        self.idle_cost += other.idle_cost
+        self.add_all((other,))
+
+    def add_all(self, parts: Iterable[Costing]) -> None:
+        """``add`` each of the parts in turn, the sums kept in locals meanwhile (a department's
+        month sums hundreds of lines)."""
+        granted, reserved = self.granted_gpu_hours, self.reserved_gpu_hours
+        held, equivalent = self.held_gpu_hours, self.held_gpu_equivalent_hours
+        used, idle = self.used_gpu_hours, self.idle_gpu_hours
+        reserved_cost, used_cost, idle_cost = self.reserved_cost, self.used_cost, self.idle_cost
+        by_model = self.held_by_model
+        for part in parts:
+            granted += part.granted_gpu_hours
+            reserved += part.reserved_gpu_hours
+            if part.held_gpu_hours is not None:
+                held = (held or 0.0) + part.held_gpu_hours
+            if part.held_gpu_equivalent_hours is not None:
+                equivalent = (equivalent or 0.0) + part.held_gpu_equivalent_hours
+            if part.used_gpu_hours is not None:
+                used = (used or 0.0) + part.used_gpu_hours
+            if part.idle_gpu_hours is not None:
+                idle = (idle or 0.0) + part.idle_gpu_hours
+            for model, hours in part.held_by_model.items():
+                by_model[model] = by_model.get(model, 0.0) + hours
+            reserved_cost += part.reserved_cost
+            used_cost += part.used_cost
+            idle_cost += part.idle_cost
+        self.granted_gpu_hours, self.reserved_gpu_hours = granted, reserved
+        self.held_gpu_hours, self.held_gpu_equivalent_hours = held, equivalent
+        self.used_gpu_hours, self.idle_gpu_hours = used, idle
+        self.reserved_cost, self.used_cost, self.idle_cost = reserved_cost, used_cost, idle_cost
 
     @property
     def idle_share_percent(self) -> float | None:
@@ -162,14 +186,13 @@ def costing(
     """Price one team's grants on one cluster in one period, each with the GPU-hours it was
     granted there (``UsageRow.grant_hours``), and the hours measured."""
     on = period.start.date()
-    in_force_price = prices.in_force
+    rate = prices.rate
     granted = reserved = 0.0
     cost = Decimal(0)
     for grant, hours in grant_hours:
         if hours <= 0:
             continue
-        numerator, denominator = _mig_ratio(grant.gpu_resource, grant.gpu_model)
-        price = in_force_price(grant.gpu_model, on)
+        numerator, denominator, price = rate(grant.gpu_resource, grant.gpu_model, on)
         equivalent = hours if numerator == denominator else hours * numerator / denominator
         granted += hours
         reserved += equivalent

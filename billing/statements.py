@@ -104,11 +104,15 @@ def department_lines(
     named = {pk: (slug, name) for pk, slug, name, _ in departments}
     # Each team's lines into its own department first, then each department's own total into
     # every department above it: far fewer sums than each line into every ancestor.
-    own: dict[tuple[int, datetime.date], pricing.Costing] = defaultdict(pricing.Costing)
+    own_lines: dict[tuple[int, datetime.date], list[pricing.Costing]] = defaultdict(list)
     for line in lines:
         department_id = team_departments.get(line.team_slug)
         if department_id is not None:
-            own[(department_id, line.month)].add(line.costing)
+            own_lines[(department_id, line.month)].append(line.costing)
+    own: dict[tuple[int, datetime.date], pricing.Costing] = {}
+    for key, costings in own_lines.items():
+        own[key] = pricing.Costing()
+        own[key].add_all(costings)
     sums: dict[tuple[int, datetime.date], pricing.Costing] = defaultdict(pricing.Costing)
     for (department_id, month), costing in own.items():
         for above in department_ancestors(parents, department_id):
@@ -165,9 +169,9 @@ def monthly_statement(
     lines = []
     for row in rows:
         period = row.period
-        month = month_of.get(period)
+        month = month_of.get(period.start)
         if month is None:
-            month = month_of[period] = period.start.date()
+            month = month_of[period.start] = period.start.date()
         lines.append(
             StatementLine(
                 team_slug=row.team_slug,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime
 import functools
 import math
+import operator
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -183,11 +184,13 @@ def usage_rows(
     grants = [grant for grant in grants if grant.cluster_id in cluster_ids]
     # Each team's grants on each cluster with their hours in every period, worked out once per
     # grant and grouped once: not a scan of every grant per team.
-    spans: dict[tuple[int, int], list] = {}
+    spans: dict[tuple[int, int], tuple[list, list]] = {}
     for grant, hours in zip(
         grants, reports.granted_by_periods(grants, periods, now=now, tz=tz), strict=True
     ):
-        spans.setdefault((grant.cluster_id, grant.team_id), []).append((grant, hours))
+        team_grants, hour_lists = spans.setdefault((grant.cluster_id, grant.team_id), ([], []))
+        team_grants.append(grant)
+        hour_lists.append(hours)
     for cluster in cluster_list:
         config = metrics_config(cluster)
         measured: dict[int, tuple[dict, dict]] = {}
@@ -215,20 +218,18 @@ def usage_rows(
                 report.errors[cluster.name] = unavailable_message(error)
                 measured = {}
         failed = cluster.name in report.errors
-        # Each team's grants and, per period, a tuple of their hours: (slug, name, grants,
-        # tuples), teams in slug order.
+        # Each team's grants and their hours in every period: (slug, name, grants, hour lists),
+        # teams in slug order.
         granted_by_team = []
         for pk, slug, name in team_list:
-            entries = spans.get((cluster.pk, pk), ())
-            columns = list(zip(*(hours for _, hours in entries), strict=True)) or [()] * len(
-                periods
-            )
-            granted_by_team.append((slug, name, tuple(g for g, _ in entries), columns))
+            team_grants, hour_lists = spans.get((cluster.pk, pk), ((), ()))
+            granted_by_team.append((slug, name, tuple(team_grants), hour_lists))
         for index, period in enumerate(periods):
             held, used, *idle_measured = measured.get(index, ({}, {}, {}))
             idle_hours = idle_measured[0] if idle_measured else {}
-            for slug, name, team_grants, columns in granted_by_team:
-                hours = columns[index]
+            in_period = operator.itemgetter(index)
+            for slug, name, team_grants, hour_lists in granted_by_team:
+                hours = tuple(map(in_period, hour_lists))
                 granted = 0.0
                 for grant_hours in hours:
                     granted += grant_hours

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 from fractions import Fraction
 
-from monitoring.reports import GrantSpan, Period, granted_gpu_hours
+from monitoring.reports import GrantSpan, Period, UsageRow, granted_gpu_hours
 
 CENT = Decimal("0.01")
 # Compute slices per GPU: A30s split into 4, the A100/H100/H200/B200 class into 7.
@@ -257,3 +257,27 @@ def held_by_model(held: float, shares: Sequence[tuple[GrantSpan, float]]) -> dic
         part = held * hours / total * share
         by_model[grant.gpu_model] = by_model.get(grant.gpu_model, 0.0) + part
     return by_model
+
+
+NO_PRICES = PriceBook(())
+
+
+def budget_gpu_hours(
+    row: UsageRow, gpu_model: str, *, now: datetime.datetime, tz: datetime.tzinfo
+) -> float:
+    """What a budget of ``gpu_model`` (empty: of every model) counts of a usage row's held
+    hours, which must be known: GPU equivalents (a MIG slice as its share of a GPU), shared
+    to that model's grants when it names one."""
+    measured = costing(
+        grant_hours=row.grant_hours,
+        period=row.period,
+        held=row.held_gpu_hours,
+        used=row.used_gpu_hours,
+        idle=None,
+        prices=NO_PRICES,
+        now=now,
+        tz=tz,
+    )
+    if gpu_model:
+        return measured.held_by_model.get(gpu_model, 0.0)
+    return measured.held_gpu_equivalent_hours or 0.0

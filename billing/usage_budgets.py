@@ -17,9 +17,6 @@ from billing import pricing
 from billing.models import Budget
 from monitoring.reports import BudgetFigures, UsageRow
 
-# No prices: spending is counted in GPU-hours, not money.
-_NO_PRICES = pricing.PriceBook(())
-
 
 def _preference(budget: tuple[str, str, str, object]) -> tuple[bool, bool]:
     _, period, gpu_model, _ = budget
@@ -52,21 +49,7 @@ def budget_figures_of(
             spent.setdefault(key, None)
             continue
         gpu_model, _ = budgets[row.team_slug]
-        costing = pricing.costing(
-            grant_hours=row.grant_hours,
-            period=row.period,
-            held=row.held_gpu_hours,
-            used=row.used_gpu_hours,
-            idle=None,
-            prices=_NO_PRICES,
-            now=now,
-            tz=tz,
-        )
-        hours = (
-            costing.held_by_model.get(gpu_model, 0.0)
-            if gpu_model
-            else costing.held_gpu_equivalent_hours or 0.0
-        )
+        hours = pricing.budget_gpu_hours(row, gpu_model, now=now, tz=tz)
         spent[key] = (spent.get(key) or 0.0) + hours
     return {key: (budgets[key[0]][1], hours) for key, hours in spent.items()}
 

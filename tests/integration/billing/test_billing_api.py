@@ -422,6 +422,17 @@ def test_only_admins_see_the_prices_page(lead, client_as):
 # --- the usage CSV -----------------------------------------------------------------------------
 
 
+def grant_this_month(team, cluster, lead, admin):
+    return factories.QuotaGrantFactory(
+        request__team=team,
+        request__cluster=cluster,
+        request__requested_by=lead,
+        request__starts_on=THIS_MONTH,
+        request__ends_on=None,
+        granted_by=admin,
+    )
+
+
 def usage_csv(api, user) -> list[dict]:
     response = api.as_user(user).get("/api/v1/usage-report/", {"format": "csv"})
     assert response.status_code == 200
@@ -431,14 +442,7 @@ def usage_csv(api, user) -> list[dict]:
 def test_the_usage_report_gives_a_team_its_budget_and_leaves_it_empty_without_one(
     api, admin, team, other_team, grant, cluster, lead
 ):
-    factories.QuotaGrantFactory(
-        request__team=other_team,
-        request__cluster=cluster,
-        request__requested_by=lead,
-        request__starts_on=THIS_MONTH,
-        request__ends_on=None,
-        granted_by=admin,
-    )
+    grant_this_month(other_team, cluster, lead, admin)
     Budget.objects.create(team=team, period="quarter", gpu_hours=Decimal("900"))
     Budget.objects.create(team=team, period="month", gpu_hours=Decimal("300"))
 
@@ -457,14 +461,7 @@ def test_the_usage_report_gives_a_team_its_budget_and_leaves_it_empty_without_on
 def test_the_usage_csv_reads_the_budgets_in_one_query_whatever_the_teams(api, admin, cluster, lead):
     def add_team(slug):
         team = factories.TeamFactory(slug=slug)
-        factories.QuotaGrantFactory(
-            request__team=team,
-            request__cluster=cluster,
-            request__requested_by=lead,
-            request__starts_on=THIS_MONTH,
-            request__ends_on=None,
-            granted_by=admin,
-        )
+        grant_this_month(team, cluster, lead, admin)
         Budget.objects.create(team=team, gpu_hours=Decimal("10"))
 
     add_team("t-0")

@@ -86,26 +86,12 @@ def budget_burn_down(budget: Budget, *, now: datetime.datetime | None = None) ->
     held: dict[datetime.datetime, float] = defaultdict(float)
     raw_held: dict[datetime.datetime, float] = defaultdict(float)
     used: dict[datetime.datetime, float] = defaultdict(float)
-    empty = pricing.PriceBook(())
     day_ends = [min(p.end, until) for p in reports.periods(start, report.end, bucket)]
     for row in report.rows:
         if row.held_gpu_hours is None:
             continue
-        costing = pricing.costing(
-            grant_hours=row.grant_hours,
-            period=row.period,
-            held=row.held_gpu_hours,
-            used=row.used_gpu_hours,
-            idle=None,
-            prices=empty,
-            now=now,
-            tz=tz,
-        )
         day = min(row.period.end, until)
-        if budget.gpu_model:
-            held[day] += costing.held_by_model.get(budget.gpu_model, 0.0)
-        else:
-            held[day] += costing.held_gpu_equivalent_hours or 0.0
+        held[day] += pricing.budget_gpu_hours(row, budget.gpu_model, now=now, tz=tz)
         raw_held[day] += row.held_gpu_hours
         used[day] += row.used_gpu_hours or 0.0
     spent, total = [], 0.0

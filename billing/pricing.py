@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 from fractions import Fraction
 
-from monitoring.reports import GrantSpan, Period, granted_gpu_hours
+from monitoring.reports import GrantSpan, Period, UsageRow, granted_gpu_hours
 
 CENT = Decimal("0.01")
 # Compute slices per GPU: A30s split into 4, the A100/H100/H200/B200 class into 7.
@@ -68,6 +68,7 @@ class PriceBook:
         for row in sorted(rows, key=lambda r: r.effective_from, reverse=True):
             self._by_model.setdefault(row.gpu_model, []).append(row)
         self._memo: dict[tuple[str, datetime.date], PriceRow] = {}
+        self._rates: dict[tuple[str, str, datetime.date], tuple[int, int, PriceRow]] = {}
 
     def _latest(self, model: str, on: datetime.date) -> PriceRow | None:
         return next((r for r in self._by_model.get(model, ()) if r.effective_from <= on), None)
@@ -83,6 +84,23 @@ class PriceBook:
             )
         return self._memo[key]
 
+    def rate(
+        self, gpu_resource: str, gpu_model: str, on: datetime.date
+    ) -> tuple[int, int, PriceRow]:
+        """A grant's MIG share (numerator, denominator) and the price in force on that day,
+        worked out once per kind of grant and day: what pricing reads for every grant and
+        month."""
+        key = (gpu_resource, gpu_model, on)
+        rate = self._rates.get(key)
+        if rate is None:
+            fraction = mig_fraction(gpu_resource, gpu_model)
+            rate = self._rates[key] = (
+                fraction.numerator,
+                fraction.denominator,
+                self.in_force(gpu_model, on),
+            )
+        return rate
+
 
 def money(value: Decimal | float) -> Decimal:
     return Decimal(value).quantize(CENT, rounding=ROUND_HALF_UP)
@@ -92,7 +110,7 @@ def _decimal(hours: float) -> Decimal:
     return Decimal(repr(hours))
 
 
-@dataclass
+@dataclass(slots=True)
 class Costing:
     """One team's figures on one cluster in one period, in GPU-hours and money."""
 
@@ -110,23 +128,36 @@ class Costing:
     def add(self, other: Costing) -> None:
         """Sum ``other`` into this one (a department's total, a team's clusters); hours
         Prometheus could not say stay unknown only while every part's are."""
-        self.granted_gpu_hours += other.granted_gpu_hours
-        self.reserved_gpu_hours += other.reserved_gpu_hours
-        if other.held_gpu_hours is not None:
-            self.held_gpu_hours = (self.held_gpu_hours or 0.0) + other.held_gpu_hours
-        if other.held_gpu_equivalent_hours is not None:
-            self.held_gpu_equivalent_hours = (
-                self.held_gpu_equivalent_hours or 0.0
-            ) + other.held_gpu_equivalent_hours
-        if other.used_gpu_hours is not None:
-            self.used_gpu_hours = (self.used_gpu_hours or 0.0) + other.used_gpu_hours
-        if other.idle_gpu_hours is not None:
-            self.idle_gpu_hours = (self.idle_gpu_hours or 0.0) + other.idle_gpu_hours
-        for model, hours in other.held_by_model.items():
-            self.held_by_model[model] = self.held_by_model.get(model, 0.0) + hours
-        self.reserved_cost += other.reserved_cost
-        self.used_cost += other.used_cost
-        self.idle_cost += other.idle_cost
+        self.add_all((other,))
+
+    def add_all(self, parts: Iterable[Costing]) -> None:
+        """``add`` each of the parts in turn, the sums kept in locals meanwhile (a department's
+        month sums hundreds of lines)."""
+        granted, reserved = self.granted_gpu_hours, self.reserved_gpu_hours
+        held, equivalent = self.held_gpu_hours, self.held_gpu_equivalent_hours
+        used, idle = self.used_gpu_hours, self.idle_gpu_hours
+        reserved_cost, used_cost, idle_cost = self.reserved_cost, self.used_cost, self.idle_cost
+        by_model = self.held_by_model
+        for part in parts:
+            granted += part.granted_gpu_hours
+            reserved += part.reserved_gpu_hours
+            if part.held_gpu_hours is not None:
+                held = (held or 0.0) + part.held_gpu_hours
+            if part.held_gpu_equivalent_hours is not None:
+                equivalent = (equivalent or 0.0) + part.held_gpu_equivalent_hours
+            if part.used_gpu_hours is not None:
+                used = (used or 0.0) + part.used_gpu_hours
+            if part.idle_gpu_hours is not None:
+                idle = (idle or 0.0) + part.idle_gpu_hours
+            for model, hours in part.held_by_model.items():
+                by_model[model] = by_model.get(model, 0.0) + hours
+            reserved_cost += part.reserved_cost
+            used_cost += part.used_cost
+            idle_cost += part.idle_cost
+        self.granted_gpu_hours, self.reserved_gpu_hours = granted, reserved
+        self.held_gpu_hours, self.held_gpu_equivalent_hours = held, equivalent
+        self.used_gpu_hours, self.idle_gpu_hours = used, idle
+        self.reserved_cost, self.used_cost, self.idle_cost = reserved_cost, used_cost, idle_cost
 
     @property
     def idle_share_percent(self) -> float | None:
@@ -155,17 +186,17 @@ def costing(
     """Price one team's grants on one cluster in one period, each with the GPU-hours it was
     granted there (``UsageRow.grant_hours``), and the hours measured."""
     on = period.start.date()
-    result = Costing(held_gpu_hours=held, used_gpu_hours=used, idle_gpu_hours=idle)
-    shares: list[tuple[GrantSpan, float]] = []
+    rate = prices.rate
+    granted = reserved = 0.0
+    cost = Decimal(0)
     for grant, hours in grant_hours:
         if hours <= 0:
             continue
-        fraction = mig_fraction(grant.gpu_resource, grant.gpu_model)
-        price = prices.in_force(grant.gpu_model, on)
-        equivalent = hours * fraction.numerator / fraction.denominator
-        result.granted_gpu_hours += hours
-        result.reserved_gpu_hours += equivalent
-        result.reserved_cost += _decimal(equivalent) * price.gpu_hour
+        numerator, denominator, price = rate(grant.gpu_resource, grant.gpu_model, on)
+        equivalent = hours if numerator == denominator else hours * numerator / denominator
+        granted += hours
+        reserved += equivalent
+        cost += Decimal(repr(equivalent)) * price.gpu_hour
         if grant.cpu_cores or grant.memory_gib:
             # Never shrunk, the grant was in force its GPU-hours over its GPUs.
             in_force = (
@@ -174,14 +205,20 @@ def costing(
                 else hours / grant.gpus
             )
             if grant.cpu_cores:
-                result.reserved_cost += _decimal(grant.cpu_cores * in_force) * price.cpu_core_hour
+                cost += _decimal(grant.cpu_cores * in_force) * price.cpu_core_hour
             if grant.memory_gib:
-                result.reserved_cost += (
-                    _decimal(grant.memory_gib * in_force) * price.memory_gib_hour
-                )
-        shares.append((grant, hours))
+                cost += _decimal(grant.memory_gib * in_force) * price.memory_gib_hour
+    result = Costing(
+        granted_gpu_hours=granted,
+        reserved_gpu_hours=reserved,
+        held_gpu_hours=held,
+        used_gpu_hours=used,
+        idle_gpu_hours=idle,
+        reserved_cost=cost,
+    )
     if held is None:
         return result
+    shares = [(grant, hours) for grant, hours in grant_hours if hours > 0]
     unit_price, unit_fraction = _held_unit(shares, prices=prices, on=on)
     result.held_gpu_equivalent_hours = held * unit_fraction
     result.used_cost = _decimal(held) * unit_price
@@ -220,3 +257,27 @@ def held_by_model(held: float, shares: Sequence[tuple[GrantSpan, float]]) -> dic
         part = held * hours / total * share
         by_model[grant.gpu_model] = by_model.get(grant.gpu_model, 0.0) + part
     return by_model
+
+
+NO_PRICES = PriceBook(())
+
+
+def budget_gpu_hours(
+    row: UsageRow, gpu_model: str, *, now: datetime.datetime, tz: datetime.tzinfo
+) -> float:
+    """What a budget of ``gpu_model`` (empty: of every model) counts of a usage row's held
+    hours, which must be known: GPU equivalents (a MIG slice as its share of a GPU), shared
+    to that model's grants when it names one."""
+    measured = costing(
+        grant_hours=row.grant_hours,
+        period=row.period,
+        held=row.held_gpu_hours,
+        used=row.used_gpu_hours,
+        idle=None,
+        prices=NO_PRICES,
+        now=now,
+        tz=tz,
+    )
+    if gpu_model:
+        return measured.held_by_model.get(gpu_model, 0.0)
+    return measured.held_gpu_equivalent_hours or 0.0

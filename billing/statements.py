@@ -1,9 +1,9 @@
 """Monthly chargeback statements per team and per department.
 
-One usage-report call (``monitoring.usage.teams_usage_report``, bucketed by month, with idle
-hours) gives every figure; a handful of reads give the prices, teams, clusters and departments;
-the rest is ``billing.pricing`` over rows. The number of queries does not grow with the teams or
-the months."""
+One usage report (``monitoring.usage.usage_rows``, bucketed by month, with idle hours, each
+row priced as it comes rather than all kept) gives every figure; a handful of reads give the
+prices, teams, clusters and departments; the rest is ``billing.pricing`` over rows. The number
+of queries does not grow with the teams or the months."""
 
 from __future__ import annotations
 
@@ -21,11 +21,11 @@ from billing import pricing
 from billing.models import Price
 from billing.periods import add_months
 from clusters.models import Cluster
-from monitoring.usage import teams_usage_report
+from monitoring.usage import UsageReport, usage_rows
 from tenants.models import Department, Team
 
 
-@dataclass
+@dataclass(slots=True)
 class StatementLine:
     """One team's month on one cluster (``cluster`` empty: all its clusters together)."""
 
@@ -37,7 +37,7 @@ class StatementLine:
     costing: pricing.Costing
 
 
-@dataclass
+@dataclass(slots=True)
 class DepartmentLine:
     """One department's month: its teams' and nested departments' teams' lines summed."""
 
@@ -104,11 +104,15 @@ def department_lines(
     named = {pk: (slug, name) for pk, slug, name, _ in departments}
     # Each team's lines into its own department first, then each department's own total into
     # every department above it: far fewer sums than each line into every ancestor.
-    own: dict[tuple[int, datetime.date], pricing.Costing] = defaultdict(pricing.Costing)
+    own_lines: dict[tuple[int, datetime.date], list[pricing.Costing]] = defaultdict(list)
     for line in lines:
         department_id = team_departments.get(line.team_slug)
         if department_id is not None:
-            own[(department_id, line.month)].add(line.costing)
+            own_lines[(department_id, line.month)].append(line.costing)
+    own: dict[tuple[int, datetime.date], pricing.Costing] = {}
+    for key, costings in own_lines.items():
+        own[key] = pricing.Costing()
+        own[key].add_all(costings)
     sums: dict[tuple[int, datetime.date], pricing.Costing] = defaultdict(pricing.Costing)
     for (department_id, month), costing in own.items():
         for above in department_ancestors(parents, department_id):
@@ -139,15 +143,14 @@ def monthly_statement(
     month_list = [add_months(first, i) for i in range(months)]
     every_team = teams is None
     teams = Team.objects.all() if teams is None else teams
-    report = teams_usage_report(
-        teams=teams,
-        every_team=every_team,
+    report = UsageReport(
         start=_midnight(first, tz),
         end=_midnight(add_months(first, months), tz),
         bucket="month",
-        now=now,
-        idle=True,
-        clusters=clusters,
+        rows=[],
+    )
+    rows = usage_rows(
+        report, teams=teams, every_team=every_team, now=now, idle=True, clusters=clusters
     )
     prices = price_book()
     team_rows = {
@@ -158,19 +161,27 @@ def monthly_statement(
     }
     departments = list(Department.objects.values_list("pk", "slug", "name", "parent_id"))
     department_slugs = {pk: slug for pk, slug, _, _ in departments}
+    team_department_slugs = {
+        slug: department_slugs.get(department_id, "")
+        for slug, (_, _, department_id) in team_rows.items()
+    }
+    month_of = {}
     lines = []
-    for row in report.rows:
-        department_id = team_rows[row.team_slug][2]
+    for row in rows:
+        period = row.period
+        month = month_of.get(period.start)
+        if month is None:
+            month = month_of[period.start] = period.start.date()
         lines.append(
             StatementLine(
                 team_slug=row.team_slug,
                 team_name=row.team_name,
-                department_slug=department_slugs.get(department_id, ""),
+                department_slug=team_department_slugs[row.team_slug],
                 cluster=row.cluster,
-                month=row.period.start.date(),
+                month=month,
                 costing=pricing.costing(
                     grant_hours=row.grant_hours,
-                    period=row.period,
+                    period=period,
                     held=row.held_gpu_hours,
                     used=row.used_gpu_hours,
                     idle=row.idle_gpu_hours,
@@ -180,6 +191,9 @@ def monthly_statement(
                 ),
             )
         )
+    if any(line.cluster != lines[0].cluster for line in lines):
+        # One cluster's rows come by month and team; several clusters' one after the other.
+        lines.sort(key=lambda line: (line.month, line.team_slug, line.cluster))
     rollups = department_lines(
         lines,
         team_departments={slug: row[2] for slug, row in team_rows.items()},

@@ -13,7 +13,8 @@ from __future__ import annotations
 import csv
 import datetime
 import io
-from collections.abc import Iterable, Sequence
+import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 BUCKETS = ("day", "week", "month", "total")
@@ -66,7 +67,7 @@ def periods(start: datetime.datetime, end: datetime.datetime, bucket: str) -> li
     return result
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GrantSpan:
     """A grant reduced to what the report needs: its GPUs and when it was in force.
 
@@ -135,15 +136,13 @@ def granted_by_period(
     """The GPU-hours one grant allowed within each period (``granted_gpu_hours`` of it alone),
     its interval and sizes worked out once for them all."""
     start, end = grant_interval(grant, tz)
-    stretches = None
+    stretches = grant.sizes(start)
     result = []
     for period in periods:
         period_end = period.end if period.end < now else now
         if start >= period_end or (end is not None and end <= period.start):
-            result.append(0.0)  # not in force in the period (the common case)
+            result.append(0.0)  # not in force in the period
             continue
-        if stretches is None:
-            stretches = grant.sizes(start)
         total = 0.0
         for since, until, gpus in stretches:
             overlap_start = since if since > period.start else period.start
@@ -158,9 +157,39 @@ def granted_by_period(
     return result
 
 
-@dataclass(frozen=True)
+def granted_by_periods(
+    grants: Sequence[GrantSpan],
+    periods: Sequence[Period],
+    *,
+    now: datetime.datetime,
+    tz: datetime.tzinfo,
+) -> list[list[float]]:
+    """``granted_by_period`` of each grant: the periods' bounds worked out once for them all,
+    and a grant never shrunk (the common case) as one stretch in POSIX seconds."""
+    bounds = [(p.start.timestamp(), min(p.end, now).timestamp()) for p in periods]
+    result = []
+    for grant in grants:
+        if grant.resized:
+            result.append(granted_by_period(grant, periods, now=now, tz=tz))
+            continue
+        start, end = grant_interval(grant, tz)
+        since = start.timestamp()
+        until = math.inf if end is None else end.timestamp()
+        hours = []
+        for period_start, period_end in bounds:
+            overlap = (period_end if period_end < until else until) - (
+                period_start if period_start > since else since
+            )
+            hours.append(grant.gpus * overlap / 3600 if overlap > 0 else 0.0)
+        result.append(hours)
+    return result
+
+
+@dataclass(slots=True)
 class UsageRow:
-    """One team's GPU-hours on one cluster in one period."""
+    """One team's GPU-hours on one cluster in one period. (Not frozen: a report of a thousand
+    teams over a year makes some ten thousand of them, and a frozen one takes three times as
+    long to make.)"""
 
     team_slug: str
     team_name: str
@@ -171,9 +200,17 @@ class UsageRow:
     used_gpu_hours: float | None
     # Held while under the cluster's idle threshold; None unless the report was asked for it.
     idle_gpu_hours: float | None = None
-    # Each of the team's grants on the cluster with its granted hours in the period (they add
-    # up to ``granted_gpu_hours``): what chargeback prices grant by grant.
-    grant_hours: tuple[tuple[GrantSpan, float], ...] = ()
+    # The team's grants on the cluster (the same tuple in each of its rows) and each one's
+    # granted hours in the period (they add up to ``granted_gpu_hours``): what chargeback
+    # prices grant by grant. Two flat tuples rather than a pair per grant and row: a report of
+    # a thousand teams over a year makes tens of thousands of rows.
+    grants: tuple[GrantSpan, ...] = ()
+    hours_by_grant: tuple[float, ...] = ()
+
+    @property
+    def grant_hours(self) -> tuple[tuple[GrantSpan, float], ...]:
+        """Each grant with its granted hours in the period."""
+        return tuple(zip(self.grants, self.hours_by_grant, strict=True))
 
     @property
     def utilisation_percent(self) -> float | None:
@@ -191,8 +228,12 @@ class UsageRow:
 
 CSV_HEADER = [
     "team", "team_name", "cluster", "period_start", "period_end", "granted_gpu_hours",
-    "held_gpu_hours", "used_gpu_hours", "utilisation_percent",
+    "held_gpu_hours", "used_gpu_hours", "utilisation_percent", "budget_gpu_hours",
+    "budget_spent_gpu_hours",
 ]  # fmt: skip
+
+# A team's budget in GPU-hours and what the period spent of it (None: Prometheus could not say).
+BudgetFigures = tuple[float, float | None]
 
 
 def _text(value: str) -> str:
@@ -204,12 +245,18 @@ def _number(value: float | None, decimals: int = 3) -> str:
     return "" if value is None else f"{value:.{decimals}f}"
 
 
-def csv_text(rows: Sequence[UsageRow]) -> str:
-    """The report as CSV, one line per row; empty cells where Prometheus could not answer."""
+def csv_text(
+    rows: Sequence[UsageRow],
+    budgets: Mapping[tuple[str, datetime.datetime], BudgetFigures] | None = None,
+) -> str:
+    """The report as CSV, one line per row; empty cells where Prometheus could not answer.
+    ``budgets`` gives (team slug, period start) its budget and spending (empty cells: none)."""
+    budgets = budgets or {}
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_HEADER)
     for row in rows:
+        budget, spent = budgets.get((row.team_slug, row.period.start), (None, None))
         writer.writerow(
             [
                 row.team_slug,
@@ -221,6 +268,8 @@ def csv_text(rows: Sequence[UsageRow]) -> str:
                 _number(row.held_gpu_hours),
                 _number(row.used_gpu_hours),
                 _number(row.utilisation_percent, 1),
+                _number(budget),
+                _number(spent),
             ]
         )
     return out.getvalue()

@@ -10,6 +10,8 @@ from __future__ import annotations
 import datetime
 import functools
 import math
+import operator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -18,7 +20,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from clusters.models import Cluster
-from monitoring import promql, reports, selectors
+from monitoring import promql, reports, selectors, usage_budgets
 from monitoring.metrics import metrics_config, prometheus_for, unavailable_message
 from monitoring.prometheus import PrometheusClient, PrometheusError
 from tenants.models import Department, QuotaGrant, Team
@@ -45,8 +47,13 @@ class UsageReport:
             "used_gpu_hours": total("used_gpu_hours"),
         }
 
+    @functools.cached_property
+    def budgets(self) -> dict[tuple[str, datetime.datetime], reports.BudgetFigures]:
+        """(team slug, period start) -> its budget and what the period spent of it."""
+        return usage_budgets.budget_figures(self.rows)
+
     def csv(self) -> str:
-        return reports.csv_text(self.rows)
+        return reports.csv_text(self.rows, self.budgets)
 
 
 def _measured_hours(
@@ -127,22 +134,63 @@ def teams_usage_report(
     every team, with no user), on every cluster or those given. ``every_team`` says the teams
     are all of them, so Prometheus is asked for every namespace. With ``idle`` the rows also
     carry the GPU-hours held under each cluster's idle threshold."""
+    report = UsageReport(start=start, end=end, bucket=bucket, rows=[])
+    rows = report.rows
+    rows.extend(
+        usage_rows(
+            report,
+            teams=teams,
+            every_team=every_team,
+            strict=strict,
+            now=now,
+            idle=idle,
+            clusters=clusters,
+        )
+    )
+    if any(row.cluster != rows[0].cluster for row in rows):
+        # One cluster's rows come in order already (periods, then teams by slug).
+        rows.sort(key=lambda r: (r.period.start, r.team_slug, r.cluster))
+    return report
+
+
+def usage_rows(
+    report: UsageReport,
+    *,
+    teams: QuerySet[Team],
+    every_team: bool,
+    strict: bool = False,
+    now: datetime.datetime | None = None,
+    idle: bool = False,
+    clusters: QuerySet[Cluster] | None = None,
+) -> Iterator[reports.UsageRow]:
+    """``teams_usage_report``'s rows for the report's range and bucket, as they come: a
+    cluster's rows (by period, then team slug) after its Prometheus queries, a cluster that
+    could not answer in ``report.errors`` before its rows. For a caller that turns rows into
+    something else as it reads them (a statement: a year of a thousand teams is ten thousand
+    rows) rather than keeping them all."""
+    start, end, bucket = report.start, report.end, report.bucket
     now = now or timezone.now()
     tz = timezone.get_current_timezone()
     periods = reports.periods(start, end, bucket)
-    team_list = list(teams.order_by("slug"))
-    by_slug = {t.slug: t for t in team_list}
-    namespaces = None if every_team else sorted(by_slug)
+    # (pk, slug, name) rows: a thousand model instances cost more than the query.
+    team_list = list(teams.order_by("slug").values_list("pk", "slug", "name"))
+    namespaces = None if every_team else sorted(slug for _, slug, _ in team_list)
     # The teams as a subquery: a thousand ids spelt out in SQL cost more than the rows.
     grants = selectors.grant_spans(QuotaGrant.objects.filter(team__in=teams))
-    report = UsageReport(start=start, end=end, bucket=bucket, rows=[])
     if not team_list:
-        return report
-    # Each team's grants on each cluster, grouped once: not a scan of every grant per team.
-    spans: dict[tuple[int, int], list] = {}
-    for grant in grants:
-        spans.setdefault((grant.cluster_id, grant.team_id), []).append(grant)
+        return
     cluster_list = list((Cluster.objects.all() if clusters is None else clusters).order_by("name"))
+    cluster_ids = {cluster.pk for cluster in cluster_list}
+    grants = [grant for grant in grants if grant.cluster_id in cluster_ids]
+    # Each team's grants on each cluster with their hours in every period, worked out once per
+    # grant and grouped once: not a scan of every grant per team.
+    spans: dict[tuple[int, int], tuple[list, list]] = {}
+    for grant, hours in zip(
+        grants, reports.granted_by_periods(grants, periods, now=now, tz=tz), strict=True
+    ):
+        team_grants, hour_lists = spans.setdefault((grant.cluster_id, grant.team_id), ([], []))
+        team_grants.append(grant)
+        hour_lists.append(hours)
     for cluster in cluster_list:
         config = metrics_config(cluster)
         measured: dict[int, tuple[dict, dict]] = {}
@@ -170,42 +218,34 @@ def teams_usage_report(
                 report.errors[cluster.name] = unavailable_message(error)
                 measured = {}
         failed = cluster.name in report.errors
-        # Each grant's hours in every period, worked out once per grant.
-        by_period = {
-            team.pk: [
-                (grant, reports.granted_by_period(grant, periods, now=now, tz=tz))
-                for grant in spans.get((cluster.pk, team.pk), ())
-            ]
-            for team in team_list
-        }
+        # Each team's grants and their hours in every period: (slug, name, grants, hour lists),
+        # teams in slug order.
+        granted_by_team = []
+        for pk, slug, name in team_list:
+            team_grants, hour_lists = spans.get((cluster.pk, pk), ((), ()))
+            granted_by_team.append((slug, name, tuple(team_grants), hour_lists))
         for index, period in enumerate(periods):
             held, used, *idle_measured = measured.get(index, ({}, {}, {}))
-            idle_measured = idle_measured or [{}]
-            for team in team_list:
-                grant_hours = tuple((grant, hours[index]) for grant, hours in by_period[team.pk])
+            idle_hours = idle_measured[0] if idle_measured else {}
+            in_period = operator.itemgetter(index)
+            for slug, name, team_grants, hour_lists in granted_by_team:
+                hours = tuple(map(in_period, hour_lists))
                 granted = 0.0
-                for _, hours in grant_hours:
-                    granted += hours
-                held_hours = None if failed else held.get(team.slug, 0.0)
-                used_hours = None if failed else used.get(team.slug, 0.0)
+                for grant_hours in hours:
+                    granted += grant_hours
+                held_hours = None if failed else held.get(slug, 0.0)
+                used_hours = None if failed else used.get(slug, 0.0)
                 if not (granted or held_hours or used_hours):
                     continue
-                report.rows.append(
-                    reports.UsageRow(
-                        team_slug=team.slug,
-                        team_name=team.name,
-                        cluster=cluster.name,
-                        period=period,
-                        granted_gpu_hours=granted,
-                        held_gpu_hours=held_hours,
-                        used_gpu_hours=used_hours,
-                        idle_gpu_hours=(
-                            idle_measured[0].get(team.slug, 0.0) if idle and not failed else None
-                        ),
-                        grant_hours=grant_hours,
-                    )
+                yield reports.UsageRow(
+                    team_slug=slug,
+                    team_name=name,
+                    cluster=cluster.name,
+                    period=period,
+                    granted_gpu_hours=granted,
+                    held_gpu_hours=held_hours,
+                    used_gpu_hours=used_hours,
+                    idle_gpu_hours=(idle_hours.get(slug, 0.0) if idle and not failed else None),
+                    grants=team_grants,
+                    hours_by_grant=hours,
                 )
-    if len(cluster_list) > 1:
-        # One cluster's rows come in order already (periods, then teams by slug).
-        report.rows.sort(key=lambda r: (r.period.start, r.team_slug, r.cluster))
-    return report

@@ -1,6 +1,8 @@
 """What the monitoring API sends. Read-only: every figure is computed by ``dashboards``,
 ``metrics`` and ``usage``."""
 
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from monitoring.models import Notification
@@ -62,6 +64,25 @@ class UsageRowSerializer(serializers.Serializer):
         allow_null=True, help_text="Held GPU-hours weighted by utilisation."
     )
     utilisation_percent = serializers.FloatField(allow_null=True)
+    budget_gpu_hours = serializers.SerializerMethodField(
+        help_text="The team's budget (its monthly one first, of every model first); null: none."
+    )
+    budget_spent_gpu_hours = serializers.SerializerMethodField(
+        help_text="What the period spent of that budget on all the team's clusters (GPU "
+        "equivalents); null: no budget, or Prometheus could not say."
+    )
+
+    def _budget(self, row) -> tuple[float | None, float | None]:
+        budgets = self.context.get("budgets", {})
+        return budgets.get((row.team_slug, row.period.start), (None, None))
+
+    @extend_schema_field(OpenApiTypes.DOUBLE)
+    def get_budget_gpu_hours(self, row) -> float | None:
+        return self._budget(row)[0]
+
+    @extend_schema_field(OpenApiTypes.DOUBLE)
+    def get_budget_spent_gpu_hours(self, row) -> float | None:
+        return self._budget(row)[1]
 
 
 class UsageReportSerializer(serializers.Serializer):

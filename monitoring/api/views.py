@@ -134,7 +134,7 @@ class UsageReportView(MetricsAPIView):
             response = Response(report.csv(), content_type="text/csv; charset=utf-8")
             response["Content-Disposition"] = 'attachment; filename="gpu-usage.csv"'
             return response
-        return Response(s.UsageReportSerializer(report).data)
+        return Response(s.UsageReportSerializer(report, context={"budgets": report.budgets}).data)
 
 
 class NotificationListView(generics.ListAPIView):

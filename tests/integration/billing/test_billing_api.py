@@ -4,10 +4,14 @@ Prometheus: held hours are then unknown and a budget's spending is zero).
 Enforcement runs as in production: the budget check records that a budget is spent, and the
 submission refuses new work on that record."""
 
+import csv
 import datetime
+import io
 from decimal import Decimal
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from billing import budget_checks
@@ -413,3 +417,60 @@ def test_an_admin_sets_a_price_on_the_prices_page(admin, client_as):
 
 def test_only_admins_see_the_prices_page(lead, client_as):
     assert client_as(lead).get("/billing/prices/").status_code == 403
+
+
+# --- the usage CSV -----------------------------------------------------------------------------
+
+
+def grant_this_month(team, cluster, lead, admin):
+    return factories.QuotaGrantFactory(
+        request__team=team,
+        request__cluster=cluster,
+        request__requested_by=lead,
+        request__starts_on=THIS_MONTH,
+        request__ends_on=None,
+        granted_by=admin,
+    )
+
+
+def usage_csv(api, user) -> list[dict]:
+    response = api.as_user(user).get("/api/v1/usage-report/", {"format": "csv"})
+    assert response.status_code == 200
+    return list(csv.DictReader(io.StringIO(response.content.decode())))
+
+
+def test_the_usage_report_gives_a_team_its_budget_and_leaves_it_empty_without_one(
+    api, admin, team, other_team, grant, cluster, lead
+):
+    grant_this_month(other_team, cluster, lead, admin)
+    Budget.objects.create(team=team, period="quarter", gpu_hours=Decimal("900"))
+    Budget.objects.create(team=team, period="month", gpu_hours=Decimal("300"))
+
+    rows = {row["team"]: row for row in usage_csv(api, admin)}
+
+    assert rows["vision"]["budget_gpu_hours"] == "300.000"  # the monthly budget first
+    assert rows["vision"]["budget_spent_gpu_hours"] == ""  # no Prometheus: unknown
+    assert rows["speech"]["budget_gpu_hours"] == rows["speech"]["budget_spent_gpu_hours"] == ""
+    body = api.as_user(admin).get("/api/v1/usage-report/").json()
+    budgets = {
+        r["team"]: (r["budget_gpu_hours"], r["budget_spent_gpu_hours"]) for r in body["rows"]
+    }
+    assert budgets == {"vision": (300.0, None), "speech": (None, None)}
+
+
+def test_the_usage_csv_reads_the_budgets_in_one_query_whatever_the_teams(api, admin, cluster, lead):
+    def add_team(slug):
+        team = factories.TeamFactory(slug=slug)
+        grant_this_month(team, cluster, lead, admin)
+        Budget.objects.create(team=team, gpu_hours=Decimal("10"))
+
+    add_team("t-0")
+    usage_csv(api, admin)  # warm: sessions, content types
+    with CaptureQueriesContext(connection) as one_team:
+        assert len(usage_csv(api, admin)) == 1
+    for i in range(1, 6):
+        add_team(f"t-{i}")
+    with CaptureQueriesContext(connection) as six_teams:
+        rows = usage_csv(api, admin)
+    assert [row["budget_gpu_hours"] for row in rows] == ["10.000"] * 6
+    assert len(six_teams) == len(one_team)

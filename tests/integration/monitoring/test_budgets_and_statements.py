@@ -7,7 +7,9 @@ idle and used figures must be the usage report's, times the prices (a MIG slice 
 Every call is made "as of" the backfill's last sample, so the figures do not move while the test
 runs. The series are deleted again afterwards."""
 
+import csv
 import datetime
+import io
 import time
 import uuid
 from decimal import Decimal
@@ -223,3 +225,33 @@ def test_statement_totals_are_the_usage_reports_hours_times_the_prices(
         )
         assert expected_idle > 0
         assert idle == pytest.approx(expected_idle, abs=0.1)
+
+
+def test_the_usage_csv_gives_a_team_its_budget_and_the_gpu_equivalents_it_spent(
+    backfilled, teams, admin, metrics_cluster
+):
+    team_a, team_b = teams
+    budget_set(actor=admin, team=team_b, period=periods.MONTH, gpu_hours="500")
+    now = at(backfilled.end_timestamp)
+    start = now - datetime.timedelta(days=2)
+
+    report = teams_usage_report(
+        teams=Team.objects.filter(pk__in=[team_a.pk, team_b.pk]),
+        every_team=False,
+        start=start,
+        end=now,
+        now=now,
+    )
+
+    rows = {
+        row["team"]: row
+        for row in csv.DictReader(io.StringIO(report.csv()))
+        if row["cluster"] == metrics_cluster.name
+    }
+    held = float(rows[team_b.slug]["held_gpu_hours"])
+    assert held == pytest.approx(expected_hours(backfilled, team_b.slug, since=start), abs=0.1)
+    assert rows[team_b.slug]["budget_gpu_hours"] == "500.000"
+    # Team B holds slices of an H100: what it spent is a seventh of the slice-hours it held.
+    assert float(rows[team_b.slug]["budget_spent_gpu_hours"]) == pytest.approx(held / 7, abs=0.01)
+    assert rows[team_a.slug]["budget_gpu_hours"] == ""
+    assert rows[team_a.slug]["budget_spent_gpu_hours"] == ""

@@ -135,7 +135,39 @@ def test_csv_has_a_header_and_a_line_per_row_with_empty_cells_for_unknowns():
     assert rows[0] == reports.CSV_HEADER
     assert rows[1] == [
         "vision", "Vision", "east", "2026-01-01T00:00:00+00:00", "2026-01-02T00:00:00+00:00",
-        "96.000", "48.500", "12.250", "25.3",
+        "96.000", "48.500", "12.250", "25.3", "", "",
     ]  # fmt: skip
     assert rows[2][1] == "'=cmd()"  # never a formula in a spreadsheet
-    assert rows[2][6:] == ["", "", ""]
+    assert rows[2][6:] == ["", "", "", "", ""]
+
+
+def test_csv_gives_a_team_its_budget_and_spending_and_empty_cells_without_one():
+    period = Period(at(2026, 1, 1), at(2026, 2, 1))
+    text = reports.csv_text(
+        [
+            UsageRow("vision", "Vision", "east", period, 96, 48.5, 12.25),
+            UsageRow("vision", "Vision", "west", period, 24, None, None),
+            UsageRow("speech", "Speech", "east", period, 24, 3, 1),
+        ],
+        {("vision", period.start): (100.0, 48.5)},
+    )
+    rows = list(csv.reader(io.StringIO(text)))
+    assert rows[0][-2:] == ["budget_gpu_hours", "budget_spent_gpu_hours"]
+    assert [r[-2:] for r in rows[1:]] == [["100.000", "48.500"], ["100.000", "48.500"], ["", ""]]
+
+
+def test_granted_by_periods_gives_each_grant_what_granted_by_period_gives_it():
+    now = at(2026, 3, 10, 12, 30, 15, 250_000)
+    periods = reports.periods(at(2025, 12, 1), at(2026, 5, 1), "month")
+    grants = [
+        grant(),
+        grant(starts_on=(2025, 12, 20), ends_on=None),  # still open: up to now
+        grant(ends_on=None, ended_at=at(2026, 2, 3, 7, 15, 1, 500)),  # revoked
+        grant(starts_on=(2026, 6, 1), ends_on=None),  # not yet
+        grant(ends_on=None, resized=((at(2026, 1, 20, 9), 4, 2), (at(2026, 2, 1), 2, 1))),
+    ]
+    table = reports.granted_by_periods(grants, periods, now=now, tz=UTC)
+    for g, row in zip(grants, table, strict=True):
+        assert row == pytest.approx(reports.granted_by_period(g, periods, now=now, tz=UTC))
+    assert table[3] == [0.0] * len(periods)
+    assert table[1][-1] == 0.0  # April is still to come

@@ -4,7 +4,8 @@ anything enqueues ``tasks.reconcile_team`` and ``tasks.reconcile_cluster``.
 
 Inside a change, ``request_reconcile_after_commit`` (or ``request_reconcile_on_team_clusters``
 for every cluster of a team, ``request_reconcile_on_cluster_teams`` for every team of a
-cluster, ``request_cluster_reconcile_after_commit`` for the cluster-wide objects) marks the
+cluster, ``request_cluster_reconcile_after_commit`` for the cluster-wide objects,
+``request_cohort_reconcile`` when departments change on Kueue-mode clusters) marks the
 state as behind in the same transaction and enqueues the task once the change is committed.
 Outside any change (the periodic sweep), ``enqueue_reconcile_now`` sends it at once. A broker
 that is down never fails a change: the mark stays, and the sweep catches up.
@@ -15,6 +16,7 @@ asks for the passes that depend on them.
 """
 
 import logging
+from collections.abc import Iterable
 
 from django.db import transaction
 from django.utils import timezone
@@ -76,6 +78,28 @@ def request_reconcile_of_cluster_settings(*, cluster_id: int) -> None:
     its admission policies and every team's namespace there follow them."""
     request_cluster_reconcile_after_commit(cluster_id=cluster_id)
     request_reconcile_on_cluster_teams(cluster_id=cluster_id)
+
+
+def request_cohort_reconcile(
+    *, team_ids: Iterable[int], queue_team_ids: Iterable[int] = ()
+) -> None:
+    """A team changed department, or a department moved or was renamed: on every Kueue-mode
+    cluster of the teams concerned (``team_ids``: those in the departments that moved), the
+    cohort tree follows the departments (the cluster-wide pass, which also prunes the cohorts
+    of departments left without teams there), and the queues of ``queue_team_ids`` move to
+    their department's cohort (their own passes)."""
+    requeue = set(queue_team_ids)
+    kueue = set(Cluster.objects.filter(quota_mode=QuotaMode.KUEUE).values_list("pk", flat=True))
+    clusters: set[int] = set()
+    for team in Team.objects.filter(pk__in=set(team_ids) | requeue).order_by("pk"):
+        for cluster_id in team_cluster_ids(team=team):
+            if cluster_id not in kueue:
+                continue
+            clusters.add(cluster_id)
+            if team.pk in requeue:
+                request_reconcile_after_commit(team_id=team.pk, cluster_id=cluster_id)
+    for cluster_id in sorted(clusters):
+        request_cluster_reconcile_after_commit(cluster_id=cluster_id)
 
 
 def on_capacity_changed(sender, *, cluster_id: int, models_changed: bool, **kwargs) -> None:

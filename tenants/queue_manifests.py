@@ -16,9 +16,9 @@ Cluster-wide (labelled ``managed-by`` only, no team):
 * the cohort tree (``cohorts``), mirroring the departments: the root Cohort ``<portal>`` and one
   Cohort ``<portal>-department-<slug>`` per department a team of the cluster is in (and each
   of their ancestors), whose ``parentName`` is its parent department's cohort or the root. A
-  team's queues are in its department's cohort (the root without one): its department's teams
-  lend to each other first, and what a whole department leaves idle is lent to the others
-  through the root, so sharing across departments stays. The cohorts carry no quota or limits
+  team's queues are in its department's cohort (the root without one); what a department's
+  teams leave idle is lent to the other departments' teams through the root, so sharing across
+  departments stays. The cohorts carry no quota or limits
   of their own: a department's ceiling bounds what its admins may approve, not what its teams
   may borrow.
 

@@ -36,16 +36,28 @@ def request_reconcile_after_commit(*, team_id: int, cluster_id: int) -> None:
     is written with the change, and the task is only enqueued once the change is committed, so
     a worker never reads the database from before it.
     """
-    mark_reconcile_requested(team_id=team_id, cluster_id=cluster_id)
+    arriving = mark_reconcile_requested(team_id=team_id, cluster_id=cluster_id)
     transaction.on_commit(lambda: _send_reconcile(team_id=team_id, cluster_id=cluster_id))
+    if arriving and _in_a_department_on_kueue(team_id=team_id, cluster_id=cluster_id):
+        # Its department's cohort (and those above) may not be on the cluster yet.
+        request_cluster_reconcile_after_commit(cluster_id=cluster_id)
 
 
-def mark_reconcile_requested(*, team_id: int, cluster_id: int) -> None:
+def mark_reconcile_requested(*, team_id: int, cluster_id: int) -> bool:
     """Record that the team's namespace on the cluster is behind the database (pending), without
-    enqueuing a pass: for a caller whose own pass follows (the periodic sweep)."""
-    TeamCluster.objects.get_or_create(team_id=team_id, cluster_id=cluster_id)
+    enqueuing a pass: for a caller whose own pass follows (the periodic sweep). Whether the team
+    is arriving on the cluster (no namespace there yet, or a deleted one)."""
+    row, created = TeamCluster.objects.get_or_create(team_id=team_id, cluster_id=cluster_id)
     TeamCluster.objects.filter(team_id=team_id, cluster_id=cluster_id).update(
         reconcile_requested_at=timezone.now(), status=TeamCluster.Status.PENDING
+    )
+    return created or row.namespace_deleted_at is not None
+
+
+def _in_a_department_on_kueue(*, team_id: int, cluster_id: int) -> bool:
+    return (
+        Team.objects.filter(pk=team_id, department__isnull=False).exists()
+        and Cluster.objects.filter(pk=cluster_id, quota_mode=QuotaMode.KUEUE).exists()
     )
 
 

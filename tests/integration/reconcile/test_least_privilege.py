@@ -45,6 +45,8 @@ def portal_api(portal_kubeconfig):
         ("delete", "localqueues", "kueue.x-k8s.io", None),
         ("list", "resourceflavors", "kueue.x-k8s.io", None),
         ("create", "workloadpriorityclasses", "kueue.x-k8s.io", None),
+        ("patch", "cohorts", "kueue.x-k8s.io", None),
+        ("delete", "cohorts", "kueue.x-k8s.io", None),
     ],
 )
 def test_the_portal_may_do_what_reconcile_and_inventory_need(

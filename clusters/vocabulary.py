@@ -150,6 +150,14 @@ def department_cohort_name(portal_name: str, department_slug: str) -> str:
     return f"{portal_name}-department-{department_slug}"
 
 
+def cohort_tree_root(portal_name: str, cohort: str) -> str:
+    """The root of the portal's cohort tree for a department's cohort (it lends and borrows
+    through the root, with no limits of its own); any other cohort as it is."""
+    if cohort.startswith(department_cohort_name(portal_name, "")):
+        return cohort_name(portal_name)
+    return cohort
+
+
 # The ResourceFlavors of a cluster in Kueue mode, besides one per GPU model: GPUs granted without
 # a model, and the CPU and memory every pod also asks for (Kueue admits a pod only when its
 # ClusterQueue covers every resource it requests).

@@ -117,6 +117,14 @@ def test_the_cohort_tree_mirrors_the_departments_and_follows_moves(
     departments.department_update(actor=admin_user, department=vision, parent=None)
     wait_for_tree(portal, {root: "", cohort(vision): root})
     assert queue_cohorts(portal, a) == {cohort(vision)}
+
+    # Renamed: its cohort is renamed, and its teams' queues follow.
+    renamed = departments.department_update(
+        actor=admin_user, department=vision, slug=f"{vision.slug}-2"
+    )
+    wait_for_queue_cohort(portal, a, cohort(renamed))
+    wait_for_queue_cohort(portal, b, cohort(renamed))
+    wait_for_tree(portal, {root: "", cohort(renamed): root})
     cluster_in_sync(queue_cluster)
     in_sync(a, queue_cluster)
 

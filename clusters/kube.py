@@ -182,12 +182,13 @@ KINDS: dict[str, Kind] = {
     "ValidatingAdmissionPolicyBinding": Kind(
         "admissionregistration.k8s.io/v1", "validatingadmissionpolicybindings", namespaced=False
     ),
-    # Kueue's, in a cluster in Kueue mode: per cluster the flavors of its GPU models and the
-    # priority classes, per team its queues.
+    # Kueue's, in a cluster in Kueue mode: per cluster the flavors of its GPU models, the
+    # priority classes and the cohorts of its departments, per team its queues.
     "ResourceFlavor": Kind(KUEUE_API_VERSION, "resourceflavors", namespaced=False),
     "WorkloadPriorityClass": Kind(KUEUE_API_VERSION, "workloadpriorityclasses", namespaced=False),
     "ClusterQueue": Kind(KUEUE_API_VERSION, "clusterqueues", namespaced=False),
     "LocalQueue": Kind(KUEUE_API_VERSION, "localqueues", namespaced=True),
+    "Cohort": Kind(KUEUE_API_VERSION, "cohorts", namespaced=False),
     # An inference service's: a Deployment per live revision, Services, and on a cluster with
     # the Gateway API's CRDs the HTTPRoute that splits its traffic.
     "Deployment": Kind("apps/v1", "deployments", namespaced=True),

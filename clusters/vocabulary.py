@@ -139,8 +139,23 @@ def cluster_queue_name(portal_name: str, slug: str, kind: str) -> str:
 
 
 def cohort_name(portal_name: str) -> str:
-    """Every team queue of a cluster lends and borrows in one cohort."""
+    """The root of a cluster's cohort tree: every team queue of the cluster lends and borrows
+    under it (directly, or through its department's cohort)."""
     return portal_name
+
+
+def department_cohort_name(portal_name: str, department_slug: str) -> str:
+    """A department's cohort (``gpu-portal-department-research``), under its parent
+    department's or the root."""
+    return f"{portal_name}-department-{department_slug}"
+
+
+def cohort_tree_root(portal_name: str, cohort: str) -> str:
+    """The root of the portal's cohort tree for a department's cohort (it lends and borrows
+    through the root, with no limits of its own); any other cohort as it is."""
+    if cohort.startswith(department_cohort_name(portal_name, "")):
+        return cohort_name(portal_name)
+    return cohort
 
 
 # The ResourceFlavors of a cluster in Kueue mode, besides one per GPU model: GPUs granted without

@@ -32,6 +32,7 @@ from clusters.vocabulary import (
     LOCAL_QUEUES,
     MANAGED_BY_LABEL,
     cluster_queue_name,
+    cohort_tree_root,
 )
 from clusters.workloads import WorkloadClient
 from gpujobs import manifests
@@ -100,7 +101,11 @@ class FlavorFigures:
 @dataclass(frozen=True)
 class QueueFigures:
     """One ClusterQueue: whose it is, its cohort, its GPU flavors, its workloads' counts, and
-    why it admits nothing when Kueue says it is inactive."""
+    why it admits nothing when Kueue says it is inactive.
+
+    The cohort of a queue in a department's cohort is the root of the portal's tree: every
+    department's teams share through it, so what is idle, lent and queued is counted over the
+    whole tree, as it was over the single cohort before departments had cohorts."""
 
     name: str
     team: str = ""
@@ -229,7 +234,7 @@ def queue_figures(cq: dict, *, portal_name: str) -> tuple[QueueFigures, set[str]
         name=(cq.get("metadata") or {}).get("name") or "",
         team=team,
         kind=kind,
-        cohort=spec.get("cohortName") or spec.get("cohort") or "",
+        cohort=cohort_tree_root(portal_name, spec.get("cohortName") or spec.get("cohort") or ""),
         flavors=flavors,
         pending=count(status.get("pendingWorkloads")),
         admitted=count(status.get("admittedWorkloads")),

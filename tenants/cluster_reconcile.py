@@ -1,14 +1,17 @@
 """Bring a cluster's cluster-wide objects in line with the database: the admission policies
 that hold the portal's rules for everything in the namespaces it manages
 (``tenants.admission_policies``), always, and in Kueue mode the ResourceFlavors of its GPU
-models and the WorkloadPriorityClasses (``tenants.queue_manifests``).
+models, the WorkloadPriorityClasses and the cohort tree of its departments
+(``tenants.queue_manifests``).
 
 Level-triggered like the team reconcile (``tenants.reconcile``): a pass builds what the cluster
 should hold from the database as it is now (its GPU placement, allowed registries, quota mode
-and GPU models), lists the kinds, applies what differs with server-side apply and deletes what
-the portal made and no longer wants (a model whose last node went, or every Kueue object once
-the cluster is back in quota only mode). It is asked for when a cluster's settings change, when
-the mode is switched and when the capacity sync sees the nodes change; a team's pass runs it
+GPU models and the departments of its teams), lists the kinds, applies what differs with
+server-side apply and deletes what the portal made and no longer wants (a model whose last node
+went, a department none of the cluster's teams is in any more, or every Kueue object once the
+cluster is back in quota only mode). It is asked for when a cluster's settings change, when the
+mode is switched, when the capacity sync sees the nodes change and when a team changes
+department or a department moves (``tenants.departments``); a team's pass runs it
 first on a cluster whose policies are not there yet; the periodic sweep runs it for every
 cluster, so hand edits are repaired. Objects without the portal's label are never touched; one
 with a name the portal wants stops the pass with ``NotOwned``.
@@ -26,8 +29,8 @@ from django.utils import timezone
 from clusters.image_references import registry_entries
 from clusters.kube import KubeClient, KubeError, NotFound, NotOwned, describe
 from clusters.models import Cluster, QuotaMode
-from tenants import admission_policies, manifests, queue_manifests
-from tenants.models import ClusterState
+from tenants import admission_policies, department_tree, manifests, queue_manifests
+from tenants.models import ClusterState, Department, Team
 from tenants.reconcile import (
     Outcome,
     being_deleted,
@@ -40,9 +43,10 @@ from tenants.reconcile import (
     queues_applied_after,
     record,
 )
+from tenants.selectors import cluster_team_ids, department_parents
 
 ADMISSION_KINDS = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
-QUEUE_CLUSTER_KINDS = ("ResourceFlavor", "WorkloadPriorityClass")
+QUEUE_CLUSTER_KINDS = ("ResourceFlavor", "WorkloadPriorityClass", "Cohort")
 # First key of the advisory locks of cluster passes (team passes use ``reconcile``'s).
 ADVISORY_LOCK_CLASS = 0x6763  # "gc"
 
@@ -133,11 +137,31 @@ def admission_rules(cluster: Cluster) -> admission_policies.ClusterRules:
     )
 
 
+def cluster_departments(cluster: Cluster) -> dict[str, str]:
+    """The departments that need a cohort on the cluster, slug -> its parent's slug ("" at the
+    top): those the cluster's live teams are in, and every department above them."""
+    in_use = set(
+        Team.objects.filter(
+            pk__in=cluster_team_ids(cluster_id=cluster.pk),
+            archived_at__isnull=True,
+            department__isnull=False,
+        ).values_list("department_id", flat=True)
+    )
+    parents = department_parents()
+    needed = {
+        pk for department_id in in_use for pk in department_tree.chain(department_id, parents)
+    }
+    slugs = dict(Department.objects.filter(pk__in=needed).values_list("pk", "slug"))
+    return {slugs[pk]: slugs.get(parents.get(pk), "") for pk in needed}
+
+
 def desired_cluster_objects(cluster: Cluster, *, kueue_mode: bool) -> list[dict]:
     """Everything cluster-wide the cluster should hold for the portal."""
     desired = admission_policies.admission_objects(admission_rules(cluster))
     if kueue_mode:
-        desired += queue_manifests.cluster_objects(kueue_cluster_state(cluster))
+        desired += queue_manifests.cluster_objects(
+            kueue_cluster_state(cluster), departments=cluster_departments(cluster)
+        )
     return desired
 
 

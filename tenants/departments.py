@@ -18,6 +18,7 @@ from tenants.audit import audit, snapshot
 from tenants.models import AuditEvent, Department, DepartmentCeiling, Team
 from tenants.permissions import is_portal_admin
 from tenants.quota_checks import unknown_gpu_model
+from tenants.reconcile_triggers import request_cohort_reconcile
 
 Action = AuditEvent.Action
 
@@ -114,11 +115,29 @@ def department_update(
                 before=before,
                 after=snapshot(locked),
             )
+            _cohorts_follow(locked, before, parents)
     except IntegrityError as error:
         raise ValidationError(
             {"slug": f"A department with slug {slug!r} already exists."}
         ) from error
     return locked
+
+
+def _cohorts_follow(department: Department, before: dict, parents: dict) -> None:
+    """In Kueue mode a department is a cohort named after its slug, under its parent's: once
+    it moved or was renamed, the clusters of the teams in it (however deep) follow, and so do
+    the queues of the teams directly in it when the name changed."""
+    moved = before["parent_id"] != department.parent_id
+    renamed = before["slug"] != department.slug
+    if not (moved or renamed):
+        return
+    parents = {**parents, department.pk: department.parent_id}
+    subtree = department_tree.subtree(department.pk, parents)
+    team_ids = Team.objects.filter(department_id__in=subtree).values_list("pk", flat=True)
+    direct = Team.objects.filter(department=department).values_list("pk", flat=True)
+    request_cohort_reconcile(
+        team_ids=list(team_ids), queue_team_ids=list(direct) if renamed else []
+    )
 
 
 def department_set_admins(*, actor: User, department: Department, admins: list[User]) -> Department:
@@ -161,6 +180,7 @@ def team_set_department(*, actor: User, team: Team, department: Department | Non
             before=before,
             after={"department_id": new_id},
         )
+        request_cohort_reconcile(team_ids=[locked.pk], queue_team_ids=[locked.pk])
     return locked
 
 

@@ -12,12 +12,21 @@ Cluster-wide (labelled ``managed-by`` only, no team):
   also asks for (Kueue admits a pod only when its ClusterQueue covers every resource it
   requests, including what the namespace's LimitRange adds);
 * the WorkloadPriorityClasses ``<portal>-guaranteed`` (1000) and ``<portal>-opportunistic``
-  (100) that the job side puts on Jobs.
+  (100) that the job side puts on Jobs;
+* the cohort tree (``cohorts``), mirroring the departments: the root Cohort ``<portal>`` and one
+  Cohort ``<portal>-department-<slug>`` per department a team of the cluster is in (and each
+  of their ancestors), whose ``parentName`` is its parent department's cohort or the root. A
+  team's queues are in its department's cohort (the root without one); what a department's
+  teams leave idle is lent to the other departments' teams through the root, so sharing across
+  departments stays. The cohorts carry no quota or limits
+  of their own: a department's ceiling bounds what its admins may approve, not what its teams
+  may borrow.
 
 Per team (labelled like the team's other objects):
 
-* TWO ClusterQueues, both in the cluster's cohort, both taking only the team's namespace, both
-  listing every GPU flavor of the cluster (so a team can borrow models it has no grant of):
+* TWO ClusterQueues, both in the team's department's cohort (the root without one), both
+  taking only the team's namespace, both listing every GPU flavor of the cluster (so a team
+  can borrow models it has no grant of):
 
   - ``<portal>-<team>`` for guaranteed work: ``nominalQuota`` per flavor and GPU kind is the
     sum of the team's grants in effect for that model (grants without a model on the any-gpu
@@ -45,7 +54,7 @@ the queues (kubectl, other controllers): the most the team's queues can ever adm
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -59,6 +68,7 @@ from clusters.vocabulary import (
     cluster_queue_name,
     cohort_name,
     cpu_memory_flavor_name,
+    department_cohort_name,
     priority_class_name,
     resource_flavor_name,
 )
@@ -197,9 +207,40 @@ def _cluster_object(kind: str, name: str, cluster: KueueCluster, spec: dict | No
     return obj
 
 
-def cluster_objects(cluster: KueueCluster) -> list[dict]:
-    """Everything cluster-wide the portal's queues need, flavors first."""
-    objects = [*resource_flavors(cluster), *priority_classes(cluster)]
+def team_cohort(portal_name: str, department_slug: str) -> str:
+    """The cohort a team's queues are in: its department's, or the root without one."""
+    if not department_slug:
+        return cohort_name(portal_name)
+    return department_cohort_name(portal_name, department_slug)
+
+
+def cohorts(cluster: KueueCluster, departments: Mapping[str, str]) -> list[dict]:
+    """The root Cohort, then one per department of ``departments`` (slug -> its parent's slug,
+    "" at the top; the departments the cluster's teams are in and their ancestors), by slug."""
+    root = _cluster_object("Cohort", cohort_name(cluster.portal_name), cluster, spec={})
+    return [
+        root,
+        *(
+            _cluster_object(
+                "Cohort",
+                department_cohort_name(cluster.portal_name, slug),
+                cluster,
+                spec={"parentName": team_cohort(cluster.portal_name, departments[slug])},
+            )
+            for slug in sorted(departments)
+        ),
+    ]
+
+
+def cluster_objects(
+    cluster: KueueCluster, departments: Mapping[str, str] | None = None
+) -> list[dict]:
+    """Everything cluster-wide the portal's queues need, flavors first, the cohorts last."""
+    objects = [
+        *resource_flavors(cluster),
+        *priority_classes(cluster),
+        *cohorts(cluster, departments or {}),
+    ]
     return [manifests.with_hash(obj) for obj in objects]
 
 
@@ -280,9 +321,16 @@ def _cpu_memory_group(team: TeamOnCluster, cluster: KueueCluster, kind: str) -> 
 
 
 def cluster_queue(
-    team: TeamOnCluster, cluster: KueueCluster, policy: QueuePolicy, rules: Policy, kind: str
+    team: TeamOnCluster,
+    cluster: KueueCluster,
+    policy: QueuePolicy,
+    rules: Policy,
+    kind: str,
+    *,
+    department: str = "",
 ) -> dict:
-    """The team's ClusterQueue for guaranteed or opportunistic work."""
+    """The team's ClusterQueue for guaranteed or opportunistic work, in the cohort of its
+    department (its slug; "" for none)."""
     groups = [_gpu_group(team, cluster, policy, kind), _cpu_memory_group(team, cluster, kind)]
     preemption = (
         {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"}
@@ -297,7 +345,7 @@ def cluster_queue(
             "labels": manifests.labels(team, rules),
         },
         "spec": {
-            "cohortName": cohort_name(rules.portal_name),
+            "cohortName": team_cohort(rules.portal_name, department),
             "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: team.namespace}},
             "queueingStrategy": "BestEffortFIFO",
             "fairSharing": {"weight": _weight(policy.fair_sharing_weight)},
@@ -321,12 +369,21 @@ def local_queue(team: TeamOnCluster, rules: Policy, kind: str) -> dict:
 
 
 def team_queue_objects(
-    team: TeamOnCluster, cluster: KueueCluster, policy: QueuePolicy, rules: Policy
+    team: TeamOnCluster,
+    cluster: KueueCluster,
+    policy: QueuePolicy,
+    rules: Policy,
+    *,
+    department: str = "",
 ) -> list[dict]:
-    """The team's ClusterQueues, then its LocalQueues; none for an archived team."""
+    """The team's ClusterQueues (in its department's cohort), then its LocalQueues; none for an
+    archived team."""
     if team.archived:
         return []
-    objects = [cluster_queue(team, cluster, policy, rules, kind) for kind in LOCAL_QUEUES]
+    objects = [
+        cluster_queue(team, cluster, policy, rules, kind, department=department)
+        for kind in LOCAL_QUEUES
+    ]
     objects += [local_queue(team, rules, kind) for kind in LOCAL_QUEUES]
     return [manifests.with_hash(obj) for obj in objects]
 

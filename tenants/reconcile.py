@@ -270,10 +270,17 @@ def desired_state(
         state = replace(state, gpu_ceiling=tuple(sorted(ceiling.items())))
     objects = manifests.desired_objects(state, rules)
     if kueue_mode:
-        objects += queue_manifests.team_queue_objects(state, kueue, policy, rules)
+        objects += queue_manifests.team_queue_objects(
+            state, kueue, policy, rules, department=department_slug(team)
+        )
     if not (admission_in_place(cluster) if admission is None else admission):
         objects = [obj for obj in objects if obj["kind"] != "RoleBinding"]
     return Desired(objects, queues=kueue_mode)
+
+
+def department_slug(team: Team) -> str:
+    """The slug of the team's department, whose cohort its queues are in ("" for none)."""
+    return team.department.slug if team.department_id else ""
 
 
 # --- talking to the cluster --------------------------------------------------------------------
@@ -557,7 +564,9 @@ def reconcile_teams_on_cluster(
         # the rows, the teams and the cluster as they are now.
         lock_all(pks)
         states = list(
-            TeamCluster.objects.select_related("team", "cluster").filter(pk__in=pks).order_by("pk")
+            TeamCluster.objects.select_related("team", "team__department", "cluster")
+            .filter(pk__in=pks)
+            .order_by("pk")
         )
         if not states:  # the teams or the cluster are gone
             return results

@@ -142,7 +142,7 @@ def reconcile_cluster_teams(
     rows = TeamCluster.objects.filter(cluster=cluster, namespace_deleted_at__isnull=True)
     if team_ids is not None:
         rows = rows.filter(team_id__in=team_ids)
-    rows = list(rows.select_related("team").order_by("team_id"))
+    rows = list(rows.select_related("team", "team__department").order_by("team_id"))
     teams = [row.team for row in rows]
     kinds = (*TEAM_KINDS, *(reconcile.QUEUE_KINDS if kueue_mode else ()))
     found, served = portal_objects(kube, kinds=kinds, rules=rules)

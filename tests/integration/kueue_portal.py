@@ -16,7 +16,7 @@ from clusters.vocabulary import MANAGED_BY_LABEL
 from tests.integration.conftest import wait_for
 
 GROUP, VERSION = "kueue.x-k8s.io", "v1beta2"
-CLUSTER_PLURALS = ("clusterqueues", "resourceflavors", "workloadpriorityclasses")
+CLUSTER_PLURALS = ("clusterqueues", "resourceflavors", "workloadpriorityclasses", "cohorts")
 
 
 class KueueObjects:

@@ -1,6 +1,6 @@
-"""The pure builders of a Kueue-mode cluster's objects: the flavors of its GPU models and the
-priority classes, each team's two ClusterQueues and LocalQueues from its grants and queue
-policy, and the ResourceQuota's ceiling."""
+"""The pure builders of a Kueue-mode cluster's objects: the flavors of its GPU models, the
+priority classes and the cohort tree of its departments, each team's two ClusterQueues and
+LocalQueues from its grants and queue policy, and the ResourceQuota's ceiling."""
 
 import datetime
 from decimal import Decimal
@@ -119,6 +119,41 @@ def test_cluster_wide_objects_carry_the_portal_label_and_no_team():
     assert queue_manifests.cluster_ownership_selector("gpu-portal") == (
         f"{MANAGED_BY_LABEL}=gpu-portal,!{TEAM_LABEL}"
     )
+
+
+def cohorts(departments=None):
+    return {
+        o["metadata"]["name"]: o["spec"]
+        for o in queue_manifests.cluster_objects(cluster(), departments=departments)
+        if o["kind"] == "Cohort"
+    }
+
+
+def test_without_departments_the_cluster_has_only_the_root_cohort():
+    assert cohorts() == {"gpu-portal": {}}
+
+
+def test_a_cohort_per_department_under_its_parents_and_the_top_ones_under_the_root():
+    tree = {"research": "", "vision-lab": "research", "sales": ""}
+
+    assert cohorts(tree) == {
+        "gpu-portal": {},
+        "gpu-portal-department-research": {"parentName": "gpu-portal"},
+        "gpu-portal-department-sales": {"parentName": "gpu-portal"},
+        "gpu-portal-department-vision-lab": {"parentName": "gpu-portal-department-research"},
+    }
+
+
+def test_a_teams_queues_are_in_its_departments_cohort_or_the_root_without_one():
+    state = team(grants=[grant(4, A100)])
+    objects = queue_manifests.team_queue_objects(
+        state, cluster(), DEFAULT, RULES, department="vision-lab"
+    )
+
+    in_department = {o["spec"]["cohortName"] for o in objects if o["kind"] == "ClusterQueue"}
+    assert in_department == {"gpu-portal-department-vision-lab"}
+    assert guaranteed(state)["spec"]["cohortName"] == "gpu-portal"
+    assert opportunistic(state)["spec"]["cohortName"] == "gpu-portal"
 
 
 # --- a team's queues ---------------------------------------------------------------------------

@@ -45,6 +45,8 @@ def portal_api(portal_kubeconfig):
         ("delete", "localqueues", "kueue.x-k8s.io", None),
         ("list", "resourceflavors", "kueue.x-k8s.io", None),
         ("create", "workloadpriorityclasses", "kueue.x-k8s.io", None),
+        ("patch", "cohorts", "kueue.x-k8s.io", None),
+        ("delete", "cohorts", "kueue.x-k8s.io", None),
     ],
 )
 def test_the_portal_may_do_what_reconcile_and_inventory_need(
@@ -89,7 +91,8 @@ def test_the_portal_may_do_what_reconcile_and_inventory_need(
         ("patch", "nodes", "", None),
         ("create", "pods", "", None),
         ("update", "clusterqueues", "kueue.x-k8s.io", None),
-        ("create", "cohorts", "kueue.x-k8s.io", None),
+        # Cohorts are the portal's now (a tree of the departments), but only by apply.
+        ("update", "cohorts", "kueue.x-k8s.io", None),
         ("create", "admissionchecks", "kueue.x-k8s.io", None),
     ],
 )

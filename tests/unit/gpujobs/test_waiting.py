@@ -189,6 +189,21 @@ def test_an_opportunistic_job_says_what_is_idle_and_what_its_team_may_still_borr
     assert (why.idle_in_cohort, why.may_borrow, why.free_now) == (2, 2, 2)
 
 
+def test_teams_in_different_departments_cohorts_count_each_others_idle_gpus():
+    """Department cohorts lend through the root: the figures are the whole tree's."""
+    departments = {"vision": "gpu-portal-department-research", "nlp": "gpu-portal-department-ops"}
+    in_departments = [
+        {**q, "spec": {**q["spec"], "cohortName": departments.get(team, q["spec"]["cohortName"])}}
+        for q in QUEUES
+        for team in [q["spec"]["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"]]
+    ]
+    taken = snapshot(in_departments, PENDING)
+    job = WaitingJob(job_id=23, team="vision", priority="opportunistic", gpus=4, gpu_model=A100)
+
+    assert taken.team_queue("vision", "guaranteed").cohort == "gpu-portal"
+    assert explain(taken, job, cluster_name="gpu-east").idle_in_cohort == 2
+
+
 def test_kueue_not_answering_is_the_reason_whatever_the_figures():
     taken = snapshot(QUEUES, PENDING, error="Kueue on cluster gpu-east is not admitting: x")
     job = WaitingJob(job_id=21, team="vision", priority="guaranteed", gpus=2)

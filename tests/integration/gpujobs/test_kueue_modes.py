@@ -173,7 +173,9 @@ def test_while_kueue_is_down_jobs_wait_and_say_so_and_nothing_is_lost_once_it_is
             assert jobs_on_cluster(batch, team.namespace)[waiting.kube_name].spec.suspend is True
             time.sleep(0.5)
 
-    wait_for_state(waiting.pk, State.RUNNING, timeout=60)
+    # Kueue, restarted, first rebuilds its cache from every Workload and Job on the cluster
+    # before it sees the holder's quota free: on a loaded 2-core machine that took over 60 s.
+    wait_for_state(waiting.pk, State.RUNNING, timeout=180)
     new = wait_for_job(
         new.pk,
         lambda j: j.reason == Reason.IN_QUEUE,

@@ -36,6 +36,15 @@ from tenants.models import (
 from tenants.permissions import is_portal_admin
 from tenants.selectors import department_ceilings, teams_visible_to
 
+
+def cluster_named(name: str) -> Cluster:
+    """The cluster of that name, or the field's error saying there is none."""
+    cluster = Cluster.objects.filter(name=name).first()
+    if cluster is None:
+        raise serializers.ValidationError(f"No cluster named {name!r}.")
+    return cluster
+
+
 # --- teams and members -------------------------------------------------------------------------
 
 
@@ -401,10 +410,7 @@ class QuotaRequestCreateSerializer(serializers.Serializer):
         return team
 
     def validate_cluster(self, name: str) -> Cluster:
-        cluster = Cluster.objects.filter(name=name).first()
-        if cluster is None:
-            raise serializers.ValidationError(f"No cluster named {name!r}.")
-        return cluster
+        return cluster_named(name)
 
 
 class QuotaRequestApproveSerializer(serializers.Serializer):
@@ -802,10 +808,7 @@ class DepartmentCeilingSetSerializer(serializers.Serializer):
     )
 
     def validate_cluster(self, name: str) -> Cluster:
-        cluster = Cluster.objects.filter(name=name).first()
-        if cluster is None:
-            raise serializers.ValidationError(f"No cluster named {name!r}.")
-        return cluster
+        return cluster_named(name)
 
 
 class TeamDepartmentSerializer(serializers.Serializer):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -141,6 +142,20 @@ MODULE_BUILDS = (
 ALL_BINARIES = tuple(binary for build in MODULE_BUILDS for binary in build.binaries)
 
 
+def _helm_kube_version_ldflags() -> tuple[str, ...]:
+    """The Kubernetes version Helm assumes without a cluster (`helm template`, `lint`), set as
+    Helm's Makefile sets it: from the k8s.io/client-go its go.mod requires (v0.37.0: 1.37);
+    unset, Helm would assume 1.20 and refuse a chart's kubeVersion."""
+    go_mod = (GO_MODULES_DIR / "helm" / "go.mod").read_text()
+    match = re.search(r"^\s*k8s\.io/client-go v0\.(\d+)\.\d+", go_mod, re.M)
+    if match is None:
+        raise RuntimeError("gomodules/helm/go.mod requires no k8s.io/client-go v0.X.Y")
+    flags = []
+    for package in ("helm.sh/helm/v3/pkg/lint/rules", "helm.sh/helm/v3/pkg/chartutil"):
+        flags += [f"-X {package}.k8sVersionMajor=1", f"-X {package}.k8sVersionMinor={match[1]}"]
+    return tuple(flags)
+
+
 # Tools the tests use beside the cluster (not part of it): each is built into the same bin
 # directory under a stamp of its own (``tool_stamp``), apart from the cluster's binaries', so
 # adding or moving one never rebuilds kube, etcd, kwok or Kueue, and theirs never rebuild it.
@@ -153,6 +168,7 @@ TOOL_BUILDS = (
         ldflags=(
             f"-X helm.sh/helm/v3/internal/version.version={versions.HELM_VERSION}",
             "-X helm.sh/helm/v3/internal/version.gitTreeState=clean",
+            *_helm_kube_version_ldflags(),
         ),
     ),
 )

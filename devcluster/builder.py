@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -141,6 +142,38 @@ MODULE_BUILDS = (
 ALL_BINARIES = tuple(binary for build in MODULE_BUILDS for binary in build.binaries)
 
 
+def _helm_kube_version_ldflags() -> tuple[str, ...]:
+    """The Kubernetes version Helm assumes without a cluster (`helm template`, `lint`), set as
+    Helm's Makefile sets it: from the k8s.io/client-go its go.mod requires (v0.37.0: 1.37);
+    unset, Helm would assume 1.20 and refuse a chart's kubeVersion."""
+    go_mod = (GO_MODULES_DIR / "helm" / "go.mod").read_text()
+    match = re.search(r"^\s*k8s\.io/client-go v0\.(\d+)\.\d+", go_mod, re.M)
+    if match is None:
+        raise RuntimeError("gomodules/helm/go.mod requires no k8s.io/client-go v0.X.Y")
+    flags = []
+    for package in ("helm.sh/helm/v3/pkg/lint/rules", "helm.sh/helm/v3/pkg/chartutil"):
+        flags += [f"-X {package}.k8sVersionMajor=1", f"-X {package}.k8sVersionMinor={match[1]}"]
+    return tuple(flags)
+
+
+# Tools the tests use beside the cluster (not part of it): each is built into the same bin
+# directory under a stamp of its own (``tool_stamp``), apart from the cluster's binaries', so
+# adding or moving one never rebuilds kube, etcd, kwok or Kueue, and theirs never rebuild it.
+TOOL_BUILDS = (
+    # Helm, to lint and render the chart in deploy/helm (tests/integration/deploy).
+    GoModuleBuild(
+        name="helm",
+        packages=("helm.sh/helm/v3/cmd/helm",),
+        binaries=("helm",),
+        ldflags=(
+            f"-X helm.sh/helm/v3/internal/version.version={versions.HELM_VERSION}",
+            "-X helm.sh/helm/v3/internal/version.gitTreeState=clean",
+            *_helm_kube_version_ldflags(),
+        ),
+    ),
+)
+
+
 @dataclass(frozen=True)
 class GoModuleFiles:
     """Files a Go module ships beside its code, copied into the cache without building anything
@@ -211,6 +244,40 @@ def expected_stamp() -> str:
                 digest.update(path.read_bytes())
         digest.update(f"{build.name}/recipe\0{build.recipe()}".encode())
     return f"{versions.versions_key()} gomodules-sha256={digest.hexdigest()}\n"
+
+
+def tool_stamp_path(tool: GoModuleBuild) -> Path:
+    return bin_dir() / f"{STAMP_NAME}-{tool.name}"
+
+
+def tool_stamp(tool: GoModuleBuild) -> str:
+    """The stamp of one ``TOOL_BUILDS`` entry: its go.mod/go.sum and its recipe."""
+    digest = hashlib.sha256()
+    for filename in ("go.mod", "go.sum"):
+        digest.update((GO_MODULES_DIR / tool.name / filename).read_bytes())
+    digest.update(tool.recipe().encode())
+    return f"{tool.name} gomodules-sha256={digest.hexdigest()}\n"
+
+
+def tool_built(tool: GoModuleBuild) -> bool:
+    stamp = tool_stamp_path(tool)
+    return (
+        stamp.exists()
+        and stamp.read_text() == tool_stamp(tool)
+        and all(os.access(binary(name), os.X_OK) for name in tool.binaries)
+    )
+
+
+def build_tools(force: bool = False) -> None:
+    """Build every ``TOOL_BUILDS`` entry unless the cache holds it for its pins."""
+    bin_dir().mkdir(parents=True, exist_ok=True)
+    for tool in TOOL_BUILDS:
+        if tool_built(tool) and not force:
+            continue
+        progress(f"go build {tool.name}: {' '.join(tool.packages)}")
+        tool_stamp_path(tool).unlink(missing_ok=True)
+        _run_go_build(tool, bin_dir())
+        tool_stamp_path(tool).write_text(tool_stamp(tool))
 
 
 def files_fetched(files: GoModuleFiles) -> bool:
@@ -378,6 +445,7 @@ def build(force: bool = False) -> Path:
     if is_built() and not force:
         progress(f"binaries for {versions.versions_key()} already cached in {target}")
         fetch_files(force)
+        build_tools(force)
         return target
     progress(
         f"building {versions.versions_key()} into {target} (from nothing this takes many minutes)"
@@ -390,6 +458,7 @@ def build(force: bool = False) -> Path:
         _run_go_build(module_build, target)
     (target / STAMP_NAME).write_text(expected_stamp())
     fetch_files(force)
+    build_tools(force)
     progress(f"build finished in {time.monotonic() - started:.0f}s")
     return target
 
@@ -425,7 +494,7 @@ def update_gomods() -> None:
     )
     (kube_dir / "go.mod").write_text(kube_gomod)
     env = {**os.environ, "GOTOOLCHAIN": "local"}
-    for module_build in MODULE_BUILDS:
+    for module_build in (*MODULE_BUILDS, *TOOL_BUILDS):
         progress(f"go mod tidy in gomodules/{module_build.name}")
         subprocess.run(
             [go_executable(), "mod", "tidy"],

@@ -75,6 +75,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     states = cluster.component_states(settings)
     print(f"state dir: {settings.state_dir}")
     print(f"binaries:  {builder.bin_dir()} ({'built' if builder.is_built() else 'not built'})")
+    for tool in builder.TOOL_BUILDS:
+        built = "built" if builder.tool_built(tool) else "not built"
+        print(f"{tool.name + ':':<10} {builder.binary(tool.name)} ({built})")
     for name, (pid, healthy) in states.items():
         health = "healthy" if healthy else "UNHEALTHY"
         state = "not running" if pid is None else f"pid {pid}, {health}"

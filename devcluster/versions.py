@@ -34,3 +34,8 @@ def versions_key() -> str:
 # Files only (its CRDs, no binary): pinned by gomodules/gateway-api/go.mod, which must say the
 # same (tests/unit/devcluster checks); not in ``versions_key``, so it never rebuilds a binary.
 GATEWAY_API_VERSION = "v1.6.3"
+
+# A tool the tests use (tests/integration/deploy: the Helm chart), not part of the cluster:
+# pinned by gomodules/helm/go.mod, which must say the same (tests/unit/devcluster checks); not
+# in ``versions_key`` either, so moving it rebuilds helm alone (builder.TOOL_BUILDS).
+HELM_VERSION = "v3.22.0"

@@ -95,6 +95,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: the container platform's probes, /healthz and /readyz, answered before the host
+    # check, the https redirect or a sign-in could turn them away (portal/health.py).
+    "portal.health.HealthCheckMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",

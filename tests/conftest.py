@@ -62,6 +62,7 @@ SERVICE_FIXTURES = {
     # The fault tests' own PostgreSQL, Redis and portal processes (tests/integration/faults).
     "private_portal": ["postgres", "redis", "worker"],
     "promtool": ["prometheus"],
+    "helm": ["helm"],
     "own_prometheus": ["prometheus"],
     "start_prometheus": ["prometheus"],
     "guarded_prometheus": ["prometheus"],

@@ -1,0 +1,268 @@
+"""The Helm chart (deploy/helm/gpu-portal) with the Helm that `devcluster build` builds from its
+Go module: `helm lint` passes, `helm template` renders what the portal needs with the default
+values and with overrides, its RBAC is deploy/'s rule for rule, and a value of the wrong type is
+refused with an error naming it (values.schema.json). The API server's verdict on the rendered
+manifests is test_chart_on_the_cluster.py's."""
+
+import json
+import re
+
+import pytest
+import yaml
+
+from tests.integration.conftest import REPO_ROOT
+from tests.integration.deploy.conftest import CHART, by_kind_and_name, sets
+from tests.integration.servers import dockerfile_command
+
+pytestmark = [pytest.mark.integration]
+
+DEPLOY = REPO_ROOT / "deploy"
+COMPONENTS = ("web", "worker", "beat", "watcher")
+
+
+def deploy_objects(name: str) -> dict[tuple[str, str], dict]:
+    return by_kind_and_name([doc for doc in yaml.safe_load_all((DEPLOY / name).read_text())])
+
+
+def container(objects, name: str) -> dict:
+    (found,) = by_kind_and_name(objects)[("Deployment", f"portal-gpu-portal-{name}")]["spec"][
+        "template"
+    ]["spec"]["containers"]
+    return found
+
+
+def test_lint_passes_strictly(helm):
+    result = helm.run("lint", "--strict", str(CHART), *sets(None))
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 chart(s) linted, 0 chart(s) failed" in result.stdout
+
+
+def test_the_default_values_render_every_component(helm):
+    objects = by_kind_and_name(helm.objects())
+
+    assert set(objects) == {
+        ("ConfigMap", "portal-gpu-portal"),
+        ("Secret", "portal-gpu-portal"),
+        ("ServiceAccount", "gpu-portal"),
+        ("ClusterRole", "gpu-portal"),
+        ("ClusterRoleBinding", "gpu-portal"),
+        ("ClusterRole", "gpu-portal-viewer"),
+        ("ClusterRole", "gpu-portal-member"),
+        ("ClusterRole", "gpu-portal-lead"),
+        ("ValidatingAdmissionPolicy", "gpu-portal-confinement"),
+        ("ValidatingAdmissionPolicyBinding", "gpu-portal-confinement"),
+        *(("Deployment", f"portal-gpu-portal-{name}") for name in COMPONENTS),
+        ("Job", "portal-gpu-portal-migrate"),
+        ("Service", "portal-gpu-portal"),
+        ("PodDisruptionBudget", "portal-gpu-portal-web"),
+    }
+
+
+def test_each_component_runs_the_images_own_command(helm):
+    objects = helm.objects(values={"web.workers": 5})
+    server = dockerfile_command()
+
+    assert container(objects, "web")["command"] == [*server[:-1], "5"]
+    assert server[-2] == "--workers"
+    assert container(objects, "worker")["command"][:4] == ["celery", "-A", "portal", "worker"]
+    assert container(objects, "beat")["command"][:4] == ["celery", "-A", "portal", "beat"]
+    assert container(objects, "watcher")["command"] == ["python", "manage.py", "watch_jobs"]
+    job = by_kind_and_name(objects)[("Job", "portal-gpu-portal-migrate")]
+    assert job["spec"]["template"]["spec"]["containers"][0]["command"] == [
+        "python",
+        "manage.py",
+        "migrate",
+        "--noinput",
+    ]
+
+
+def test_the_web_pods_are_probed_on_healthz_and_readyz(helm):
+    web = container(helm.objects(), "web")
+
+    assert web["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert web["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+    assert web["startupProbe"]["httpGet"]["path"] == "/healthz"
+    assert web["ports"] == [{"name": "http", "containerPort": 8000}]
+    assert web["resources"]["requests"] == {"cpu": "250m", "memory": "512Mi"}
+
+
+def test_every_component_reads_the_settings_and_only_some_get_a_token(helm):
+    objects = helm.objects()
+    tokens = {}
+    for name in COMPONENTS:
+        pod = by_kind_and_name(objects)[("Deployment", f"portal-gpu-portal-{name}")]["spec"][
+            "template"
+        ]["spec"]
+        assert pod["containers"][0]["envFrom"] == [
+            {"configMapRef": {"name": "portal-gpu-portal"}},
+            {"secretRef": {"name": "portal-gpu-portal"}},
+        ]
+        assert pod["containers"][0]["resources"]["requests"]
+        assert pod["serviceAccountName"] == "gpu-portal"
+        tokens[name] = pod["automountServiceAccountToken"]
+
+    assert tokens == {"web": True, "worker": True, "beat": False, "watcher": True}
+
+
+def test_settings_go_to_the_configmap_and_secrets_to_the_secret(helm):
+    objects = by_kind_and_name(
+        helm.objects(
+            namespace="portal-ns",
+            values={
+                "config.allowedHosts": "{portal.example.com,portal.internal}",
+                "config.env.GPUJOBS_CLAIM_SECONDS": "90",
+                "secrets.cacheUrl": "redis://redis.db:6379/1",
+                "oidc.enabled": "true",
+                "oidc.authenticationBackend": "accounts.oidc.Backend",
+                "oidc.loginUrl": "oidc-login",
+                "oidc.config.OIDC_CLIENT_ID": "portal",
+                "oidc.secrets.OIDC_CLIENT_SECRET": "s3cret",
+            },
+        )
+    )
+    config = objects[("ConfigMap", "portal-gpu-portal")]["data"]
+    secret = objects[("Secret", "portal-gpu-portal")]["stringData"]
+
+    assert config["PORTAL_NAMESPACE"] == "portal-ns"
+    assert config["PORTAL_NAME"] == "gpu-portal"
+    assert config["DJANGO_DEBUG"] == "0"
+    assert config["DJANGO_ALLOWED_HOSTS"] == "portal.example.com,portal.internal"
+    assert config["GPUJOBS_CLAIM_SECONDS"] == "90"
+    assert config["DJANGO_AUTHENTICATION_BACKENDS"] == "accounts.oidc.Backend"
+    assert config["DJANGO_LOGIN_URL"] == "oidc-login"
+    assert config["OIDC_CLIENT_ID"] == "portal"
+    assert secret == {
+        "DJANGO_SECRET_KEY": "chart-test-only-" + "k" * 40,
+        "DATABASE_URL": "postgres://portal:pw@postgres.db:5432/portal?connect_timeout=3",
+        "CELERY_BROKER_URL": "redis://redis.db:6379/0",
+        "DJANGO_CACHE_URL": "redis://redis.db:6379/1",
+        "OIDC_CLIENT_SECRET": "s3cret",
+    }
+    assert not set(secret) & set(config)
+
+
+def test_the_migration_job_runs_before_install_and_upgrade_after_the_settings(helm):
+    objects = by_kind_and_name(helm.objects())
+    job = objects[("Job", "portal-gpu-portal-migrate")]["metadata"]["annotations"]
+    config = objects[("ConfigMap", "portal-gpu-portal")]["metadata"]["annotations"]
+    secret = objects[("Secret", "portal-gpu-portal")]["metadata"]["annotations"]
+
+    assert job["helm.sh/hook"] == config["helm.sh/hook"] == secret["helm.sh/hook"]
+    assert job["helm.sh/hook"] == "pre-install,pre-upgrade"
+    assert int(config["helm.sh/hook-weight"]) < int(job["helm.sh/hook-weight"])
+    assert int(secret["helm.sh/hook-weight"]) < int(job["helm.sh/hook-weight"])
+
+
+def test_one_beat_one_watcher_and_a_disruption_budget_for_the_web_pods(helm):
+    objects = by_kind_and_name(helm.objects(values={"web.replicas": 3}))
+    beat = objects[("Deployment", "portal-gpu-portal-beat")]["spec"]
+    watcher = objects[("Deployment", "portal-gpu-portal-watcher")]["spec"]
+    web = objects[("Deployment", "portal-gpu-portal-web")]["spec"]
+    budget = objects[("PodDisruptionBudget", "portal-gpu-portal-web")]["spec"]
+
+    assert (beat["replicas"], beat["strategy"]["type"]) == (1, "Recreate")
+    assert (watcher["replicas"], watcher["strategy"]["type"]) == (1, "Recreate")
+    assert web["replicas"] == 3
+    assert budget["minAvailable"] == 1
+    assert budget["selector"]["matchLabels"] == web["selector"]["matchLabels"]
+    service = objects[("Service", "portal-gpu-portal")]["spec"]
+    assert service["selector"] == web["selector"]["matchLabels"]
+
+
+def test_the_rbac_is_deploys_rule_for_rule(helm):
+    rendered = by_kind_and_name(helm.objects())
+    expected = {
+        **deploy_objects("rbac.yaml"),
+        **deploy_objects("team-roles.yaml"),
+        **deploy_objects("portal-confinement.yaml"),
+    }
+
+    for key in [key for key in expected if key[0] == "ClusterRole"]:
+        assert rendered[key]["rules"] == expected[key]["rules"], key
+    binding = rendered[("ClusterRoleBinding", "gpu-portal")]
+    assert binding["roleRef"] == expected[("ClusterRoleBinding", "gpu-portal")]["roleRef"]
+    assert binding["subjects"] == expected[("ClusterRoleBinding", "gpu-portal")]["subjects"]
+    for kind in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"):
+        key = (kind, "gpu-portal-confinement")
+        assert rendered[key]["spec"] == expected[key]["spec"], key
+
+
+def test_another_portal_name_and_namespace_renames_the_roles_and_the_confinement(helm):
+    objects = by_kind_and_name(helm.objects(namespace="lab", values={"portalName": "lab-portal"}))
+    role = objects[("ClusterRole", "lab-portal")]
+    policy = objects[("ValidatingAdmissionPolicy", "lab-portal-confinement")]["spec"]
+
+    assert ("ClusterRole", "lab-portal-lead") in objects
+    bind = [rule for rule in role["rules"] if rule["verbs"] == ["bind"]]
+    assert bind[0]["resourceNames"] == ["lab-portal-lead", "lab-portal-member", "lab-portal-viewer"]
+    assert "'system:serviceaccount:lab:lab-portal'" in policy["matchConditions"][0]["expression"]
+    assert {"name": "portal", "expression": "'lab-portal'"} in policy["variables"]
+    assert objects[("ConfigMap", "portal-gpu-portal")]["data"]["PORTAL_NAME"] == "lab-portal"
+
+
+def test_an_existing_secret_an_ingress_and_no_confinement(helm):
+    objects = by_kind_and_name(
+        helm.objects(
+            required=False,
+            values={
+                "secrets.existingSecret": "portal-settings",
+                "ingress.enabled": "true",
+                "ingress.className": "nginx",
+                "ingress.host": "gpus.example.org",
+                "ingress.tlsSecretName": "gpus-tls",
+                "rbac.confinement": "false",
+                "migrations.enabled": "false",
+            },
+        )
+    )
+
+    assert ("Secret", "portal-gpu-portal") not in objects
+    assert ("Job", "portal-gpu-portal-migrate") not in objects
+    assert ("ValidatingAdmissionPolicy", "gpu-portal-confinement") not in objects
+    assert container(list(objects.values()), "web")["envFrom"][1] == {
+        "secretRef": {"name": "portal-settings"}
+    }
+    ingress = objects[("Ingress", "portal-gpu-portal")]["spec"]
+    assert ingress["ingressClassName"] == "nginx"
+    assert ingress["tls"] == [{"hosts": ["gpus.example.org"], "secretName": "gpus-tls"}]
+    assert ingress["rules"][0]["host"] == "gpus.example.org"
+
+
+@pytest.mark.parametrize(
+    ("value", "field", "complaint"),
+    [
+        ("web.replicas=abc", "/web/replicas", "got string, want integer"),
+        ("worker.concurrency=0", "/worker/concurrency", "minimum"),
+        ("service.type=Public", "/service/type", "value must be one of"),
+        ("config.sslRedirect=maybe", "/config/sslRedirect", "got string, want boolean"),
+        ("webb.replicas=2", "", "additional properties 'webb' not allowed"),
+    ],
+)
+def test_a_value_of_the_wrong_type_is_refused_naming_it(helm, value, field, complaint):
+    for command in ("template", "lint"):
+        args = [command, *(["portal"] if command == "template" else []), str(CHART)]
+        result = helm.run(*args, *sets(None), "--set", value)
+        output = result.stdout + result.stderr
+
+        assert result.returncode != 0, output
+        assert "values don't meet the specifications of the schema" in output
+        assert re.search(rf"at '{re.escape(field)}'", output), output
+        assert complaint in output, output
+
+
+def test_a_missing_secret_setting_is_named(helm):
+    result = helm.run("template", "portal", str(CHART), "--set", "secrets.secretKey=k")
+
+    assert result.returncode != 0
+    assert "secrets.databaseUrl is required" in result.stderr
+
+
+def test_the_schema_covers_every_value(helm):
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+
+    assert set(values) <= set(schema["properties"])
+    for section, value in values.items():
+        if isinstance(value, dict) and "properties" in schema["properties"][section]:
+            assert set(value) <= set(schema["properties"][section]["properties"]), section

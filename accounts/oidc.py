@@ -15,6 +15,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import SuspiciousOperation
 from django.http import Http404, HttpRequest
+from django.shortcuts import resolve_url
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
 
@@ -73,6 +74,10 @@ class CallbackView(_Enabled, OIDCAuthenticationCallbackView):
             # A state this session never issued (an old tab, a replayed link).
             logger.warning("Single sign-on callback refused: %s", error)
             return self.login_failure()
+
+    @property
+    def failure_url(self) -> str:
+        return resolve_url(settings.LOGIN_REDIRECT_URL_FAILURE)
 
     def login_failure(self):
         if not getattr(self.request, REFUSAL_SHOWN, False):

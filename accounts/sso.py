@@ -101,6 +101,7 @@ def sso_sign_in(*, claims: Mapping[str, Any]) -> User:
             defaults={"subject": subject, "last_sign_in_at": timezone.now(), "groups": groups},
         )
         group_sync.user_groups_sync(user=user, groups=groups, rules=rules, why="Single sign-on")
+    user.refresh_from_db()  # the sync may have changed its admin flags
     return user
 
 

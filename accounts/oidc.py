@@ -75,6 +75,13 @@ class CallbackView(_Enabled, OIDCAuthenticationCallbackView):
             logger.warning("Single sign-on callback refused: %s", error)
             return self.login_failure()
 
+    def login_success(self):
+        response = super().login_success()
+        # A single sign-on lasts as long as its groups are trusted (accounts.sso): then the
+        # person signs in again, and their groups are read again.
+        self.request.session.set_expiry(settings.OIDC_SIGN_IN_MAX_AGE_HOURS * 3600)
+        return response
+
     @property
     def failure_url(self) -> str:
         return resolve_url(settings.LOGIN_REDIRECT_URL_FAILURE)

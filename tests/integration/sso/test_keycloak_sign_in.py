@@ -3,6 +3,7 @@ client following redirects (Keycloak's own login form), group sync at each sign-
 change at the provider does at the next one."""
 
 import re
+import time
 
 import pytest
 from django.contrib.auth.models import User
@@ -41,6 +42,9 @@ def test_lead_signs_in_through_keycloak_and_gets_their_teams(single_sign_on, liv
 
     assert answer.url == f"{live_server.url}/"
     assert signed_in_as(answer) == "lena"
+    # The session lasts OIDC_SIGN_IN_MAX_AGE_HOURS (24), not Django's two weeks.
+    (session_cookie,) = [c for c in answer.session.cookies if c.name == "sessionid"]
+    assert 23 * 3600 < session_cookie.expires - time.time() <= 24 * 3600
     assert roles_of("lena") == {"vision": "lead", "nlp": "member"}
     lena = User.objects.get(username="lena")
     assert not lena.has_usable_password()

@@ -24,7 +24,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from accounts.models import OidcIdentity
@@ -85,6 +85,21 @@ def sso_sign_in(*, claims: Mapping[str, Any]) -> User:
     """The user the claims name, created or updated, with their groups applied."""
     subject, username, groups = check_claims(claims)
     rules = group_rules()
+    try:
+        return _sign_in(
+            subject=subject, username=username, groups=groups, rules=rules, claims=claims
+        )
+    except IntegrityError:
+        # Two first sign-ins of one person at once (two tabs): both found no user, one created
+        # it. Once more, this one finds it.
+        return _sign_in(
+            subject=subject, username=username, groups=groups, rules=rules, claims=claims
+        )
+
+
+def _sign_in(
+    *, subject: str, username: str, groups: list[str], rules: dict, claims: Mapping[str, Any]
+) -> User:
     with transaction.atomic():
         identity = (
             OidcIdentity.objects.select_for_update().select_related("user").filter(subject=subject)

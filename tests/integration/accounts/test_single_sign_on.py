@@ -278,3 +278,19 @@ def test_a_spoilt_callback_lands_on_the_sign_in_page_saying_so(client, settings,
     assert answer.status_code == 302
     assert answer["Location"] == "/login/"
     assert any(message in str(m) for m in get_messages(answer.wsgi_request))
+
+
+def test_the_stale_sign_in_sync_is_a_scheduled_task(mapping, settings):
+    from accounts import tasks
+    from portal.celery import app
+
+    app.loader.import_default_modules()
+    entry = settings.CELERY_BEAT_SCHEDULE["expire-stale-sign-ins"]
+    assert app.tasks[entry["task"]].name == tasks.expire_stale_sign_ins.name
+    user = sso.sso_sign_in(claims=claims())
+    OidcIdentity.objects.filter(user=user).update(
+        last_sign_in_at=timezone.now() - datetime.timedelta(days=30)
+    )
+
+    assert tasks.expire_stale_sign_ins.apply().get() == 1
+    assert roles_of(user) == {}

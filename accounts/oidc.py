@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 
+import jwt
 import requests
 from django.conf import settings
 from django.contrib import messages
@@ -38,8 +39,14 @@ class PortalOIDCBackend(OIDCAuthenticationBackend):
     def authenticate(self, request, **kwargs):
         try:
             return super().authenticate(request, **kwargs)
-        except (requests.RequestException, SuspiciousOperation, ValueError) as error:
-            # The provider unreachable or answering an error, or a token that does not verify.
+        except (
+            requests.RequestException,
+            SuspiciousOperation,
+            jwt.PyJWTError,
+            ValueError,
+        ) as error:
+            # The provider unreachable or answering an error or no JSON, or a token that does
+            # not verify (or has expired).
             logger.warning("Single sign-on failed: %s", error)
             _tell(request, f"Sign-in with {settings.OIDC_PROVIDER_NAME} failed; try again.")
             return None

@@ -24,6 +24,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -115,7 +116,10 @@ def _sign_in(
             user=user,
             defaults={"subject": subject, "last_sign_in_at": timezone.now(), "groups": groups},
         )
-        group_sync.user_groups_sync(user=user, groups=groups, rules=rules, why="Single sign-on")
+        try:
+            group_sync.user_groups_sync(user=user, groups=groups, rules=rules, why="Single sign-on")
+        except ValidationError as error:  # say, a username no cluster could name
+            raise _refuse(" ".join(error.messages)) from error
     user.refresh_from_db()  # the sync may have changed its admin flags
     return user
 

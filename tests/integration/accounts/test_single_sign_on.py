@@ -294,3 +294,12 @@ def test_the_stale_sign_in_sync_is_a_scheduled_task(mapping, settings):
 
     assert tasks.expire_stale_sign_ins.apply().get() == 1
     assert roles_of(user) == {}
+
+
+def test_a_linked_user_whose_username_no_cluster_can_name_is_refused_cleanly(mapping):
+    user = sso.sso_sign_in(claims=claims(groups=[]))
+    User.objects.filter(pk=user.pk).update(username="lena:renamed")  # by hand, say
+
+    with pytest.raises(sso.SignInRefused, match="cannot be given access to a cluster"):
+        sso.sso_sign_in(claims=claims())
+    assert roles_of(user) == {}

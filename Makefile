@@ -1,7 +1,7 @@
 # The README's commands. `make demo` runs the portal; `make test` runs the whole suite;
 # `make test-fast` runs every test that needs no service, on SQLite in memory, in seconds;
 # `make test-abuse` the bad-input suites the same way, in minutes.
-.PHONY: demo test test-fast test-abuse bench lint format services-up services-down devcluster-build devcluster-up devcluster-down
+.PHONY: demo test test-fast test-abuse bench lint format services-up services-down devcluster-build keycloak-build devcluster-up devcluster-down
 
 demo:
 	scripts/demo.sh
@@ -36,6 +36,9 @@ services-down:
 # Progress goes to stderr and only `export ...` lines to stdout: eval "$(make -s devcluster-up)"
 devcluster-build:
 	.venv/bin/python -m devcluster build
+
+keycloak-build:
+	.venv/bin/python -m devcluster keycloak-build
 
 devcluster-up:
 	@.venv/bin/python -m devcluster up

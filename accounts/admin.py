@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from accounts.models import ApiToken
+from accounts.models import ApiToken, OidcIdentity
 
 
 @admin.register(ApiToken)
@@ -11,6 +11,23 @@ class ApiTokenAdmin(admin.ModelAdmin):
     list_display = ["token_key", "user", "name", "created", "expiry", "last_used_at"]
     search_fields = ["token_key", "user__username", "name"]
     fields = ["token_key", "user", "name", "created", "expiry", "last_used_at"]
+    readonly_fields = fields
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(OidcIdentity)
+class OidcIdentityAdmin(admin.ModelAdmin):
+    """Who signed in through single sign-on, when last, and the groups they had then. Read-only:
+    the provider decides; deleting one unlinks the account (the next sign-in links it again)."""
+
+    list_display = ["user", "subject", "last_sign_in_at"]
+    search_fields = ["user__username", "subject"]
+    fields = ["user", "subject", "last_sign_in_at", "groups"]
     readonly_fields = fields
 
     def has_add_permission(self, request) -> bool:

@@ -2,7 +2,11 @@ from django.apps import AppConfig
 
 
 class AccountsConfig(AppConfig):
-    """Signing in: API tokens (stored hashed, expiring, revocable) and sign-in lockouts."""
+    """Signing in: API tokens (stored hashed, expiring, revocable), sign-in lockouts, and single
+    sign-on through an OpenID provider with group sync."""
 
     default_auto_field = "django.db.models.BigAutoField"
     name = "accounts"
+
+    def ready(self) -> None:
+        from accounts import checks  # noqa: F401  (registers the system checks)

@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.db import models
 from knox.models import AbstractAuthToken
 from knox.settings import CONSTANTS
@@ -24,3 +25,25 @@ class ApiToken(AbstractAuthToken):
 
     def __str__(self) -> str:
         return f"{self.token_key}… of {self.user}"
+
+
+class OidcIdentity(models.Model):
+    """A user's account at the OpenID provider: who they are there (``subject``, the ``sub``
+    claim, stable where usernames may change), when they last signed in through it, and the
+    groups it gave then (which ``tenants.group_sync`` applied). Only users who signed in with
+    single sign-on have one; their memberships in the teams the group mapping names follow
+    their groups."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="oidc_identity"
+    )
+    subject = models.CharField(max_length=255, unique=True)
+    last_sign_in_at = models.DateTimeField(db_index=True)
+    groups = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        verbose_name = "OpenID identity"
+        verbose_name_plural = "OpenID identities"
+
+    def __str__(self) -> str:
+        return f"{self.user} ({self.subject})"

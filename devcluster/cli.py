@@ -1,4 +1,4 @@
-"""`python -m devcluster {build,up,down,status,env,mint,backfill,update-gomod}`.
+"""`python -m devcluster {build,keycloak-build,up,down,status,env,mint,backfill,update-gomod}`.
 
 Only `up` and `env` print to stdout, and only `export` lines, so `eval "$(python -m devcluster
 up)"` works; progress and diagnostics go to stderr.
@@ -12,7 +12,7 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-from devcluster import backfill, builder, cluster, credentials, gateway_api, versions
+from devcluster import backfill, builder, cluster, credentials, gateway_api, keycloak, versions
 from devcluster.gpu_models import KNOWN_MODELS
 from devcluster.settings import current
 
@@ -47,6 +47,11 @@ def _explicit_node_options(args: argparse.Namespace) -> bool:
 
 def cmd_build(args: argparse.Namespace) -> int:
     print(builder.build(force=args.force), file=sys.stderr)
+    return 0
+
+
+def cmd_keycloak_build(args: argparse.Namespace) -> int:
+    print(keycloak.build(force=args.force), file=sys.stderr)
     return 0
 
 
@@ -167,6 +172,14 @@ def build_parser() -> argparse.ArgumentParser:
     build = commands.add_parser("build", help="build the pinned binaries into the cache")
     build.add_argument("--force", action="store_true", help="rebuild even if cached")
     build.set_defaults(handler=cmd_build)
+
+    kc_build = commands.add_parser(
+        "keycloak-build",
+        help="fetch and build the pinned Keycloak (the single sign-on tests' provider) into the "
+        "cache",
+    )
+    kc_build.add_argument("--force", action="store_true", help="rebuild even if cached")
+    kc_build.set_defaults(handler=cmd_keycloak_build)
 
     up = commands.add_parser("up", help="start (or reuse) the cluster; prints export lines")
     up.add_argument("--gpu-nodes", type=int, help="GPU nodes (default 4, env DEVCLUSTER_GPU_NODES)")

@@ -8,11 +8,12 @@ An empty value counts as unset. Any variable may instead name a file that holds 
 Each function reads ``os.environ`` unless given another mapping (the unit tests give a dict).
 """
 
+import json
 import math
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -59,6 +60,11 @@ def env_int(name: str, default: int, *, environ: Mapping[str, str] = os.environ)
 
 def env_float(name: str, default: float, *, environ: Mapping[str, str] = os.environ) -> float:
     return _typed(name, default, _parse_float, "a number", environ)
+
+
+def env_json(name: str, default: T, *, environ: Mapping[str, str] = os.environ) -> T | Any:
+    """A JSON value (an object, a list, ...); what it must hold is checked by its reader."""
+    return _typed(name, default, json.loads, "valid JSON", environ)
 
 
 def _typed(

@@ -12,7 +12,7 @@ import plotly
 from csp.constants import NONE, SELF, UNSAFE_HASHES
 from django.core.exceptions import ImproperlyConfigured
 
-from portal.env import env, env_bool, env_float, env_int, env_list, refuse_renamed
+from portal.env import env, env_bool, env_float, env_int, env_json, env_list, refuse_renamed
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -179,6 +179,55 @@ AUTHENTICATION_BACKENDS = [
 LOGIN_URL = env("DJANGO_LOGIN_URL", "login")
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
+
+# Single sign-on through an OpenID Connect provider (mozilla-django-oidc), off unless
+# OIDC_ENABLED. On, the sign-in page offers "Sign in with OIDC_PROVIDER_NAME" beside the
+# username/password form, which stays for break-glass admins (an account with a password is never
+# taken over by a provider's user of the same name). The provider's endpoints are named one by
+# one (its discovery document lists them: .well-known/openid-configuration). The client is
+# confidential, uses the authorization-code flow with PKCE and RS256-signed ID tokens.
+OIDC_ENABLED = env_bool("OIDC_ENABLED", False)
+OIDC_PROVIDER_NAME = env("OIDC_PROVIDER_NAME", "single sign-on")
+OIDC_RP_CLIENT_ID = env("OIDC_RP_CLIENT_ID")
+OIDC_RP_CLIENT_SECRET = env("OIDC_RP_CLIENT_SECRET")
+OIDC_RP_SIGN_ALGO = env("OIDC_RP_SIGN_ALGO", "RS256")
+OIDC_RP_SCOPES = env("OIDC_RP_SCOPES", "openid email profile")
+OIDC_OP_AUTHORIZATION_ENDPOINT = env("OIDC_OP_AUTHORIZATION_ENDPOINT")
+OIDC_OP_TOKEN_ENDPOINT = env("OIDC_OP_TOKEN_ENDPOINT")
+OIDC_OP_USER_ENDPOINT = env("OIDC_OP_USER_ENDPOINT")
+OIDC_OP_JWKS_ENDPOINT = env("OIDC_OP_JWKS_ENDPOINT")
+OIDC_USE_PKCE = True
+OIDC_TIMEOUT = env_float("OIDC_TIMEOUT", 10)
+# Where a refused or failed single sign-on lands: the sign-in page, which says why.
+LOGIN_REDIRECT_URL_FAILURE = "login"
+# The claims (of the provider's userinfo answer) that name the user and list their groups.
+OIDC_USERNAME_CLAIM = env("OIDC_USERNAME_CLAIM", "preferred_username")
+OIDC_GROUPS_CLAIM = env("OIDC_GROUPS_CLAIM", "groups")
+# Group sync (tenants/group_mapping.py): provider group -> a role in a team, or portal admin,
+# applied at each single sign-on. JSON, e.g. {"gpu-vision-leads": {"team": "vision", "role":
+# "lead"}, "gpu-admins": {"admin": true}}; `manage.py check` names a malformed entry.
+OIDC_GROUP_MAPPING = env_json("OIDC_GROUP_MAPPING", {})
+# A single sign-on lasts this long: the session then ends, and the periodic sync withdraws what
+# the groups of a sign-in older than that gave (memberships in mapped teams, admin) until the
+# user signs in again. The portal cannot read anyone's groups without their sign-in.
+OIDC_SIGN_IN_MAX_AGE_HOURS = env_int("OIDC_SIGN_IN_MAX_AGE_HOURS", 24)
+OIDC_STALE_SIGN_IN_CHECK_SECONDS = env_float("OIDC_STALE_SIGN_IN_CHECK_SECONDS", 3600)
+if OIDC_ENABLED:
+    _oidc_missing = [
+        name
+        for name in (
+            "OIDC_RP_CLIENT_ID",
+            "OIDC_RP_CLIENT_SECRET",
+            "OIDC_OP_AUTHORIZATION_ENDPOINT",
+            "OIDC_OP_TOKEN_ENDPOINT",
+            "OIDC_OP_USER_ENDPOINT",
+            "OIDC_OP_JWKS_ENDPOINT",
+        )
+        if not globals()[name]
+    ]
+    if _oidc_missing:
+        raise ImproperlyConfigured(f"OIDC_ENABLED is on: set {', '.join(_oidc_missing)} too.")
+    AUTHENTICATION_BACKENDS.append("accounts.oidc.PortalOIDCBackend")
 
 # Sign-in lockouts (accounts/lockout.py): this many failures for one username from one address,
 # or PORTAL_LOGIN_ADDRESS_FAILURE_LIMIT from one address, within the cool-off lock them out for
@@ -391,6 +440,12 @@ CELERY_BEAT_SCHEDULE = {
     "remind-grants-ending": {
         "task": "monitoring.tasks.remind_grants_ending",
         "schedule": PORTAL_GRANT_REMINDER_CHECK_SECONDS,
+    },
+    # Single sign-on: what the groups of a sign-in older than OIDC_SIGN_IN_MAX_AGE_HOURS gave
+    # is withdrawn until the user signs in again (accounts.sso).
+    "expire-stale-sign-ins": {
+        "task": "accounts.tasks.expire_stale_sign_ins",
+        "schedule": OIDC_STALE_SIGN_IN_CHECK_SECONDS,
     },
 }
 

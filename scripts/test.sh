@@ -35,6 +35,9 @@ export DJANGO_CACHE_URL="${DJANGO_CACHE_URL:-${CELERY_BROKER_URL%/*}/1}"
 # The local cluster's binaries (Kubernetes, etcd, kwok), built once into ~/.cache; the tests'
 # `devcluster` fixture starts the cluster itself.
 .venv/bin/python -m devcluster build
+# The single sign-on tests' OpenID provider (Keycloak, from Maven Central), fetched and built once
+# into ~/.cache/gpuportal-keycloak; the tests' `keycloak` fixture starts it.
+.venv/bin/python -m devcluster keycloak-build
 
 echo "== lint and checks" >&2
 .venv/bin/ruff check .

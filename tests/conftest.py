@@ -24,6 +24,7 @@ also belong; ``other_lead`` leads team B (``other_team``), which nobody in team 
 Team A may be in department ``research`` (administered by ``dept_admin``); team B is in none.
 """
 
+import json
 import os
 import time
 from pathlib import Path
@@ -36,6 +37,7 @@ from django.test import Client, TransactionTestCase
 from django.test.utils import override_settings
 from rest_framework.test import APIClient
 
+from devcluster import keycloak as keycloak_provider
 from tenants.models import DepartmentCeiling, Membership
 from tests import factories
 
@@ -68,6 +70,7 @@ SERVICE_FIXTURES = {
     "guarded_prometheus": ["prometheus"],
     "relabelling_prometheus": ["prometheus"],
     "browser": ["browser"],
+    "keycloak": ["keycloak"],
 }
 SERVICE_MARKERS = sorted({marker for markers in SERVICE_FIXTURES.values() for marker in markers})
 # Left out of the fast loop by default for their time alone: they can run there (``-m``).
@@ -332,3 +335,53 @@ def client_as():
         return client
 
     return make
+
+
+# --- single sign-on: a real OpenID provider -------------------------------------------------------
+
+SSO_REALM = "gpu"
+SSO_REALM_FILE = Path(__file__).resolve().parent / "sso" / "realm.json"
+SSO_CLIENT_SECRET = "gpu-portal-secret"
+# The provider's groups, and what they give in the portal (the teams are the tests' to create).
+SSO_GROUP_MAPPING = {
+    "gpu-vision-leads": {"team": "vision", "role": "lead"},
+    "gpu-vision-members": {"team": "vision", "role": "member"},
+    "gpu-nlp-members": {"team": "nlp", "role": "member"},
+    "gpu-ghost-members": {"team": "ghost", "role": "member"},
+    "gpu-admins": {"admin": True},
+}
+
+
+@pytest.fixture(scope="session")
+def keycloak():
+    """Keycloak (``devcluster.keycloak``), started once per session with the realm of
+    tests/sso/realm.json: clients ``gpu-portal`` (a ``groups`` claim listing the user's groups)
+    and ``gpu-portal-malformed-groups`` (a ``groups`` claim that is one string), the groups of
+    ``SSO_GROUP_MAPPING`` and users ``lena`` and ``ada``; tests add users of their own."""
+    try:
+        provider = keycloak_provider.start()
+    except RuntimeError as error:
+        pytest.fail(str(error), pytrace=False)
+    try:
+        provider.import_realm(json.loads(SSO_REALM_FILE.read_text()))
+        yield provider
+    finally:
+        provider.stop()
+
+
+@pytest.fixture
+def single_sign_on(keycloak, settings):
+    """Single sign-on on, through ``keycloak``'s realm, with ``SSO_GROUP_MAPPING``; returns the
+    provider. ``settings.OIDC_RP_CLIENT_ID`` may be changed by the test."""
+    settings.OIDC_ENABLED = True
+    settings.OIDC_PROVIDER_NAME = "Keycloak"
+    settings.OIDC_RP_CLIENT_ID = "gpu-portal"
+    settings.OIDC_RP_CLIENT_SECRET = SSO_CLIENT_SECRET
+    settings.OIDC_GROUP_MAPPING = SSO_GROUP_MAPPING
+    for name, url in keycloak.endpoints(SSO_REALM).items():
+        setattr(settings, name, url)
+    settings.AUTHENTICATION_BACKENDS = [
+        *django_settings.AUTHENTICATION_BACKENDS,
+        "accounts.oidc.PortalOIDCBackend",
+    ]
+    return keycloak

@@ -10,6 +10,7 @@ from django.contrib.auth.hashers import make_password
 from django.contrib.auth.models import User
 from django.utils import timezone
 
+from accounts.models import OidcIdentity
 from clusters.models import Cluster, GpuCapacity, GpuModelCapacity
 from gpujobs.models import GpuJob
 from monitoring.models import IdlePod, IdlePolicy, Notification
@@ -48,6 +49,18 @@ class UserFactory(factory.django.DjangoModelFactory):
 
 class AdminFactory(UserFactory):
     is_staff = True
+
+
+class OidcIdentityFactory(factory.django.DjangoModelFactory):
+    """A user who signed in through single sign-on (who has no password of their own)."""
+
+    class Meta:
+        model = OidcIdentity
+
+    user = factory.SubFactory(UserFactory, password="!")
+    subject = factory.Sequence(lambda n: f"subject-{n}")
+    last_sign_in_at = factory.LazyFunction(timezone.now)
+    groups = factory.LazyFunction(lambda: ["gpu-vision-members"])
 
 
 class ClusterFactory(factory.django.DjangoModelFactory):

@@ -37,6 +37,7 @@ READ_ONLY = {
     "tenants.AuditEvent",
     "tenants.TeamQueuePolicy",
     "accounts.ApiToken",
+    "accounts.OidcIdentity",
     "serving.InferenceService",
     "serving.Revision",
 }
@@ -90,6 +91,7 @@ ROWS = {
     "auth.Group": lambda: Group.objects.create(name="operators"),
     "auth.User": lambda: factories.UserFactory(username="lena"),
     "accounts.ApiToken": _token,
+    "accounts.OidcIdentity": lambda: factories.OidcIdentityFactory(),
     "axes.AccessAttempt": lambda: AccessAttempt.objects.create(
         **SIGN_IN, get_data="", post_data="", failures_since_start=3
     ),

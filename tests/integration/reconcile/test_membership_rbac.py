@@ -6,6 +6,7 @@ import pytest
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
+from accounts import sso
 from tenants import services
 from tenants.models import Membership
 from tests import factories
@@ -125,3 +126,25 @@ def test_the_lead_gets_the_portals_team_roles_and_the_team_group_gets_the_viewer
     in_group = as_identity("someone-in-the-team-group", groups=[f"portal:team:{a.slug}"])
     assert in_group.list_namespaced_pod(a.slug).items is not None
     assert not can_create_pod(in_group, a.slug, "group-pod")
+
+
+def test_leaving_the_providers_group_removes_the_right_at_the_next_sign_in(
+    two_teams, core, settings, as_identity
+):
+    """Single sign-on's group sync goes through the same reconcile as an admin's change."""
+    a, _ = two_teams
+    settings.OIDC_GROUP_MAPPING = {"gpu-a-members": {"team": a.slug, "role": "member"}}
+    claims = {"sub": "sub-sam", "preferred_username": "sso-sam", "groups": ["gpu-a-members"]}
+    sso.sso_sign_in(claims=claims)
+    sam_api = as_identity("portal:sso-sam")
+    wait_for(lambda: can_create_pod(sam_api, a.slug, "first"), what="sam's edit binding")
+
+    sso.sso_sign_in(claims={**claims, "groups": []})
+
+    attempts = itertools.count()
+    wait_for(
+        lambda: not can_create_pod(sam_api, a.slug, f"again-{next(attempts)}"),
+        what="sam's right to go",
+    )
+    bindings = client.RbacAuthorizationV1Api(core.api_client).list_namespaced_role_binding(a.slug)
+    assert "portal:sso-sam" not in [s.name for b in bindings.items for s in b.subjects or []]

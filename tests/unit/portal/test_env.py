@@ -4,7 +4,7 @@ with the variable's name, instead of quietly becoming False, 0 or the default.""
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from portal.env import env, env_bool, env_float, env_int, env_list, refuse_renamed
+from portal.env import env, env_bool, env_float, env_int, env_json, env_list, refuse_renamed
 from tests.unit.portal.settings_probe import load_settings
 
 
@@ -127,3 +127,35 @@ def test_settings_refuse_an_old_variable_name():
         "PORTAL_CONTAINER_DEFAULT_CPU_REQUEST_MILLICORES",
     ):
         load_settings(PORTAL_CONTAINER_CPU_REQUEST_M="250")
+
+
+def test_json_reads_a_value_and_refuses_what_is_not_json():
+    assert env_json("MAPPING", {}, environ={"MAPPING": '{"g": {"admin": true}}'}) == {
+        "g": {"admin": True}
+    }
+    assert env_json("MAPPING", {}, environ={}) == {}
+    with pytest.raises(ImproperlyConfigured) as error:
+        env_json("MAPPING", {}, environ={"MAPPING": "{bad"})
+    assert "MAPPING='{bad' is not valid JSON" in str(error.value)
+
+
+def test_single_sign_on_needs_its_provider_named():
+    with pytest.raises(ImproperlyConfigured) as error:
+        load_settings(OIDC_ENABLED="1", OIDC_RP_CLIENT_ID="portal")
+    assert "OIDC_RP_CLIENT_SECRET, OIDC_OP_AUTHORIZATION_ENDPOINT" in str(error.value)
+    assert "OIDC_RP_CLIENT_ID" not in str(error.value)
+
+
+def test_single_sign_on_adds_its_backend_and_keeps_passwords():
+    endpoints = {
+        f"OIDC_OP_{name}_ENDPOINT": f"https://idp.example.org/{name.lower()}"
+        for name in ("AUTHORIZATION", "TOKEN", "USER", "JWKS")
+    }
+    settings = load_settings(
+        OIDC_ENABLED="true", OIDC_RP_CLIENT_ID="portal", OIDC_RP_CLIENT_SECRET="s", **endpoints
+    )
+    assert settings.AUTHENTICATION_BACKENDS[-2:] == [
+        "django.contrib.auth.backends.ModelBackend",
+        "accounts.oidc.PortalOIDCBackend",
+    ]
+    assert "accounts.oidc.PortalOIDCBackend" not in load_settings().AUTHENTICATION_BACKENDS

@@ -12,7 +12,7 @@ from gpujobs.models import GpuJob
 from tenants import queueing
 from tenants.models import ClusterState, TeamCluster
 from tests.integration.conftest import wait_for
-from tests.integration.gpujobs.fixtures import submit, wait_for_quota, wait_for_state
+from tests.integration.gpujobs.fixtures import submit, wait_for_job, wait_for_quota
 from tests.integration.kube import delete_namespace, read_or_none
 from tests.integration.kueue_portal import KueueObjects
 from tests.integration.monitoring.workloads import UTILISATION, eventually
@@ -27,6 +27,15 @@ PRODUCT = "nvidia.com/gpu.product"
 def submitted(response) -> GpuJob:
     assert response.status_code == 201, response.content
     return GpuJob.objects.get(pk=response.json()["id"])
+
+
+def running_with_pods(job: GpuJob) -> GpuJob:
+    """The job once the watcher saw it running and recorded its pod."""
+    return wait_for_job(
+        job.pk,
+        lambda j: j.state == GpuJob.State.RUNNING and j.pods,
+        what=f"{job.name} running with its pod recorded",
+    )
 
 
 def pod_models(core_api, namespace: str) -> dict[str, str]:
@@ -94,7 +103,7 @@ def test_jobs_run_on_the_cluster_they_were_submitted_to_and_their_metrics_stay_t
         )
         for cluster, utilisation in ((clusters.alpha, "37"), (clusters.beta, "81"))
     }  # fmt: skip
-    jobs = {name: wait_for_state(job.pk, GpuJob.State.RUNNING) for name, job in jobs.items()}
+    jobs = {name: running_with_pods(job) for name, job in jobs.items()}
 
     # Each job's one pod runs on its own cluster, on that cluster's GPUs, and nowhere else.
     on_alpha = pod_models(clusters.core_of(clusters.alpha), team.slug)
@@ -182,8 +191,7 @@ def test_kueue_queues_are_made_on_the_kueue_cluster_only_and_admit_its_jobs(
         member = member_of(team, "member")
         queued = submitted(submit(member, team, beta, name="queued", gpus=2, gpu_model=L40S))
         plain = submitted(submit(member, team, clusters.alpha, name="plain", gpus=1))
-        queued = wait_for_state(queued.pk, GpuJob.State.RUNNING)
-        plain = wait_for_state(plain.pk, GpuJob.State.RUNNING)
+        queued, plain = running_with_pods(queued), running_with_pods(plain)
 
         assert queued.queue_name == "guaranteed"
         assert queued.admitted_at is not None

@@ -195,6 +195,7 @@ def test_kueue_queues_are_made_on_the_kueue_cluster_only_and_admit_its_jobs(
 
         assert queued.queue_name == "guaranteed"
         assert queued.admitted_at is not None
+        assert queued.admitted_flavor == l40s
         assert plain.queue_name == ""
         assert plain.admitted_at is None
         assert set(pod_models(clusters.core_of(beta), team.slug).values()) == {L40S}

@@ -275,10 +275,14 @@ def _start_cluster(settings: Settings, node_options: NodeOptions) -> None:
         gateway_api.uninstall(api)  # an etcd that had them keeps them otherwise
     after_apiserver = [c for c in components(settings) if c.name not in ("etcd", "kube-apiserver")]
     _start_and_wait(settings, after_apiserver)
+    second = (
+        f"{node_options.second_gpu_nodes} GPU ({node_options.second_gpu_model}), "
+        if node_options.second_gpu_nodes
+        else ""
+    )
     progress(
         f"creating nodes: {node_options.gpu_nodes} GPU ({node_options.gpu_model}), "
-        f"{node_options.second_gpu_nodes} GPU ({node_options.second_gpu_model}), "
-        f"{node_options.cpu_nodes} CPU-only"
+        f"{second}{node_options.cpu_nodes} CPU-only"
     )
     nodes.recreate(api, node_options.specs())
     _wait_for_default_service_account(api)

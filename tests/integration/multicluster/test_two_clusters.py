@@ -15,6 +15,7 @@ from tests.integration.conftest import wait_for
 from tests.integration.gpujobs.fixtures import submit, wait_for_job, wait_for_quota
 from tests.integration.kube import delete_namespace, read_or_none
 from tests.integration.kueue_portal import KueueObjects
+from tests.integration.monitoring.pages import chart_values
 from tests.integration.monitoring.workloads import UTILISATION, eventually
 from tests.integration.multicluster.two_clusters import gpu_quota, member_of, request_quota
 
@@ -88,7 +89,15 @@ def test_the_review_queue_shows_each_clusters_own_capacity(make_team, clusters, 
 
 
 def test_jobs_run_on_the_cluster_they_were_submitted_to_and_their_metrics_stay_there(
-    make_team, clusters, grant, running_services, api, devcluster, devcluster_second, settings
+    make_team,
+    clusters,
+    grant,
+    running_services,
+    api,
+    client_as,
+    devcluster,
+    devcluster_second,
+    settings,
 ):
     settings.MONITORING_CACHE_SECONDS = 0  # every read asks Prometheus afresh
     team = make_team()
@@ -143,6 +152,14 @@ def test_jobs_run_on_the_cluster_they_were_submitted_to_and_their_metrics_stay_t
         body = api.get(f"/api/v1/monitoring/teams/{team.slug}/pods/?cluster={cluster}").json()
         assert body["cluster"] == cluster
         assert [p["pod"] for p in body["pods"]] == list(pods)
+
+    # So does the team's dashboard, one cluster at a time.
+    page = client_as(member_of(team, "lead"))
+    for cluster, pods, utilisation in (("alpha", on_alpha, 37), ("beta", on_beta, 81)):
+        response = page.get(f"/monitoring/teams/{team.slug}/?cluster={cluster}&window=1h")
+        assert response.status_code == 200
+        assert response.context["cluster"].name == cluster
+        assert chart_values(response, "utilisation") == dict.fromkeys(pods, utilisation)
 
 
 def test_kueue_queues_are_made_on_the_kueue_cluster_only_and_admit_its_jobs(

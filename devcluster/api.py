@@ -232,7 +232,9 @@ class DevCluster:
         self, spec: backfill_module.BackfillSpec, restart_prometheus: bool = True
     ) -> backfill_module.BackfillResult:
         """Load deterministic DCGM history into Prometheus (see devcluster.backfill)."""
-        return backfill_module.backfill(spec, restart_prometheus=restart_prometheus)
+        return backfill_module.backfill(
+            spec, restart_prometheus=restart_prometheus, settings=self.settings
+        )
 
     def load_prometheus_rules(self, text: str | None = None) -> None:
         """Have Prometheus load a rules file (``text``), or again the portal's recording rules
@@ -242,22 +244,27 @@ class DevCluster:
     def backfill_rules(self, *, start: int, end: int) -> list[Path]:
         """Evaluate the loaded rules over past history (see devcluster.backfill.backfill_rules);
         Prometheus finds the blocks at its next reload, within a minute."""
-        return backfill_module.backfill_rules(start=start, end=end)
+        return backfill_module.backfill_rules(start=start, end=end, settings=self.settings)
 
 
-def up(node_options: cluster.NodeOptions | None = None, fresh: bool = False) -> DevCluster:
-    """Start the devcluster (or reuse a healthy one) and return a handle on it; ``fresh`` as in
-    ``cluster.up``."""
-    settings, started_here = cluster.up(node_options, fresh=fresh)
+def up(
+    node_options: cluster.NodeOptions | None = None,
+    fresh: bool = False,
+    instance: int | None = None,
+) -> DevCluster:
+    """Start the devcluster (or reuse a healthy one) and return a handle on it; ``fresh`` and
+    ``instance`` (one of several clusters side by side) as in ``cluster.up``."""
+    settings, started_here = cluster.up(node_options, fresh=fresh, instance=instance)
     return DevCluster(settings=settings, started_here=started_here)
 
 
-def running() -> DevCluster | None:
-    """A handle on the devcluster in DEVCLUSTER_STATE if it is running and healthy."""
-    settings = current()
+def running(instance: int | None = None) -> DevCluster | None:
+    """A handle on the devcluster in DEVCLUSTER_STATE (of ``instance``, default
+    DEVCLUSTER_INSTANCE) if it is running and healthy."""
+    settings = current(instance)
     return DevCluster(settings=settings) if cluster.is_healthy(settings) else None
 
 
-def down(purge: bool = False) -> list[str]:
+def down(purge: bool = False, instance: int | None = None) -> list[str]:
     """Stop the devcluster; returns the components that were running."""
-    return cluster.down(purge=purge)
+    return cluster.down(purge=purge, instance=instance)

@@ -151,9 +151,12 @@ def _prometheus_running(settings: Settings) -> bool:
     return cluster.component_pid(settings, COMPONENTS_BY_NAME["prometheus"]) is not None
 
 
-def backfill(spec: BackfillSpec, restart_prometheus: bool = True) -> BackfillResult:
-    """Generate, convert and load the backfill into the running devcluster's Prometheus."""
-    settings = current()
+def backfill(
+    spec: BackfillSpec, restart_prometheus: bool = True, settings: Settings | None = None
+) -> BackfillResult:
+    """Generate, convert and load the backfill into the running devcluster's Prometheus (that
+    of ``settings``, default the cluster DEVCLUSTER_INSTANCE names)."""
+    settings = settings or current()
     if not _prometheus_running(settings):
         raise RuntimeError("Prometheus is not running; start the devcluster first (up)")
     promtool = shutil.which("promtool")
@@ -209,12 +212,14 @@ def _move_blocks(settings: Settings, staging: Path, restart_prometheus: bool) ->
     return blocks
 
 
-def backfill_rules(*, start: int, end: int, restart_prometheus: bool = False) -> list[Path]:
+def backfill_rules(
+    *, start: int, end: int, restart_prometheus: bool = False, settings: Settings | None = None
+) -> list[Path]:
     """Evaluate the rules file Prometheus loads (``cluster.load_prometheus_rules``) over the
     history from ``start`` to ``end`` (unix seconds) with ``promtool tsdb create-blocks-from
     rules``, and load the blocks: recorded series for the time before the rules were loaded.
     ``end`` should be where Prometheus began evaluating them itself, or both would count."""
-    settings = current()
+    settings = settings or current()
     if not _prometheus_running(settings):
         raise RuntimeError("Prometheus is not running; start the devcluster first (up)")
     promtool = shutil.which("promtool")

@@ -14,11 +14,11 @@ from pathlib import Path
 
 from devcluster import backfill, builder, cluster, credentials, gateway_api, keycloak, versions
 from devcluster.gpu_models import KNOWN_MODELS
-from devcluster.settings import current
+from devcluster.settings import INSTANCE_PORT_STEP, MAX_INSTANCE, check_instance, current
 
 
 def _node_options(args: argparse.Namespace) -> cluster.NodeOptions:
-    defaults = cluster.NodeOptions.from_env()
+    defaults = cluster.NodeOptions.from_env(current().instance)
     return cluster.NodeOptions(
         gpu_nodes=defaults.gpu_nodes if args.gpu_nodes is None else args.gpu_nodes,
         cpu_nodes=defaults.cpu_nodes if args.cpu_nodes is None else args.cpu_nodes,
@@ -78,6 +78,7 @@ def cmd_down(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     settings = current()
     states = cluster.component_states(settings)
+    print(f"instance:  {settings.instance}")
     print(f"state dir: {settings.state_dir}")
     print(f"binaries:  {builder.bin_dir()} ({'built' if builder.is_built() else 'not built'})")
     for tool in builder.TOOL_BUILDS:
@@ -166,6 +167,15 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m devcluster",
         description="A local Kubernetes control plane with simulated GPU nodes, Prometheus and "
         "a DCGM simulator. See devcluster/README.md.",
+    )
+    parser.add_argument(
+        "--instance",
+        type=_instance,
+        metavar="N",
+        help="which of several clusters side by side (1-"
+        f"{MAX_INSTANCE}; default 1, env DEVCLUSTER_INSTANCE): instance N listens on instance "
+        f"1's ports plus {INSTANCE_PORT_STEP}x(N-1) and keeps its state in "
+        "/tmp/gpuportal-devcluster-N",
     )
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -270,8 +280,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _instance(value: str) -> int:
+    try:
+        number = int(value)
+        check_instance(number)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"an instance is 1 to {MAX_INSTANCE}, not {value!r}"
+        ) from None
+    return number
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.instance is not None:
+        # Everything below (and the processes it starts) reads the instance from here.
+        os.environ["DEVCLUSTER_INSTANCE"] = str(args.instance)
     try:
         return args.handler(args)
     except (RuntimeError, TimeoutError) as error:

@@ -37,17 +37,29 @@ class NodeOptions:
     second_gpu_model: str = nodes.DEFAULT_SECOND_GPU_MODEL
 
     @classmethod
-    def from_env(cls) -> NodeOptions:
+    def from_env(cls, instance: int = 1) -> NodeOptions:
+        """The node set from DEVCLUSTER_* variables, falling back to the instance's defaults
+        (``instance_defaults``)."""
+        defaults = cls.instance_defaults(instance)
         return cls(
-            gpu_nodes=int(os.environ.get("DEVCLUSTER_GPU_NODES", cls.gpu_nodes)),
-            cpu_nodes=int(os.environ.get("DEVCLUSTER_CPU_NODES", cls.cpu_nodes)),
-            gpu_model=os.environ.get("DEVCLUSTER_GPU_MODEL", cls.gpu_model),
-            gpus_per_node=int(os.environ.get("DEVCLUSTER_GPUS_PER_NODE", cls.gpus_per_node)),
+            gpu_nodes=int(os.environ.get("DEVCLUSTER_GPU_NODES", defaults.gpu_nodes)),
+            cpu_nodes=int(os.environ.get("DEVCLUSTER_CPU_NODES", defaults.cpu_nodes)),
+            gpu_model=os.environ.get("DEVCLUSTER_GPU_MODEL", defaults.gpu_model),
+            gpus_per_node=int(os.environ.get("DEVCLUSTER_GPUS_PER_NODE", defaults.gpus_per_node)),
             second_gpu_nodes=int(
-                os.environ.get("DEVCLUSTER_SECOND_GPU_NODES", cls.second_gpu_nodes)
+                os.environ.get("DEVCLUSTER_SECOND_GPU_NODES", defaults.second_gpu_nodes)
             ),
-            second_gpu_model=os.environ.get("DEVCLUSTER_SECOND_GPU_MODEL", cls.second_gpu_model),
+            second_gpu_model=os.environ.get(
+                "DEVCLUSTER_SECOND_GPU_MODEL", defaults.second_gpu_model
+            ),
         )
+
+    @classmethod
+    def instance_defaults(cls, instance: int = 1) -> NodeOptions:
+        """Instance 1: the standard node set. Any other instance: a smaller cluster of another
+        GPU model (``SECOND_INSTANCE_NODES``), so that tests tell two clusters apart by their
+        nodes, capacity and metrics."""
+        return cls() if instance == 1 else SECOND_INSTANCE_NODES
 
     def specs(self) -> list[nodes.NodeSpec]:
         return nodes.default_node_specs(
@@ -58,6 +70,16 @@ class NodeOptions:
             second_gpu_nodes=self.second_gpu_nodes,
             second_gpu_model=self.second_gpu_model,
         )
+
+
+# The node set of every instance but the first: 2 nodes of 4 L40S each (8 GPUs) and one CPU node.
+SECOND_INSTANCE_NODES = NodeOptions(
+    gpu_nodes=2,
+    cpu_nodes=1,
+    gpu_model="NVIDIA-L40S",
+    gpus_per_node=4,
+    second_gpu_nodes=0,
+)
 
 
 @contextmanager
@@ -184,14 +206,16 @@ def up(
     node_options: NodeOptions | None = None,
     reconcile_nodes_when_reused: bool = False,
     fresh: bool = False,
+    instance: int | None = None,
 ) -> tuple[Settings, bool]:
     """Start the devcluster, or reuse a healthy one. Returns (settings, started_here).
 
     ``fresh`` applies only when a cluster is started here: it first discards what earlier runs
-    left behind (see ``discard_cluster_data``). A running cluster is reused as it is."""
-    settings = Settings.from_env()
+    left behind (see ``discard_cluster_data``). A running cluster is reused as it is.
+    ``instance`` picks one of several clusters side by side (default DEVCLUSTER_INSTANCE, 1)."""
+    settings = Settings.from_env(instance)
     with state_lock(settings):
-        running = current()
+        running = current(settings.instance)
         if is_healthy(running):
             progress(f"devcluster already running and healthy in {running.state_dir}; reusing it")
             if reconcile_nodes_when_reused and node_options is not None:
@@ -205,7 +229,7 @@ def up(
         if fresh:
             discard_cluster_data(settings)
         try:
-            _start_cluster(settings, node_options or NodeOptions.from_env())
+            _start_cluster(settings, node_options or NodeOptions.from_env(settings.instance))
         except BaseException:
             progress(f"startup failed; stopping what was started (logs in {settings.log_dir})")
             _stop_all(settings)
@@ -251,10 +275,14 @@ def _start_cluster(settings: Settings, node_options: NodeOptions) -> None:
         gateway_api.uninstall(api)  # an etcd that had them keeps them otherwise
     after_apiserver = [c for c in components(settings) if c.name not in ("etcd", "kube-apiserver")]
     _start_and_wait(settings, after_apiserver)
+    second = (
+        f"{node_options.second_gpu_nodes} GPU ({node_options.second_gpu_model}), "
+        if node_options.second_gpu_nodes
+        else ""
+    )
     progress(
         f"creating nodes: {node_options.gpu_nodes} GPU ({node_options.gpu_model}), "
-        f"{node_options.second_gpu_nodes} GPU ({node_options.second_gpu_model}), "
-        f"{node_options.cpu_nodes} CPU-only"
+        f"{second}{node_options.cpu_nodes} CPU-only"
     )
     nodes.recreate(api, node_options.specs())
     _wait_for_default_service_account(api)
@@ -285,9 +313,9 @@ def _stop_all(settings: Settings) -> list[str]:
     return stopped
 
 
-def down(purge: bool = False) -> list[str]:
+def down(purge: bool = False, instance: int | None = None) -> list[str]:
     """Stop every component and verify none is left; optionally delete the state directory."""
-    settings = current()
+    settings = current(instance)
     with state_lock(settings):
         return down_locked(settings, purge)
 

@@ -7,6 +7,10 @@ The fixture reuses a devcluster that is already running and healthy, otherwise s
 behind is there. A cluster the fixture started is stopped at the end of
 the session by the last test session still using it; a cluster someone started by hand is never
 stopped. Set DEVCLUSTER_KEEP=1 to leave a fixture-started cluster running for the next session.
+
+`devcluster_second` does the same for a second cluster beside the first: the next instance
+(DEVCLUSTER_INSTANCE + 1, so instance 2 by default) with its own ports, state directory and a
+node set of its own (``cluster.SECOND_INSTANCE_NODES``). Only sessions that ask for it start it.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from devcluster import api, cluster
+from devcluster import api, cluster, settings
 from devcluster.cluster import STARTED_BY_PYTEST_FLAG
 from devcluster.log import progress
 from devcluster.settings import Settings
@@ -60,14 +64,25 @@ def _other_live_sessions(settings: Settings) -> list[int]:
 def devcluster() -> Iterator[api.DevCluster]:
     """A running devcluster: `.kubeconfig`, `.prometheus_url`, `.api_client()`, `.mint()`,
     `.add_gpu_node()`, `.remove_node()`, `.prometheus_query()`, `.backfill()`."""
-    settings = Settings.from_env()
+    yield from _session_cluster(Settings.from_env())
+
+
+@pytest.fixture(scope="session")
+def devcluster_second() -> Iterator[api.DevCluster]:
+    """A second running devcluster beside `devcluster` (the next instance), started, reused and
+    stopped as `devcluster` is; its nodes are ``cluster.SECOND_INSTANCE_NODES`` (unless the
+    DEVCLUSTER_*_NODES variables say otherwise)."""
+    yield from _session_cluster(Settings.from_env(settings.instance_from_env() + 1))
+
+
+def _session_cluster(settings: Settings) -> Iterator[api.DevCluster]:
     # Announce this session before starting, so that a session finishing meanwhile does not
     # stop the cluster under it.
     lease = _sessions_dir(settings) / str(os.getpid())
     lease.parent.mkdir(parents=True, exist_ok=True)
     lease.touch()
     try:
-        handle = api.up(fresh=True)
+        handle = api.up(fresh=True, instance=settings.instance)
         flag = handle.settings.state_dir / STARTED_BY_PYTEST_FLAG
         if handle.started_here:
             flag.touch()
@@ -78,5 +93,5 @@ def devcluster() -> Iterator[api.DevCluster]:
         with cluster.state_lock(settings):
             started_by_a_test_session = (settings.state_dir / STARTED_BY_PYTEST_FLAG).exists()
             if started_by_a_test_session and not keep and not _other_live_sessions(settings):
-                progress("stopping the devcluster a test session started")
-                cluster.down_locked(cluster.current())
+                progress(f"stopping the devcluster a test session started ({settings.state_dir})")
+                cluster.down_locked(cluster.current(settings.instance))

@@ -3,6 +3,12 @@
 Every value has an environment override so that two developers (or a developer and CI) on one
 machine can run separate clusters. The defaults sit in 2xxxx, away from the standard Kubernetes,
 etcd, Prometheus and DCGM exporter ports and below the Linux ephemeral port range.
+
+Several clusters run side by side as numbered instances (``DEVCLUSTER_INSTANCE``, default 1):
+instance N uses every port of instance 1 plus ``INSTANCE_PORT_STEP * (N - 1)`` and the state
+directory of instance 1 with ``-N`` appended (``/tmp/gpuportal-devcluster-2``). The environment's
+port and state overrides describe instance 1, so the other instances move with them and never
+collide. Instance 1 is exactly the cluster of before.
 """
 
 from __future__ import annotations
@@ -13,6 +19,11 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 DEFAULT_STATE_DIR = Path("/tmp/gpuportal-devcluster")
+# Instance N listens on instance 1's ports plus (N - 1) * INSTANCE_PORT_STEP. No two default
+# ports differ by a multiple of it up to MAX_INSTANCE (tests/unit/devcluster checks), so no port
+# of one instance is a port of another.
+INSTANCE_PORT_STEP = 100
+MAX_INSTANCE = 9
 
 # field name -> (environment variable, default)
 _PORT_DEFAULTS = {
@@ -52,16 +63,26 @@ class Settings:
     kueue: bool = True  # whether `up` starts Kueue (DEVCLUSTER_KUEUE=0 leaves it out)
     # whether `up` installs the Gateway API's CRDs (DEVCLUSTER_GATEWAY_API=0 leaves them out)
     gateway_api: bool = True
+    # which of the clusters side by side this is (DEVCLUSTER_INSTANCE); see the module's doc
+    instance: int = 1
 
     @classmethod
-    def from_env(cls) -> Settings:
-        """Read the settings from DEVCLUSTER_* environment variables, falling back to defaults."""
+    def from_env(cls, instance: int | None = None) -> Settings:
+        """Read the settings from DEVCLUSTER_* environment variables, falling back to defaults;
+        those of ``instance`` (default DEVCLUSTER_INSTANCE, else 1) derived from them."""
+        if instance is None:
+            instance = instance_from_env()
+        check_instance(instance)
+        offset = INSTANCE_PORT_STEP * (instance - 1)
         ports = {
-            name: int(os.environ.get(var, default))
+            name: int(os.environ.get(var, default)) + offset
             for name, (var, default) in _PORT_DEFAULTS.items()
         }
         return cls(
-            state_dir=Path(os.environ.get("DEVCLUSTER_STATE", DEFAULT_STATE_DIR)),
+            state_dir=instance_state_dir(
+                Path(os.environ.get("DEVCLUSTER_STATE", DEFAULT_STATE_DIR)), instance
+            ),
+            instance=instance,
             scrape_interval_seconds=int(os.environ.get("DEVCLUSTER_SCRAPE_INTERVAL", 5)),
             kueue=_flag(os.environ.get("DEVCLUSTER_KUEUE", "1")),
             gateway_api=_flag(os.environ.get("DEVCLUSTER_GATEWAY_API", "1")),
@@ -148,16 +169,38 @@ class Settings:
         self.recorded_settings_file.write_text(json.dumps(data, indent=2) + "\n")
 
 
-def current() -> Settings:
-    """Settings of the cluster in DEVCLUSTER_STATE: the recorded ones if it was started before."""
-    from_env = Settings.from_env()
+def instance_from_env() -> int:
+    """DEVCLUSTER_INSTANCE, or 1."""
+    value = os.environ.get("DEVCLUSTER_INSTANCE", "").strip() or "1"
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(
+            f"DEVCLUSTER_INSTANCE must be a number from 1 to {MAX_INSTANCE}, not {value!r}"
+        ) from None
+
+
+def check_instance(instance: int) -> None:
+    if not 1 <= instance <= MAX_INSTANCE:
+        raise ValueError(f"devcluster instance must be 1 to {MAX_INSTANCE}, not {instance}")
+
+
+def instance_state_dir(base: Path, instance: int) -> Path:
+    """Instance 1's state directory is ``base``; instance N's is ``base`` with ``-N`` appended."""
+    return base if instance == 1 else base.with_name(f"{base.name}-{instance}")
+
+
+def current(instance: int | None = None) -> Settings:
+    """Settings of the cluster in DEVCLUSTER_STATE (of ``instance``, default
+    DEVCLUSTER_INSTANCE): the recorded ones if it was started before."""
+    from_env = Settings.from_env(instance)
     recorded = from_env.recorded_settings_file
     if not recorded.exists():
         return from_env
     data = json.loads(recorded.read_text())
     values = asdict(from_env)
     for field in fields(Settings):
-        if field.name in data and field.name != "state_dir":
+        if field.name in data and field.name not in ("state_dir", "instance"):
             parse = _flag if field.name in FLAGS else int
             values[field.name] = parse(data[field.name])
     return Settings(**values)

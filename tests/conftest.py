@@ -61,6 +61,7 @@ SERVICE_FIXTURES = {
     "own_redis": ["redis"],
     "shared_cache": ["redis"],
     "devcluster": ["devcluster"],
+    "devcluster_second": ["devcluster"],
     # The fault tests' own PostgreSQL, Redis and portal processes (tests/integration/faults).
     "private_portal": ["postgres", "redis", "worker"],
     "promtool": ["prometheus"],

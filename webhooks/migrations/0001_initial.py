@@ -18,7 +18,7 @@ class Migration(migrations.Migration):
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('name', models.CharField(max_length=100)),
-                ('url', models.URLField(max_length=2000)),
+                ('url', models.CharField(max_length=2000)),
                 ('format', models.CharField(choices=[('slack', 'Slack-compatible (text and blocks)'), ('generic', 'Generic JSON')], default='generic', max_length=10)),
                 ('events', models.JSONField(default=list)),
                 ('secret', models.CharField(max_length=100)),

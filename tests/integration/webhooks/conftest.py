@@ -45,16 +45,17 @@ def _handler(receiver: Receiver):
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self):
             body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            status = receiver.answer()
+            # Kept before answering: the sender may hang up as soon as it has the status.
+            with receiver.got:
+                receiver.received.append(Received(self.path, dict(self.headers.items()), body))
+                status = receiver.answer()
+                receiver.got.notify_all()
             self.send_response(status)
             for name, value in receiver.extra_headers.items():
                 self.send_header(name, value)
             self.send_header("Content-Type", "text/plain")
             self.end_headers()
             self.wfile.write(b"ok" if status < 300 else f"answered {status}".encode())
-            with receiver.got:
-                receiver.received.append(Received(self.path, dict(self.headers.items()), body))
-                receiver.got.notify_all()
 
         def log_message(self, *args):  # quiet
             pass

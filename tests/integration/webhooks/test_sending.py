@@ -82,7 +82,7 @@ def test_a_failed_attempt_is_tried_again_after_the_backoff(receiver, delivery):
     assert delivery.status == Status.PENDING
     assert delivery.attempts == 1
     assert delivery.response_code == 500
-    assert delivery.error == "HTTP 500: answered 500"
+    assert delivery.error == "HTTP 500 Internal Server Error"
     assert delivery.next_attempt_at >= before + datetime.timedelta(seconds=10)
     # Not due yet: a second sender (or a duplicate message) does nothing.
     assert delivery_send(delivery_id=delivery.pk) is None
@@ -168,3 +168,15 @@ def test_the_sweep_finds_due_and_stale_deliveries_only(delivery, settings):
 def test_the_body_sent_is_the_payload_as_json(receiver, delivery):
     delivery_send(delivery_id=delivery.pk)
     assert json.loads(receiver.received[0].body) == delivery.payload
+
+
+def test_what_the_receiver_answers_is_never_kept(receiver, delivery):
+    """A webhook may point at any address the portal reaches: its answers' bodies must not
+    become readable through the deliveries."""
+    receiver.answers = [404]
+
+    delivery_send(delivery_id=delivery.pk)
+
+    delivery.refresh_from_db()
+    assert delivery.error == "HTTP 404 Not Found"
+    assert "answered" not in str(Delivery.objects.filter(pk=delivery.pk).values().get())

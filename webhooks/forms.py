@@ -5,7 +5,7 @@ from django import forms
 
 from tenants.events import EventKind
 from webhooks.models import Webhook
-from webhooks.targets import MAX_URL_LENGTH
+from webhooks.targets import MAX_URL_LENGTH, url_refusal
 
 
 class WebhookForm(forms.Form):
@@ -21,7 +21,23 @@ class WebhookForm(forms.Form):
     )
     active = forms.BooleanField(required=False, initial=True)
 
+    def __init__(
+        self, *args, request_host: str | None = None, request_scheme: str = "http", **kwargs
+    ):
+        super().__init__(*args, **kwargs)
+        self.request_host, self.request_scheme = request_host, request_scheme
+
+    def clean_url(self) -> str:
+        # The service checks again; here so that the form shows every bad field at once.
+        url = self.cleaned_data["url"]
+        refusal = url_refusal(
+            url, request_host=self.request_host, request_scheme=self.request_scheme
+        )
+        if refusal:
+            raise forms.ValidationError(refusal)
+        return url
+
     @classmethod
-    def of(cls, webhook: Webhook, data=None) -> "WebhookForm":
+    def of(cls, webhook: Webhook, data=None, **kwargs) -> "WebhookForm":
         initial = {f: getattr(webhook, f) for f in ("name", "url", "format", "events", "active")}
-        return cls(data, initial=initial)
+        return cls(data, initial=initial, **kwargs)

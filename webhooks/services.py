@@ -8,6 +8,7 @@ a refused change leaves nothing behind. Deliveries are enqueued after commit (``
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
@@ -74,6 +75,34 @@ def check_active(active: object) -> bool:
     return active
 
 
+def check_fields(
+    values: dict[str, object], *, request_host: str | None, request_scheme: str
+) -> dict[str, Any]:
+    """Each of a webhook's fields given, checked all at once, so that one answer names every
+    bad field; the URL against the host the request came to."""
+    checks: dict[str, Callable[[object], Any]] = {
+        "name": check_name,
+        "format": check_format,
+        "events": check_events,
+        "active": check_active,
+        "url": lambda u: check_webhook_url(
+            u, request_host=request_host, request_scheme=request_scheme
+        ),
+    }
+    unknown = sorted(set(values) - set(checks))
+    if unknown:
+        raise ValidationError({unknown[0]: "Not a field of a webhook that can be set."})
+    errors, checked = {}, {}
+    for field, value in values.items():
+        try:
+            checked[field] = checks[field](value)
+        except ValidationError as error:
+            errors.update(error.message_dict)
+    if errors:
+        raise ValidationError(errors)
+    return checked
+
+
 def _name_taken(team: Team, name: str) -> ValidationError:
     return ValidationError({"name": f"{team.slug} has a webhook named {name!r} already."})
 
@@ -98,27 +127,11 @@ def webhook_create(
 ) -> Webhook:
     """A new webhook of the team, with a fresh secret (the caller shows it once)."""
     check_can_manage(actor, team)
-    errors = {}
-    checked = {}
-    for field, check, value in (
-        ("name", check_name, name),
-        ("format", check_format, format),
-        ("events", check_events, events),
-        ("active", check_active, active),
-        (
-            "url",
-            lambda u: check_webhook_url(
-                u, request_host=request_host, request_scheme=request_scheme
-            ),
-            url,
-        ),
-    ):
-        try:
-            checked[field] = check(value)
-        except ValidationError as error:
-            errors.update(error.message_dict)
-    if errors:
-        raise ValidationError(errors)
+    checked = check_fields(
+        {"name": name, "url": url, "events": events, "format": format, "active": active},
+        request_host=request_host,
+        request_scheme=request_scheme,
+    )
     webhook = Webhook(team=team, secret=new_secret(), **checked)
     try:
         with transaction.atomic():
@@ -147,26 +160,7 @@ def webhook_update(
 ) -> Webhook:
     """Change any of the webhook's ``name``, ``url``, ``format``, ``events``, ``active``."""
     check_can_manage(actor, webhook.team)
-    checks = {
-        "name": check_name,
-        "format": check_format,
-        "events": check_events,
-        "active": check_active,
-        "url": lambda u: check_webhook_url(
-            u, request_host=request_host, request_scheme=request_scheme
-        ),
-    }
-    unknown = sorted(set(changes) - set(checks))
-    if unknown:
-        raise ValidationError({unknown[0]: "Not a field of a webhook that can be changed."})
-    errors, checked = {}, {}
-    for field, value in changes.items():
-        try:
-            checked[field] = checks[field](value)
-        except ValidationError as error:
-            errors.update(error.message_dict)
-    if errors:
-        raise ValidationError(errors)
+    checked = check_fields(changes, request_host=request_host, request_scheme=request_scheme)
     try:
         with transaction.atomic():
             locked = Webhook.objects.select_for_update().select_related("team").get(pk=webhook.pk)

@@ -59,7 +59,7 @@ def _page(request, team, *, form, secret_of=None, status=200) -> HttpResponse:
 @login_required
 def team_webhooks(request: HttpRequest, slug: str) -> HttpResponse:
     team = _team(request, slug)
-    form = WebhookForm(request.POST or None, initial={"active": True})
+    form = WebhookForm(request.POST or None, initial={"active": True}, **_host(request))
     if request.method == "POST" and form.is_valid():
         try:
             webhook = services.webhook_create(
@@ -81,7 +81,7 @@ def _webhook(request: HttpRequest, slug: str, pk: int) -> Webhook:
 @login_required
 def webhook_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     webhook = _webhook(request, slug, pk)
-    form = WebhookForm.of(webhook, request.POST or None)
+    form = WebhookForm.of(webhook, request.POST or None, **_host(request))
     if request.method == "POST" and form.is_valid():
         try:
             services.webhook_update(

@@ -5,7 +5,7 @@ from rest_framework import serializers
 
 from tenants.events import EventKind
 from webhooks.models import Delivery, Webhook
-from webhooks.targets import MAX_URL_LENGTH
+from webhooks.targets import MAX_URL_LENGTH, url_refusal
 
 
 class WebhookSerializer(serializers.ModelSerializer):
@@ -44,6 +44,18 @@ class WebhookWriteSerializer(serializers.Serializer):
         child=serializers.ChoiceField(choices=EventKind.choices), allow_empty=False
     )
     active = serializers.BooleanField(required=False)
+
+    def validate_url(self, value: str) -> str:
+        # The service checks again; here so that one answer names every bad field.
+        request = self.context.get("request")
+        refusal = url_refusal(
+            value,
+            request_host=request.get_host() if request else None,
+            request_scheme=request.scheme if request else "http",
+        )
+        if refusal:
+            raise serializers.ValidationError(refusal)
+        return value
 
 
 class WebhookChangeSerializer(WebhookWriteSerializer):

@@ -247,3 +247,14 @@ def test_redeliver_sends_the_same_body_as_a_new_delivery(api, team, lead):
     assert again.status == "pending"
     old.refresh_from_db()
     assert old.status == "failed"
+
+
+def test_every_bad_field_is_named_in_one_answer(api, team, lead):
+    webhook = factories.WebhookFactory(team=team)
+
+    answer = api.as_user(lead).patch(
+        url(team, webhook.pk), {"url": "ftp://x.example.com/", "name": " "}
+    )
+
+    assert answer.status_code == 400
+    assert set(answer.json()) == {"url", "name"}

@@ -169,3 +169,28 @@ def test_a_spent_budget_is_delivered_once_per_period(hook, team, admin):
     assert delivery.event == "budget.exhausted"
     assert delivery.payload["data"]["budget_gpu_hours"] == "0.0000"
     assert delivery.payload["link"].endswith(f"/billing/teams/{team.slug}/budgets/")
+
+
+@pytest.fixture
+def failing_receiver():
+    """Another listener of the events that fails on every event."""
+    from tenants.events import event_emitted
+
+    def fail(sender, *, event, **kwargs):
+        raise RuntimeError("a listener fails")
+
+    event_emitted.connect(fail, dispatch_uid="test-failing-listener")
+    yield
+    event_emitted.disconnect(dispatch_uid="test-failing-listener")
+
+
+@pytest.mark.usefixtures("failing_receiver")
+def test_a_listener_that_fails_undoes_neither_the_change_nor_the_delivery(
+    hook, quota_request, admin, caplog
+):
+    quota.quota_request_reject(reviewer=admin, quota_request=quota_request, note="No.")
+
+    quota_request.refresh_from_db()
+    assert quota_request.state == "rejected"
+    assert Delivery.objects.get().event == "quota_request.decided"
+    assert "a listener fails" in caplog.text

@@ -24,6 +24,7 @@ from billing.budgets import (
 from billing.models import Budget, BudgetSpend
 from monitoring.models import Notification
 from monitoring.notifications import notify_team_leads
+from tenants.events import EventKind, emit
 from tenants.models import Team
 
 
@@ -67,6 +68,20 @@ def _tell(spending: Spending, teams: list[Team], *, exhausted: bool) -> None:
             kind=kind,
             subject=subject[:200],
             body=body,
+            link=reverse("billing-team-budgets", args=[team.slug]),
+        )
+        emit(
+            team_id=team.pk,
+            kind=EventKind.BUDGET_EXHAUSTED if exhausted else EventKind.BUDGET_WARNING,
+            title=f"{team.slug}: {subject}",
+            data={
+                "budget_id": spending.budget.pk,
+                "period_start": spending.period_start.isoformat(),
+                "spent_gpu_hours": round(spending.spent_gpu_hours, 3),
+                "budget_gpu_hours": str(spending.budget.gpu_hours),
+                "percent": None if spending.percent is None else round(spending.percent, 1),
+                "policy": spending.budget.policy,
+            },
             link=reverse("billing-team-budgets", args=[team.slug]),
         )
 

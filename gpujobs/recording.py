@@ -17,11 +17,13 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from django.db import transaction
+from django.urls import reverse
 from django.utils import timezone
 
 from gpujobs import selectors
 from gpujobs.models import GpuJob
 from gpujobs.observe import FINAL_STATES, Observation, Reason
+from tenants.events import EventKind, emit
 
 State = GpuJob.State
 
@@ -36,6 +38,9 @@ STATE_RANK = {
     State.FAILED: 4,
     State.CANCELLED: 4,
 }
+
+# The end of a job that its team hears of (a cancelled job was stopped by someone who knows).
+ENDED_EVENTS = {State.SUCCEEDED: EventKind.JOB_SUCCEEDED, State.FAILED: EventKind.JOB_FAILED}
 
 # What ``changes_to_record`` reads of a row.
 OBSERVED_FIELDS = (
@@ -227,6 +232,8 @@ def record_observation(
         if not changes:
             return 0
         if GpuJob.objects.filter(pk=row["pk"], state=row["state"]).update(**changes):
+            if changes.get("state") in ENDED_EVENTS:
+                emit_job_ended(row["pk"])
             return 1
         row = GpuJob.objects.filter(pk=row["pk"]).values(*OBSERVED_FIELDS).first()
         if row is None:
@@ -240,8 +247,41 @@ def record_finished(
     """End the job (``state``: failed or cancelled) if it is still in one of ``only_from``;
     returns how many rows changed (0 or 1)."""
     now = timezone.now()
-    return GpuJob.objects.filter(pk=job_id, state__in=list(only_from)).update(
+    changed = GpuJob.objects.filter(pk=job_id, state__in=list(only_from)).update(
         state=state, reason=reason, message=message, finished_at=now, state_changed_at=now
+    )
+    if changed and state in ENDED_EVENTS:
+        emit_job_ended(job_id)
+    return changed
+
+
+def emit_job_ended(job_id: int) -> None:
+    """Tell the team's listeners (webhooks) that the job succeeded or failed, as its row now
+    says; called by whoever just moved it there."""
+    job = GpuJob.objects.select_related("team", "cluster").filter(pk=job_id).first()
+    if job is None or job.state not in ENDED_EVENTS:
+        return
+    ended = "succeeded" if job.state == State.SUCCEEDED else "failed"
+    title = f"Job #{job.pk} {job.name} of {job.team.slug} {ended} on {job.cluster.name}"
+    if job.state == State.FAILED and job.reason:
+        title += f" ({job.reason})"
+    emit(
+        team_id=job.team_id,
+        kind=ENDED_EVENTS[job.state],
+        title=title,
+        data={
+            "job_id": job.pk,
+            "name": job.name,
+            "cluster": job.cluster.name,
+            "state": job.state,
+            "reason": job.reason,
+            "message": job.message[:1000],
+            "exit_code": job.exit_code,
+            "gpus": job.gpus,
+            "started_at": job.started_at.isoformat() if job.started_at else None,
+            "finished_at": job.finished_at.isoformat() if job.finished_at else None,
+        },
+        link=reverse("gpujob-detail", args=[job.pk]),
     )
 
 

@@ -20,6 +20,7 @@ from django.utils import timezone
 from monitoring.models import Notification
 from monitoring.notifications import notify_team_leads
 from tenants.audit import audit, snapshot
+from tenants.events import EventKind, emit
 from tenants.extensions import extension_url
 from tenants.models import AuditEvent, QuotaGrant
 
@@ -80,6 +81,22 @@ def grant_ending_remind(*, grant_id: int, today: datetime.date, days: int) -> bo
             after=snapshot(grant),
             note=f"Reminded {len(leads)} lead{'s' if len(leads) != 1 else ''} that it ends on "
             f"{grant.ends_on.isoformat()}; extension: {link}",
+        )
+        emit(
+            team_id=grant.team_id,
+            kind=EventKind.GRANT_ENDING,
+            title=f"Grant #{grant.pk} of {grant.team.slug} ({what}) ends {when}",
+            data={
+                "grant_id": grant.pk,
+                "cluster": grant.cluster.name,
+                "gpu_resource": grant.gpu_resource,
+                "gpu_model": grant.gpu_model,
+                "gpus": grant.gpus,
+                "ends_on": grant.ends_on.isoformat(),
+                "days_left": left,
+                "extension_link": link,
+            },
+            link=link,
         )
     return True
 

@@ -36,6 +36,7 @@ from monitoring.models import IdlePod, IdlePolicy, Notification
 from monitoring.notifications import notify_team_leads
 from monitoring.prometheus import PrometheusError
 from tenants.audit import audit
+from tenants.events import EventKind, emit
 from tenants.models import AuditEvent, Team
 from tenants.namespaces import check_namespace_owned
 from tenants.selectors import owned_namespaces
@@ -67,6 +68,28 @@ def _idle_minutes(episode: IdlePod, *, now: datetime.datetime, window_minutes: i
 
 def _team_link(team: Team, cluster: Cluster) -> str:
     return reverse("monitoring-team", args=[team.slug]) + f"?cluster={cluster.name}"
+
+
+def _emit_idle(team: Team, cluster: Cluster, episode: IdlePod) -> None:
+    """Tell the team's listeners (webhooks) of a newly idle pod, once per idle episode."""
+    emit(
+        team_id=team.pk,
+        kind=EventKind.GPUS_IDLE,
+        title=(
+            f"GPUs idle: {episode.namespace}/{episode.pod} holds {episode.gpus} GPU(s) on "
+            f"{cluster.name} at {episode.average_utilisation:.1f}% utilisation"
+        ),
+        data={
+            "cluster": cluster.name,
+            "namespace": episode.namespace,
+            "pod": episode.pod,
+            "gpus": episode.gpus,
+            "average_utilisation_percent": round(episode.average_utilisation, 1),
+            "window_minutes": cluster.idle_window_minutes,
+            "threshold_percent": cluster.idle_utilization_percent,
+        },
+        link=_team_link(team, cluster),
+    )
 
 
 def idle_check_cluster(
@@ -119,6 +142,7 @@ def idle_check_cluster(
                     last_idle_at=now,
                 )
                 episodes[key] = episode
+                _emit_idle(team, cluster, episode)
             else:
                 episode.gpus = usage_now.gpus
                 episode.average_utilisation = usage_now.average_utilisation

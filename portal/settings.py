@@ -92,6 +92,7 @@ INSTALLED_APPS = [
     "gpujobs",
     "serving",
     "billing",
+    "webhooks",
 ]
 
 MIDDLEWARE = [
@@ -399,6 +400,16 @@ SERVING_RESYNC_SECONDS = env_float("SERVING_RESYNC_SECONDS", 60)
 PORTAL_GRANT_REMINDER_CHECK_SECONDS = env_float("PORTAL_GRANT_REMINDER_CHECK_SECONDS", 3600)
 # Leads are reminded this many days before a grant's last day (on every cluster), once per grant.
 PORTAL_GRANT_REMINDER_DAYS = env_int("PORTAL_GRANT_REMINDER_DAYS", 7)
+# Webhooks: a delivery that fails (no answer within WEBHOOKS_TIMEOUT_SECONDS, or not a 2xx) is
+# tried again after WEBHOOKS_RETRY_BASE_SECONDS, doubling each time up to
+# WEBHOOKS_RETRY_MAX_SECONDS (below the broker's visibility timeout), WEBHOOKS_MAX_ATTEMPTS
+# times in all; then it is failed. Beat sends every WEBHOOKS_SWEEP_SECONDS what is due and was
+# not sent (the broker was down, a worker died mid-send).
+WEBHOOKS_TIMEOUT_SECONDS = env_float("WEBHOOKS_TIMEOUT_SECONDS", 10)
+WEBHOOKS_MAX_ATTEMPTS = env_int("WEBHOOKS_MAX_ATTEMPTS", 6)
+WEBHOOKS_RETRY_BASE_SECONDS = env_float("WEBHOOKS_RETRY_BASE_SECONDS", 30)
+WEBHOOKS_RETRY_MAX_SECONDS = env_float("WEBHOOKS_RETRY_MAX_SECONDS", 1800)
+WEBHOOKS_SWEEP_SECONDS = env_float("WEBHOOKS_SWEEP_SECONDS", 60)
 CELERY_BEAT_SCHEDULE = {
     # Expires grants whose period is over, then reconciles every team on every cluster: repairs
     # hand edits and shrinks the quotas of expired grants.
@@ -446,6 +457,11 @@ CELERY_BEAT_SCHEDULE = {
     "expire-stale-sign-ins": {
         "task": "accounts.tasks.expire_stale_sign_ins",
         "schedule": OIDC_STALE_SIGN_IN_CHECK_SECONDS,
+    },
+    # Webhook deliveries that are due and nobody is sending.
+    "send-due-webhook-deliveries": {
+        "task": "webhooks.tasks.send_due_deliveries",
+        "schedule": WEBHOOKS_SWEEP_SECONDS,
     },
 }
 

@@ -27,11 +27,13 @@ urlpatterns = [
     path("api/v1/", include("serving.api.urls")),
     path("api/v1/", include("monitoring.api.urls")),
     path("api/v1/", include("billing.api.urls")),
+    path("api/v1/", include("webhooks.api.urls")),
     path("monitoring/", include("monitoring.urls")),
     path("billing/", include("billing.urls")),
     path("jobs/", include("gpujobs.urls")),
     path("account/", include("accounts.urls")),
     path("services/", include("serving.urls")),
+    path("", include("webhooks.urls")),
     path("", include("tenants.urls")),
 ]
 

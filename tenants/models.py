@@ -474,6 +474,9 @@ class AuditEvent(models.Model):
         DEPARTMENT_ADMINS_SET = "department.admins_set", "department admins set"
         DEPARTMENT_CEILING_SET = "department.ceiling_set", "department ceiling set"
         TEAM_DEPARTMENT_SET = "team.department_set", "team department set"
+        WEBHOOK_CREATED = "webhook.created", "webhook created"
+        WEBHOOK_UPDATED = "webhook.updated", "webhook changed"
+        WEBHOOK_DELETED = "webhook.deleted", "webhook deleted"
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     actor = models.ForeignKey(

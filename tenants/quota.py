@@ -14,12 +14,14 @@ from decimal import Decimal
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
+from django.urls import reverse
 from django.utils import timezone
 
 from clusters.models import Cluster
 from clusters.vocabulary import DEFAULT_GPU_RESOURCE
 from tenants.audit import audit, snapshot
 from tenants.errors import InvalidTransition
+from tenants.events import EventKind, emit
 from tenants.models import AuditEvent, Membership, QuotaGrant, QuotaRequest, Team
 from tenants.permissions import can_request_quota, is_portal_admin, team_role
 from tenants.quota_checks import (
@@ -146,6 +148,37 @@ def _record_decision(
     )
 
 
+def _emit_decision(locked: QuotaRequest, *, grant: QuotaGrant | None = None) -> None:
+    """Tell the team's listeners (webhooks) how its request was decided (inside the
+    decision's transaction)."""
+    what = f"{locked.gpus} × {locked.gpu_model or locked.gpu_resource} on {locked.cluster.name}"
+    title = f"Quota request #{locked.pk} of {locked.team.slug} ({what}) was {locked.state}"
+    if grant is not None and grant.gpus != locked.gpus:
+        title += f" for {grant.gpus} GPUs"
+    ends_on = grant.ends_on if grant is not None else locked.ends_on
+    emit(
+        team_id=locked.team_id,
+        kind=EventKind.QUOTA_REQUEST_DECIDED,
+        title=title,
+        data={
+            # What a chat message shows first (Slack's blocks show ten facts).
+            "request_id": locked.pk,
+            "state": locked.state,
+            "note": locked.decision_note,
+            "decided_by": locked.decided_by.get_username() if locked.decided_by else "",
+            "cluster": locked.cluster.name,
+            "gpus_requested": locked.gpus,
+            "gpus_granted": grant.gpus if grant is not None else 0,
+            "gpu_resource": locked.gpu_resource,
+            "gpu_model": locked.gpu_model,
+            "starts_on": locked.starts_on.isoformat(),
+            "ends_on": ends_on.isoformat() if ends_on else None,
+            "grant_id": grant.pk if grant is not None else None,
+        },
+        link=reverse("team-detail", args=[locked.team.slug]),
+    )
+
+
 def quota_request_reject(*, reviewer: User, quota_request: QuotaRequest, note: str) -> QuotaRequest:
     check_can_decide(reviewer=reviewer, quota_request=quota_request)
     if not note.strip():
@@ -160,6 +193,7 @@ def quota_request_reject(*, reviewer: User, quota_request: QuotaRequest, note: s
             note=note,
             action=Action.QUOTA_REQUEST_REJECTED,
         )
+        _emit_decision(locked)
     return locked
 
 
@@ -255,6 +289,7 @@ def quota_request_approve(
             after=snapshot(grant),
             note=locked.decision_note,
         )
+        _emit_decision(locked, grant=grant)
         request_reconcile_after_commit(team_id=grant.team_id, cluster_id=grant.cluster_id)
     return grant
 

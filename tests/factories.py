@@ -26,6 +26,7 @@ from tenants.models import (
     TeamCluster,
     TeamQueuePolicy,
 )
+from webhooks.models import Delivery, Webhook
 
 PASSWORD = "correct-horse-battery"
 
@@ -267,3 +268,28 @@ class RevisionFactory(factory.django.DjangoModelFactory):
     image = "registry.example.com/ml/llm-server:1.0"
     gpus = 1
     port = 8000
+
+
+class WebhookFactory(factory.django.DjangoModelFactory):
+    """A webhook row as if added (no audit event: ``webhooks.services.webhook_create`` writes
+    that), for a receiver the test runs."""
+
+    class Meta:
+        model = Webhook
+
+    team = factory.SubFactory(TeamFactory)
+    name = factory.Sequence(lambda n: f"hook-{n}")
+    url = "http://127.0.0.1:9/hook"
+    format = Webhook.Format.GENERIC
+    events = factory.LazyFunction(lambda: ["gpu_job.failed"])
+    secret = factory.Sequence(lambda n: f"secret-{n:04d}-for-tests")
+
+
+class DeliveryFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Delivery
+
+    webhook = factory.SubFactory(WebhookFactory)
+    event = "gpu_job.failed"
+    payload = factory.LazyFunction(lambda: {"event": "gpu_job.failed", "data": {}})
+    next_attempt_at = factory.LazyFunction(timezone.now)

@@ -70,6 +70,8 @@ def world(db, cluster, team, other_team, lead, member, other_lead, admin, outsid
     notification = factories.NotificationFactory(user=lead, team=team)
     audit_event = grant.request.team.audit_events.order_by("pk").first()
     budget = budget_set(actor=admin, team=team, gpu_hours="1000")
+    webhook = factories.WebhookFactory(team=team, name="chat")
+    delivery = factories.DeliveryFactory(webhook=webhook)
     return {
         "cluster": cluster,
         "team": team,
@@ -84,6 +86,8 @@ def world(db, cluster, team, other_team, lead, member, other_lead, admin, outsid
         "notification": notification,
         "audit_event": audit_event,
         "budget": budget,
+        "webhook": webhook,
+        "delivery": delivery,
         "department": department,
         "outsider": outsider,
         "archived": archived,

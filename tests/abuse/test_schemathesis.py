@@ -92,6 +92,9 @@ def _real_path_parameters(world) -> dict[str, dict[str, str]]:
         "/api/v1/services/": {"id": str(world["service"].pk)},
         "/api/v1/audit-events/": {"id": str(world["audit_event"].pk)},
         "/api/v1/billing/budgets/": {"id": str(world["budget"].pk)},
+        # Before the team's own prefix, which they start with.
+        "/api/v1/teams/{team_slug}/webhooks/": {**team, "id": str(world["webhook"].pk)},
+        "/api/v1/teams/{team_slug}/webhook-deliveries/": {**team, "id": str(world["delivery"].pk)},
         "/api/v1/teams/": team,
         "/api/v1/monitoring/": team,
         "/api/v1/clusters/": {"name": world["cluster"].name},

@@ -87,6 +87,7 @@ def test_an_idle_pod_is_flagged_on_its_page_and_its_lead_notified(
     workloads, cluster, client_as, django_capture_on_commit_callbacks
 ):
     team, lead, member = team_with_lead(workloads.pods_ns, "Pods", cluster)
+    hook = factories.WebhookFactory(team=team, events=["gpus.idle"])
 
     with django_capture_on_commit_callbacks(execute=True):
         result = check()
@@ -107,6 +108,10 @@ def test_an_idle_pod_is_flagged_on_its_page_and_its_lead_notified(
     assert f"/monitoring/teams/{team.slug}/" in email.body
     note.refresh_from_db()
     assert note.emailed_at is not None
+    (delivery,) = hook.deliveries.all()  # the team's webhook hears of it too
+    assert delivery.event == "gpus.idle"
+    assert delivery.payload["data"]["pod"] == "sleepy"
+    assert delivery.payload["data"]["gpus"] == 1
 
     page = client_as(lead).get(f"/monitoring/teams/{team.slug}/")
     assert [p.pod for p in page.context["dashboard"].idle_pods] == ["sleepy"]

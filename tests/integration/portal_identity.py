@@ -49,17 +49,21 @@ def portal_lease_role() -> dict:
     return role
 
 
-def install_lease_role(admin_api: client.ApiClient, *, name: str) -> None:
-    """deploy/namespace.yaml's namespace (the portal's own) and deploy/rbac.yaml's Role for
-    the watcher's Leases there, bound to the user ``name``, as a cluster admin applies them."""
-    core = client.CoreV1Api(admin_api)
-    rbac = client.RbacAuthorizationV1Api(admin_api)
-    namespace = yaml.safe_load(DEPLOY_NAMESPACE.read_text())
+def install_portal_namespace(admin_api: client.ApiClient) -> None:
+    """deploy/namespace.yaml's namespace, the portal's own (where the watcher's Leases live),
+    as a cluster admin applies it."""
     try:
-        core.create_namespace(namespace)
+        client.CoreV1Api(admin_api).create_namespace(yaml.safe_load(DEPLOY_NAMESPACE.read_text()))
     except ApiException as error:
         if error.status != 409:
             raise
+
+
+def install_lease_role(admin_api: client.ApiClient, *, name: str) -> None:
+    """deploy/namespace.yaml's namespace (the portal's own) and deploy/rbac.yaml's Role for
+    the watcher's Leases there, bound to the user ``name``, as a cluster admin applies them."""
+    rbac = client.RbacAuthorizationV1Api(admin_api)
+    install_portal_namespace(admin_api)
     role = portal_lease_role()
     namespace_name = role["metadata"]["namespace"]
     role = {**role, "metadata": {**role["metadata"], "name": name}}

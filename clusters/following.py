@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -173,6 +174,12 @@ class WorkloadWatch:
 
     def close(self) -> None:
         self.stop.set()
+
+    def join(self, timeout: float) -> None:
+        """Wait (at most ``timeout`` seconds in all) for the threads to end after ``close``."""
+        deadline = time.monotonic() + timeout
+        for thread in self.threads:
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
     def _follow(self, kind: str) -> None:
         follow(

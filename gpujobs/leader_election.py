@@ -138,6 +138,7 @@ class Candidate:
         self._renewed_at: float | None = None
         self._seen: Seen | None = None
         self._lock = threading.Lock()
+        self.thread: threading.Thread | None = None
 
     def leading(self) -> bool:
         with self._lock:
@@ -208,8 +209,40 @@ class Candidate:
             except Exception:
                 logger.exception("Lease %s/%s: the election step failed", self.namespace, self.name)
             self.stop.wait(self.renew_seconds)
+        self.release()
+
+    def release(self) -> None:
+        """Stop leading and, if this process still holds the Lease, give it up (an empty
+        holder), so that another replica takes it at once instead of after its duration. Called
+        once the watches have stopped writing (a stopping watcher: a rolling update)."""
+        was_leading = self.leading()
         with self._lock:
             self._renewed_at = None
+        if not was_leading:
+            return
+        try:
+            record = self.leases.read_lease(self.namespace, self.name)
+            if record is None or record.holder != self.me:
+                return
+            now = micro_time(timezone.now())
+            self.leases.update_lease(
+                lease_body(
+                    namespace=self.namespace,
+                    name=self.name,
+                    holder="",
+                    duration_seconds=self.lease_seconds,
+                    transitions=record.transitions,
+                    acquired_at=record.acquired_at or now,
+                    renewed_at=now,
+                    labels=self.labels,
+                    resource_version=record.resource_version,
+                )
+            )
+            logger.info("Lease %s/%s: %s gave it up", self.namespace, self.name, self.me)
+        except KubeError as error:
+            logger.warning(
+                "Lease %s/%s: not given up (%s); it expires", self.namespace, self.name, error
+            )
 
 
 # --- one candidacy per cluster and process, shared by the process's watcher loops ----------------
@@ -218,7 +251,8 @@ _candidates: dict[tuple, tuple[Candidate, int]] = {}
 _candidates_lock = threading.Lock()
 
 
-def _key(cluster) -> tuple:
+def key_of(cluster) -> tuple:
+    """What makes one candidacy: the cluster and how it is reached."""
     return (cluster.pk, cluster.name, cluster.kubeconfig_path, cluster.api_server_url)
 
 
@@ -226,7 +260,7 @@ def join(cluster) -> Candidate:
     """This process's candidacy for ``cluster``'s Lease, started on the first call (each call
     must be paired with a ``leave``). Raises ``KubeError`` when the cluster has no usable
     credentials."""
-    key = _key(cluster)
+    key = key_of(cluster)
     with _candidates_lock:
         if key in _candidates:
             candidate, users = _candidates[key]
@@ -242,14 +276,17 @@ def join(cluster) -> Candidate:
             labels={MANAGED_BY_LABEL: settings.PORTAL_NAME},
         )
         _candidates[key] = (candidate, 1)
-    thread = threading.Thread(target=candidate.run, name=f"lease-{cluster.name}", daemon=True)
-    thread.start()
+        candidate.thread = threading.Thread(
+            target=candidate.run, name=f"lease-{cluster.name}", daemon=True
+        )
+    candidate.thread.start()
     return candidate
 
 
-def leave(candidate: Candidate) -> None:
-    """The end of one ``join``: the last one stops the candidacy (a Lease held then expires, and
-    another replica takes it)."""
+def leave(candidate: Candidate, *, wait: float = 5.0) -> None:
+    """The end of one ``join``: the last one stops the candidacy and gives up the Lease if it
+    held it (waiting up to ``wait`` seconds for that), and another replica takes it."""
+    last = False
     with _candidates_lock:
         for key, (held, users) in list(_candidates.items()):
             if held is candidate:
@@ -257,5 +294,9 @@ def leave(candidate: Candidate) -> None:
                     _candidates[key] = (held, users - 1)
                 else:
                     del _candidates[key]
-                    held.stop.set()
-                return
+                    last = True
+                break
+    if last:
+        candidate.stop.set()
+        if candidate.thread is not None:
+            candidate.thread.join(timeout=wait)

@@ -219,16 +219,18 @@ def run(
                 elif not watches[key].leading():
                     logger.info("cluster %s: not the leader; watching stops", key[1])
                     watches.pop(key).close()
-            for key in list(candidates):
-                if key not in clusters:
-                    leader_election.leave(candidates.pop(key))
+            reached = {leader_election.key_of(c) for c in clusters.values()}
+            for ckey in list(candidates):
+                if ckey not in reached:
+                    leader_election.leave(candidates.pop(ckey))
             for key, cluster in clusters.items():
                 if key in watches or retry_at.get(key, 0) > time.monotonic():
                     continue
+                ckey = leader_election.key_of(cluster)
                 try:
-                    if elect and key not in candidates:
-                        candidates[key] = leader_election.join(cluster)
-                    leading = _leadership(candidates.get(key))
+                    if elect and ckey not in candidates:
+                        candidates[ckey] = leader_election.join(cluster)
+                    leading = _leadership(candidates.get(ckey))
                     if not leading():
                         continue  # another replica follows this cluster
                     watch = watch_class(
@@ -243,13 +245,19 @@ def run(
             _wait(
                 stop,
                 discover_every,
-                lambda: _leadership_changed(candidates, watches, retry_at=retry_at),
+                functools.partial(
+                    _leadership_changed, clusters, candidates, watches, retry_at=retry_at
+                ),
             )
     finally:
         for watch in watches.values():
             watch.close()
-        for candidate in candidates.values():
-            leader_election.leave(candidate)
+        if candidates:
+            # The Leases are given up only once the watches have stopped writing.
+            for watch in watches.values():
+                watch.join(timeout=2.0)
+            for candidate in candidates.values():
+                leader_election.leave(candidate)
     time.sleep(0.1)
     return watches
 
@@ -264,15 +272,17 @@ def _leadership(candidate: leader_election.Candidate | None):
     return lambda: candidate.term == term and candidate.leading()
 
 
-def _leadership_changed(candidates: dict, watches: dict, *, retry_at: dict) -> bool:
+def _leadership_changed(clusters: dict, candidates: dict, watches: dict, *, retry_at: dict) -> bool:
     """A cluster this process began or stopped leading since its watches were last settled
     (but for one whose watch waits to be tried again)."""
     now = time.monotonic()
-    return any(
-        candidate.leading() != (key in watches and watches[key].leading())
-        for key, candidate in candidates.items()
-        if retry_at.get(key, 0) <= now
-    )
+    for key, cluster in clusters.items():
+        candidate = candidates.get(leader_election.key_of(cluster))
+        if candidate is None or retry_at.get(key, 0) > now:
+            continue
+        if candidate.leading() != (key in watches and watches[key].leading()):
+            return True
+    return False
 
 
 def _wait(stop: threading.Event, seconds: float, changed) -> None:

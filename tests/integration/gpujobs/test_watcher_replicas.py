@@ -150,3 +150,9 @@ def test_killing_the_leader_hands_over_within_seconds_with_no_job_state_lost_or_
         before.finished_at,
         before.node,
     )
+
+    # Stopped cleanly (SIGTERM, as a rolling update stops it), a leader gives the Lease up, so
+    # that the next replica need not wait for it to expire.
+    stop_process(standby)
+    assert standby.returncode == 0
+    assert holder_of(k8s, lease_name) == ""

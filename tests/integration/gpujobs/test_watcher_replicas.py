@@ -130,7 +130,8 @@ def test_killing_the_leader_hands_over_within_seconds_with_no_job_state_lost_or_
         what="the other replica to take the Lease",
     )
     handover = time.monotonic() - killed_at
-    assert handover < LEASE_SECONDS + RENEW_SECONDS + 3, f"handover took {handover:.1f} s"
+    print(f"handover after SIGKILL: {handover:.1f} s")
+    assert handover < LEASE_SECONDS + RENEW_SECONDS + 5, f"handover took {handover:.1f} s"
     assert lease_of(k8s, lease_name).spec.lease_transitions == 1
 
     second = submit(gpu.member, gpu.team, gpu_cluster, name="after", annotations=finishing(1))

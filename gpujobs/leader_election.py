@@ -186,12 +186,16 @@ class Candidate:
             # Still leader until the deadline, if it was: the next step may renew in time.
             logger.warning("%s: %s", what, error)
             return self.leading()
-        was_leading = self.leading()
         with self._lock:
+            # A new term before the renewal counts, so that no watch starts in the old one.
+            was_leading = leading(
+                renewed_at=self._renewed_at, now=self.clock(), renew_deadline=self.deadline
+            )
+            if not was_leading:
+                self.term += 1
             self._renewed_at = started
         self._seen = observe(None, written, now=self.clock())
         if not was_leading:
-            self.term += 1
             logger.info("%s: %s leads (%s)", what, self.me, action)
         return True
 

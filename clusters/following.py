@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -118,7 +119,14 @@ class WorkloadWatch:
     thread_prefix = ""
     what = "workloads"  # for the log line that says the watch started
 
-    def __init__(self, cluster, *, stop: threading.Event, watch_timeout: int):
+    def __init__(
+        self,
+        cluster,
+        *,
+        stop: threading.Event,
+        watch_timeout: int,
+        leading: Callable[[], bool] | None = None,
+    ):
         self.cluster_id = cluster.pk
         self.cluster_name = cluster.name
         self.kube = WorkloadClient.for_cluster(cluster)
@@ -129,6 +137,9 @@ class WorkloadWatch:
         self.threads: list[threading.Thread] = []
         self.lists = 0  # full lists made (first ones, and after 410 Gone)
         self.resumes = 0  # watches resumed from a resourceVersion
+        # Whether this process still leads the cluster's watchers (leader election): once it
+        # does not, the threads stop and nothing more is written.
+        self.leading = leading or (lambda: True)
 
     def kinds(self) -> tuple[str, ...]:
         raise NotImplementedError
@@ -145,7 +156,7 @@ class WorkloadWatch:
         return []
 
     def stopping(self) -> bool:
-        return self.stop.is_set() or self.parent_stop.is_set()
+        return self.stop.is_set() or self.parent_stop.is_set() or not self.leading()
 
     def start(self) -> None:
         name = f"{self.thread_prefix}{self.cluster_name}"
@@ -163,6 +174,12 @@ class WorkloadWatch:
 
     def close(self) -> None:
         self.stop.set()
+
+    def join(self, timeout: float) -> None:
+        """Wait (at most ``timeout`` seconds in all) for the threads to end after ``close``."""
+        deadline = time.monotonic() + timeout
+        for thread in self.threads:
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
     def _follow(self, kind: str) -> None:
         follow(

@@ -194,6 +194,8 @@ KINDS: dict[str, Kind] = {
     "Deployment": Kind("apps/v1", "deployments", namespaced=True),
     "Service": Kind("v1", "services", namespaced=True),
     "HTTPRoute": Kind(GATEWAY_API_VERSION, "httproutes", namespaced=True),
+    # The watcher's leader election, one per cluster in the portal's own namespace.
+    "Lease": Kind("coordination.k8s.io/v1", "leases", namespaced=True),
 }
 
 
@@ -372,7 +374,13 @@ class KubeClient:
         status = error.status or 0
         answer = _api_status(error)
         message = str(answer.get("message") or error.reason or f"HTTP {status}").strip()
-        verb = {"GET": "read", "PATCH": "apply", "DELETE": "delete", "POST": "create"}[method]
+        verb = {
+            "GET": "read",
+            "PATCH": "apply",
+            "DELETE": "delete",
+            "POST": "create",
+            "PUT": "update",
+        }[method]
         if status == 0:
             return ClusterUnreachable(self._unreachable(error))
         fields = {

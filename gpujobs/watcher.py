@@ -35,7 +35,7 @@ from clusters import following
 from clusters.following import RETRY_MAX_SECONDS, RETRY_MIN_SECONDS
 from clusters.kube import KubeError, connection_configured
 from clusters.models import Cluster, QuotaMode
-from gpujobs import queues
+from gpujobs import leader_election, queues
 from gpujobs import tracker as tracking
 
 logger = logging.getLogger(__name__)
@@ -46,10 +46,10 @@ class ClusterWatch(following.WorkloadWatch):
 
     what = "GPU jobs"
 
-    def __init__(self, cluster: Cluster, *, stop: threading.Event, watch_timeout: int):
+    def __init__(self, cluster: Cluster, *, stop: threading.Event, watch_timeout: int, **options):
         self.cluster = cluster
         self.kueue = cluster.quota_mode == QuotaMode.KUEUE
-        super().__init__(cluster, stop=stop, watch_timeout=watch_timeout)
+        super().__init__(cluster, stop=stop, watch_timeout=watch_timeout, **options)
         self.tracker = tracking.Tracker(
             cluster_id=cluster.pk, cluster_name=cluster.name, kueue=self.kueue
         )
@@ -80,6 +80,8 @@ class ClusterWatch(following.WorkloadWatch):
                     fields = queues.take_snapshot(
                         self.cluster, kube=self.kube, portal_name=settings.PORTAL_NAME
                     )
+                    if self.stopping():
+                        return  # no write once this process no longer leads
                     queues.record_snapshot(self.cluster_id, fields)
                 except KubeError as error:
                     logger.warning("cluster %s: Kueue's queues: %s", self.cluster_name, error)
@@ -125,6 +127,8 @@ class ClusterWatch(following.WorkloadWatch):
                         change = self.changes.get_nowait()
                     except queue.Empty:
                         change = None
+                if self.stopping():
+                    return  # no write once this process no longer leads
                 self._flush(dirty, deleted, pending_lists)
         finally:
             connection.close()
@@ -192,36 +196,101 @@ def run(
                 except KubeError as error:
                     logger.warning("cluster %s: %s", cluster.name, error)
         return {}
+    elect = settings.GPUJOBS_WATCHER_LEADER_ELECTION
     watches: dict[tuple, ClusterWatch] = {}
+    candidates: dict[tuple, leader_election.Candidate] = {}
     retry_at: dict[tuple, float] = {}  # clusters whose credentials failed: when to try again
-    while not stop.is_set():
-        try:
-            close_old_connections()
-            clusters = {
-                _cluster_key(c): c for c in Cluster.objects.all() if connection_configured(c)
-            }
-        except DatabaseError:
-            logger.exception("cannot read the clusters; trying again")
-            connection.close()
-            stop.wait(discover_every)
-            continue
-        for key in list(watches):
-            if key not in clusters:
-                logger.info("no longer watching cluster %s", watches[key].cluster_name)
-                watches.pop(key).close()
-        for key, cluster in clusters.items():
-            if key in watches or retry_at.get(key, 0) > time.monotonic():
-                continue
+    try:
+        while not stop.is_set():
             try:
-                watch = watch_class(cluster, stop=stop, watch_timeout=watch_timeout)
-            except KubeError as error:
-                logger.warning("cannot watch cluster %s: %s", cluster.name, error)
-                retry_at[key] = time.monotonic() + RETRY_MAX_SECONDS
+                close_old_connections()
+                clusters = {
+                    _cluster_key(c): c for c in Cluster.objects.all() if connection_configured(c)
+                }
+            except DatabaseError:
+                logger.exception("cannot read the clusters; trying again")
+                connection.close()
+                stop.wait(discover_every)
                 continue
-            watch.start()
-            watches[key] = watch
-        stop.wait(discover_every)
-    for watch in watches.values():
-        watch.close()
+            for key in list(watches):
+                if key not in clusters:
+                    logger.info("no longer watching cluster %s", watches[key].cluster_name)
+                    watches.pop(key).close()
+                elif not watches[key].leading():
+                    logger.info("cluster %s: not the leader; watching stops", key[1])
+                    watches.pop(key).close()
+            reached = {leader_election.key_of(c) for c in clusters.values()}
+            for ckey in list(candidates):
+                if ckey not in reached:
+                    leader_election.leave(candidates.pop(ckey))
+            for key, cluster in clusters.items():
+                if key in watches or retry_at.get(key, 0) > time.monotonic():
+                    continue
+                ckey = leader_election.key_of(cluster)
+                try:
+                    if elect and ckey not in candidates:
+                        candidates[ckey] = leader_election.join(cluster)
+                    leading = _leadership(candidates.get(ckey))
+                    if not leading():
+                        continue  # another replica follows this cluster
+                    watch = watch_class(
+                        cluster, stop=stop, watch_timeout=watch_timeout, leading=leading
+                    )
+                except KubeError as error:
+                    logger.warning("cannot watch cluster %s: %s", cluster.name, error)
+                    retry_at[key] = time.monotonic() + RETRY_MAX_SECONDS
+                    continue
+                watch.start()
+                watches[key] = watch
+            _wait(
+                stop,
+                discover_every,
+                functools.partial(
+                    _leadership_changed, clusters, candidates, watches, retry_at=retry_at
+                ),
+            )
+    finally:
+        for watch in watches.values():
+            watch.close()
+        if candidates:
+            # The Leases are given up only once the watches have stopped writing.
+            for watch in watches.values():
+                watch.join(timeout=2.0)
+            for candidate in candidates.values():
+                leader_election.leave(candidate)
     time.sleep(0.1)
     return watches
+
+
+def _leadership(candidate: leader_election.Candidate | None):
+    """Whether this process may follow the cluster: always without leader election; with it,
+    while it leads in the term it leads now (a watch started in an earlier term stops, and
+    the next one begins with a full list)."""
+    if candidate is None:
+        return lambda: True
+    term = candidate.term
+    return lambda: candidate.term == term and candidate.leading()
+
+
+def _leadership_changed(clusters: dict, candidates: dict, watches: dict, *, retry_at: dict) -> bool:
+    """A cluster this process began or stopped leading since its watches were last settled
+    (but for one whose watch waits to be tried again)."""
+    now = time.monotonic()
+    for key, cluster in clusters.items():
+        candidate = candidates.get(leader_election.key_of(cluster))
+        if candidate is None or retry_at.get(key, 0) > now:
+            continue
+        if candidate.leading() != (key in watches and watches[key].leading()):
+            return True
+    return False
+
+
+def _wait(stop: threading.Event, seconds: float, changed) -> None:
+    """Wait ``seconds`` or until ``stop``, looking every half second whether leadership
+    changed, so that a new leader starts its watches at once."""
+    deadline = time.monotonic() + seconds
+    while not stop.is_set() and (left := deadline - time.monotonic()) > 0:
+        if stop.wait(min(0.5, left)):
+            return
+        if changed():
+            return

@@ -549,6 +549,20 @@ GPUJOBS_LOG_FOLLOWS_TOTAL = env_int("GPUJOBS_LOG_FOLLOWS_TOTAL", 200)
 
 # What the watcher process (``manage.py watch_jobs``) follows: one ``run`` per workload app.
 PORTAL_WATCHERS = ["gpujobs.watcher.run", "serving.watcher.run"]
+# Several watcher replicas: per cluster, only the holder of a Lease named
+# ``<GPUJOBS_WATCHER_LEASE_NAME>-<cluster>`` in PORTAL_NAMESPACE on that cluster follows it
+# (gpujobs/leader_election.py). The holder renews it every GPUJOBS_WATCHER_RENEW_SECONDS and
+# stops writing when a renewal has not succeeded for the lease's duration less one interval;
+# another replica takes it over once it has stood unrenewed for GPUJOBS_WATCHER_LEASE_SECONDS.
+GPUJOBS_WATCHER_LEADER_ELECTION = env_bool("GPUJOBS_WATCHER_LEADER_ELECTION", True)
+GPUJOBS_WATCHER_LEASE_NAME = env("GPUJOBS_WATCHER_LEASE_NAME", f"{PORTAL_NAME}-watcher")
+GPUJOBS_WATCHER_LEASE_SECONDS = env_int("GPUJOBS_WATCHER_LEASE_SECONDS", 15)
+GPUJOBS_WATCHER_RENEW_SECONDS = env_float("GPUJOBS_WATCHER_RENEW_SECONDS", 5)
+if not 0 < GPUJOBS_WATCHER_RENEW_SECONDS < GPUJOBS_WATCHER_LEASE_SECONDS:
+    raise ImproperlyConfigured(
+        "GPUJOBS_WATCHER_RENEW_SECONDS must be positive and shorter than "
+        f"GPUJOBS_WATCHER_LEASE_SECONDS ({GPUJOBS_WATCHER_LEASE_SECONDS})."
+    )
 
 # Inference services: the Gateway (``namespace/name``) their HTTPRoutes attach to on clusters
 # with the Gateway API (empty: routes name no parent, for a gateway controller that adopts

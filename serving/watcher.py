@@ -38,8 +38,8 @@ class ServiceWatch(following.WorkloadWatch):
     thread_prefix = "services-"
     what = "inference services"
 
-    def __init__(self, cluster: Cluster, *, stop: threading.Event, watch_timeout: int):
-        super().__init__(cluster, stop=stop, watch_timeout=watch_timeout)
+    def __init__(self, cluster: Cluster, *, stop: threading.Event, watch_timeout: int, **options):
+        super().__init__(cluster, stop=stop, watch_timeout=watch_timeout, **options)
         self.tracker = tracking.Tracker(cluster_id=cluster.pk, cluster_name=cluster.name)
 
     def kinds(self) -> tuple[str, ...]:
@@ -73,6 +73,8 @@ class ServiceWatch(following.WorkloadWatch):
                         change = self.changes.get_nowait()
                     except queue.Empty:
                         change = None
+                if self.stopping():
+                    break  # no write once this process no longer leads
                 if listed >= set(tracking.KINDS):
                     write_all = self._flush(dirty, write_all=write_all)
         finally:

@@ -400,6 +400,9 @@ def run() -> dict:
         make_namespace(core, kubectl_ns, gpus=None)
 
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "GPUJOBS_TTL_SECONDS_AFTER_FINISHED": "600"}
+        # One watcher: no leader election (its Lease would need deploy/namespace.yaml's
+        # namespace on the devcluster; tests/integration/gpujobs/test_watcher_replicas.py has it).
+        env["GPUJOBS_WATCHER_LEADER_ELECTION"] = "0"
         logs = Path(tempfile.mkdtemp(prefix="bench-gpujobs-"))
         processes.append(
             start(

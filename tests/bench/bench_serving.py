@@ -292,6 +292,9 @@ def run() -> dict:
         make_namespace(core, portal_ns)
         make_namespace(core, kubectl_ns)
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        # One watcher: no leader election (its Lease would need deploy/namespace.yaml's
+        # namespace on the devcluster; tests/integration/gpujobs/test_watcher_replicas.py has it).
+        env["GPUJOBS_WATCHER_LEADER_ELECTION"] = "0"
         logs = Path(tempfile.mkdtemp(prefix="bench-serving-"))
         processes.append(
             start(

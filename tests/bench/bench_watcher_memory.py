@@ -165,6 +165,9 @@ def run() -> dict:
     results: dict = {"jobs": JOBS, "cpus": os.cpu_count(), "load_at_start": os.getloadavg()[0]}
     logs = Path(tempfile.mkdtemp(prefix="bench-watcher-"))
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    # One watcher: no leader election (its Lease would need deploy/namespace.yaml's
+    # namespace on the devcluster; tests/integration/gpujobs/test_watcher_replicas.py has it).
+    env["GPUJOBS_WATCHER_LEADER_ELECTION"] = "0"
     with holding(handle):
         cluster, _ = Cluster.objects.update_or_create(
             name=CLUSTER_NAME, defaults={"kubeconfig_path": str(handle.kubeconfig)}

@@ -23,6 +23,7 @@ DEPLOY = REPO_ROOT / "deploy"
 DEPLOY_RBAC = DEPLOY / "rbac.yaml"
 DEPLOY_TEAM_ROLES = DEPLOY / "team-roles.yaml"
 DEPLOY_CONFINEMENT = DEPLOY / "portal-confinement.yaml"
+DEPLOY_NAMESPACE = DEPLOY / "namespace.yaml"
 DEFAULT_PORTAL_NAME = "gpu-portal"
 PORTAL_SERVICE_ACCOUNT = "system:serviceaccount:gpu-portal:gpu-portal"
 
@@ -40,6 +41,48 @@ def portal_cluster_role(portal_name: str = DEFAULT_PORTAL_NAME) -> dict:
         if "resourceNames" in rule:
             rule["resourceNames"] = [_renamed(n, portal_name) for n in rule["resourceNames"]]
     return role
+
+
+def portal_lease_role() -> dict:
+    """deploy/rbac.yaml's Role for the watcher's Leases in the portal's namespace."""
+    (role,) = [d for d in yaml.safe_load_all(DEPLOY_RBAC.read_text()) if d["kind"] == "Role"]
+    return role
+
+
+def install_portal_namespace(admin_api: client.ApiClient) -> None:
+    """deploy/namespace.yaml's namespace, the portal's own (where the watcher's Leases live),
+    as a cluster admin applies it."""
+    try:
+        client.CoreV1Api(admin_api).create_namespace(yaml.safe_load(DEPLOY_NAMESPACE.read_text()))
+    except ApiException as error:
+        if error.status != 409:
+            raise
+
+
+def install_lease_role(admin_api: client.ApiClient, *, name: str) -> None:
+    """deploy/namespace.yaml's namespace (the portal's own) and deploy/rbac.yaml's Role for
+    the watcher's Leases there, bound to the user ``name``, as a cluster admin applies them."""
+    rbac = client.RbacAuthorizationV1Api(admin_api)
+    install_portal_namespace(admin_api)
+    role = portal_lease_role()
+    namespace_name = role["metadata"]["namespace"]
+    role = {**role, "metadata": {**role["metadata"], "name": name}}
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": name, "namespace": namespace_name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": name}],
+    }
+    for create, replace, body in (
+        (rbac.create_namespaced_role, rbac.replace_namespaced_role, role),
+        (rbac.create_namespaced_role_binding, rbac.replace_namespaced_role_binding, binding),
+    ):
+        _create_or_replace(
+            lambda body, create=create: create(namespace_name, body),
+            lambda n, body, replace=replace: replace(n, namespace_name, body),
+            body,
+        )
 
 
 def team_cluster_roles(portal_name: str = DEFAULT_PORTAL_NAME) -> list[dict]:
@@ -136,7 +179,8 @@ def portal_identity_name(*, user: str, portal_name: str = DEFAULT_PORTAL_NAME) -
 def mint_portal_identity(
     devcluster, admin_api: client.ApiClient, *, user: str, portal_name: str = DEFAULT_PORTAL_NAME
 ) -> Path:
-    """A kubeconfig for a user bound to deploy/rbac.yaml's ClusterRole and nothing else, with
+    """A kubeconfig for a user bound to deploy/rbac.yaml's ClusterRole and its Role for the
+    watcher's Leases (in deploy/namespace.yaml's namespace) and nothing else, with
     deploy/team-roles.yaml installed (for ``portal_name``).
 
     The role is created under a name taken from its rules, so test sessions of other versions
@@ -159,6 +203,7 @@ def mint_portal_identity(
         (rbac.create_cluster_role_binding, rbac.replace_cluster_role_binding, binding),
     ):
         _create_or_replace(create, replace, body)
+    install_lease_role(admin_api, name=name)
     return devcluster.mint(name)
 
 

@@ -120,7 +120,14 @@ def sqlite_demo(devcluster, tmp_path):
         "PORTAL_INVENTORY_SYNC_SECONDS": "1",
         "PORTAL_IDLE_CHECK_EVERY_SECONDS": "1",
         "GPUJOBS_RESYNC_SECONDS": "1",
+        # Its watcher leads the devcluster under a Lease of its own (not the session's), in the
+        # portal's namespace, which a cluster admin makes (deploy/namespace.yaml).
+        "GPUJOBS_WATCHER_LEASE_NAME": f"{queue}-watcher",
     }
+    from tests.integration.portal_identity import install_portal_namespace
+
+    with devcluster.api_client() as api:
+        install_portal_namespace(api)
     manage = [sys.executable, "manage.py"]
     subprocess.run([*manage, "migrate", "--noinput", "-v0"], cwd=REPO_ROOT, env=env, check=True)
     setup = SETUP.replace("SLUG", repr(slug)).replace("GPUS", str(GRANTED_GPUS))

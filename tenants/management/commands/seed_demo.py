@@ -9,11 +9,13 @@ demo passwords. The demo's jobs and its GPU history come from ``seed_demo_jobs``
 import datetime
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.management.base import BaseCommand
 from django.db import transaction
 from django.utils import timezone
 
+from clusters.kube import KubeClient, KubeError
 from clusters.models import Cluster, GpuCapacity
 from clusters.vocabulary import DEFAULT_GPU_RESOURCE
 from tenants import quota, services
@@ -118,6 +120,7 @@ class Command(BaseCommand):
             resource_name=DEFAULT_GPU_RESOURCE,
             defaults={"allocatable": options["gpus"], "gpu_model": "NVIDIA-A100-SXM4-80GB"},
         )
+        self._portal_namespace(cluster)
 
         today = timezone.localdate()
         for demo in REQUESTS:
@@ -139,3 +142,22 @@ class Command(BaseCommand):
                     reviewer=admin, quota_request=quota_request, note=demo.approval
                 )
         self.stdout.write(self.style.SUCCESS("Demo data ready."))
+
+    def _portal_namespace(self, cluster: Cluster) -> None:
+        """The portal's own namespace on the demo's cluster (deploy/namespace.yaml), where the
+        watcher's leader election keeps its Lease: in a real cluster its admin makes it; the
+        demo runs with the cluster's admin credentials and plays that part."""
+        if not cluster.kubeconfig_path:
+            return
+        namespace = {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {
+                "name": settings.PORTAL_NAMESPACE,
+                "labels": {"app.kubernetes.io/name": settings.PORTAL_NAME},
+            },
+        }
+        try:
+            KubeClient.for_cluster(cluster).apply(namespace)
+        except KubeError as error:
+            self.stderr.write(f"The portal's namespace was not made: {error}")

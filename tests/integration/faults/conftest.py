@@ -493,6 +493,8 @@ def private_portal(devcluster, k8s, tmp_path_factory):
             "DATABASE_URL": postgres.url,
             "CELERY_BROKER_URL": redis.url,
             "CELERY_TASK_DEFAULT_QUEUE": queue,
+            # Its watcher leads the devcluster under a Lease of its own (not the session's).
+            "GPUJOBS_WATCHER_LEASE_NAME": f"{queue}-watcher",
             "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
             "PYTHONUNBUFFERED": "1",
             "PORTAL_RECONCILE_SWEEP_SECONDS": "3",

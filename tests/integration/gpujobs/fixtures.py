@@ -52,7 +52,8 @@ _watcher = OnePerSession()
 @pytest.fixture(scope="session")
 def watcher_process(postgres_database, tmp_path_factory):
     """``manage.py watch_jobs`` as a process of its own, reading the test database: one per
-    session (``OnePerSession``).
+    session (``OnePerSession``), leading every cluster alone under its Lease's name
+    (``SESSION_LEASE_NAME``).
 
     It looks for clusters every half second (each test makes its own Cluster row) and restarts
     its watches every 30 s, so the tests also exercise resuming from a resourceVersion.
@@ -65,12 +66,23 @@ def watcher_process(postgres_database, tmp_path_factory):
         yield watcher
 
 
-def _start_watcher(postgres_database, tmp_path_factory) -> subprocess.Popen:
+# The session's watchers' Leases (leader election, gpujobs/leader_election.py): a name of the
+# session's own, so that sessions sharing the devcluster never wait on each other's watcher.
+SESSION_LEASE_NAME = f"test-watcher-{uuid.uuid4().hex[:8]}"
+
+
+def _start_watcher(
+    postgres_database, tmp_path_factory, *, env: dict[str, str] | None = None
+) -> subprocess.Popen:
+    """``manage.py watch_jobs`` on the test database, started once it says it follows the
+    jobs; ``env``: more variables (another lease name, shorter leases)."""
     log_path = tmp_path_factory.mktemp("watcher") / "watcher.log"
     env = {
         **os.environ,
         "DATABASE_URL": _database_url(postgres_database),
         "PYTHONUNBUFFERED": "1",
+        "GPUJOBS_WATCHER_LEASE_NAME": SESSION_LEASE_NAME,
+        **(env or {}),
     }
     with open(log_path, "w") as log:
         watcher = subprocess.Popen(

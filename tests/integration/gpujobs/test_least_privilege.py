@@ -1,8 +1,8 @@
 """deploy/rbac.yaml lets the portal run GPU jobs (read the team's namespace to check it is the
 portal's; create and delete Jobs; follow Jobs, pods and events, and Kueue's Workloads; read logs
-and Kueue's queues) and no more: it never creates or changes pods, nor execs into them, nor
-changes what Kueue decided about a Workload. Every cluster test of jobs runs with exactly these
-credentials."""
+and Kueue's queues; hold the watcher's Leases in its own namespace) and no more: it never creates
+or changes pods, nor execs into them, nor changes what Kueue decided about a Workload, nor
+touches another Lease. Every cluster test of jobs runs with exactly these credentials."""
 
 import pytest
 from kubernetes import config
@@ -10,6 +10,8 @@ from kubernetes import config
 from tests.integration.portal_identity import access_allowed
 
 pytestmark = [pytest.mark.devcluster]
+
+PORTAL_NAMESPACE = "gpu-portal"  # deploy/namespace.yaml's
 
 
 @pytest.fixture(scope="module")
@@ -63,4 +65,32 @@ def test_the_portal_may_do_what_gpu_jobs_need(
 def test_the_portal_may_not_do_more_with_workloads(portal_api, verb, resource, group, subresource):
     assert not access_allowed(
         portal_api, verb, resource, group=group, subresource=subresource, namespace="any-team"
+    )
+
+
+@pytest.mark.parametrize("verb", ["get", "create", "update"])
+def test_the_watcher_may_hold_its_leases_in_the_portals_namespace(portal_api, verb):
+    """Leader election among watcher replicas (gpujobs/leader_election.py)."""
+    assert access_allowed(
+        portal_api, verb, "leases", group="coordination.k8s.io", namespace=PORTAL_NAMESPACE
+    )
+
+
+@pytest.mark.parametrize(
+    ("verb", "namespace"),
+    [
+        ("delete", PORTAL_NAMESPACE),
+        ("patch", PORTAL_NAMESPACE),
+        ("list", PORTAL_NAMESPACE),
+        ("create", "any-team"),
+        ("update", "any-team"),
+        ("update", "kube-node-lease"),
+        ("update", "kube-system"),
+    ],
+)
+def test_the_watcher_may_not_touch_other_leases(portal_api, verb, namespace):
+    """No Lease outside the portal's namespace (the nodes' heartbeats, the control plane's own
+    leader elections), and none deleted."""
+    assert not access_allowed(
+        portal_api, verb, "leases", group="coordination.k8s.io", namespace=namespace
     )

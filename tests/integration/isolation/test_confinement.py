@@ -6,8 +6,11 @@ The worker of every test in this package runs under it."""
 import uuid
 
 import pytest
+from django.conf import settings
 from kubernetes import client
 
+from clusters.leases import LeaseClient
+from gpujobs import leader_election
 from tests.integration.kube import delete_namespace, read_or_none
 
 from .conftest import refusal
@@ -185,3 +188,29 @@ def test_the_portal_cannot_add_an_admission_policy_of_another_name(portal_api, i
     )
 
     assert status == 403
+
+
+def test_the_portal_may_hold_the_watchers_lease_in_its_own_namespace(iso_cluster, k8s):
+    """The one write outside the namespaces it manages: the watcher replicas' leader election
+    creates and renews a Lease in the portal's own namespace (deploy/rbac.yaml's Role there)."""
+    name = f"iso-watcher-{uuid.uuid4().hex[:6]}"
+    candidate = leader_election.Candidate(
+        LeaseClient.for_cluster(iso_cluster),
+        namespace=settings.PORTAL_NAMESPACE,
+        name=name,
+        me="iso-replica-1",
+        lease_seconds=15,
+        renew_seconds=5,
+    )
+    coordination = client.CoordinationV1Api(k8s)
+    try:
+        assert candidate.step()  # created
+        created = coordination.read_namespaced_lease(name, settings.PORTAL_NAMESPACE)
+        assert candidate.step()  # renewed: an update at the version read
+        renewed = coordination.read_namespaced_lease(name, settings.PORTAL_NAMESPACE)
+
+        assert candidate.leading()
+        assert renewed.spec.holder_identity == "iso-replica-1"
+        assert renewed.metadata.resource_version != created.metadata.resource_version
+    finally:
+        coordination.delete_namespaced_lease(name, settings.PORTAL_NAMESPACE)

@@ -51,6 +51,7 @@ def follow(lists, watches) -> tuple[watcher.ClusterWatch, ScriptedKube]:
     watch.watch_timeout = 5
     watch.changes = watcher.queue.Queue()
     watch.lists = watch.resumes = 0
+    watch.leading = lambda: True
     watch.kube = ScriptedKube(stop, lists, watches)
     watch._follow("Pod")
     return watch, watch.kube

@@ -159,3 +159,27 @@ def test_single_sign_on_adds_its_backend_and_keeps_passwords():
         "accounts.oidc.PortalOIDCBackend",
     ]
     assert "accounts.oidc.PortalOIDCBackend" not in load_settings().AUTHENTICATION_BACKENDS
+
+
+def test_watcher_leases_default_to_fifteen_seconds_renewed_every_five_under_the_portal_name():
+    s = load_settings(
+        GPUJOBS_WATCHER_LEADER_ELECTION="",
+        GPUJOBS_WATCHER_LEASE_SECONDS="",
+        GPUJOBS_WATCHER_RENEW_SECONDS="",
+        GPUJOBS_WATCHER_LEASE_NAME="",
+        PORTAL_NAME="gpus",
+    )
+
+    assert (
+        s.GPUJOBS_WATCHER_LEADER_ELECTION,
+        s.GPUJOBS_WATCHER_LEASE_SECONDS,
+        s.GPUJOBS_WATCHER_RENEW_SECONDS,
+        s.GPUJOBS_WATCHER_LEASE_NAME,
+    ) == (True, 15, 5.0, "gpus-watcher")
+
+
+@pytest.mark.parametrize(("lease", "renew"), [("15", "15"), ("3", "5"), ("15", "0")])
+def test_settings_refuse_a_renewal_interval_not_shorter_than_the_lease(lease, renew):
+    """A holder must stop writing a renewal before another replica may take its Lease."""
+    with pytest.raises(ImproperlyConfigured, match="GPUJOBS_WATCHER_RENEW_SECONDS must be"):
+        load_settings(GPUJOBS_WATCHER_LEASE_SECONDS=lease, GPUJOBS_WATCHER_RENEW_SECONDS=renew)

@@ -1,0 +1,117 @@
+"""``gpuportal jobs logs -f``: print a job's log as it is written, until the job ends.
+
+The portal streams a followed log (``GET /api/v1/jobs/{id}/logs/?follow=true``) while the
+container runs, for at most ``GPUJOBS_LOG_FOLLOW_MAX_SECONDS``; then it ends the stream with
+``STOPPED`` and the client asks again (for new lines only). A job that has not started yet is
+waited for (the portal answers 409 while its container is not running). The stream is read by
+a thread of its own, so that the job's state can be checked while no line comes: once the job
+has ended, the client stops, whether or not the cluster ends the stream.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from typing import TextIO
+
+from gpuportal import exits
+from gpuportal.client import ApiError, Client
+
+FINISHED = frozenset({"succeeded", "failed", "cancelled"})
+# The line the portal ends a follow with when its time limit is up (gpujobs.log_follows.STOPPED;
+# tests/unit/cli checks that the two agree).
+STOPPED = "[the portal stopped following this log; ask again to go on]"
+# How often the job's state is read while no line comes, and while it waits to start.
+POLL_SECONDS = 2.0
+
+
+def follow_job_log(
+    api: Client,
+    job_id: int,
+    *,
+    tail: int,
+    container: str,
+    out: TextIO,
+    err: TextIO,
+    poll: float = POLL_SECONDS,
+) -> int:
+    job = api.get(f"jobs/{job_id}/")
+    first = True
+    said_waiting = False
+    while True:
+        if job["state"] in FINISHED:
+            if first:  # never followed: show the end of its log once
+                body = api.get(f"jobs/{job_id}/logs/", tail=tail, container=container)
+                out.write(body.get("log") or "")
+                out.flush()
+            err.write(f"gpuportal: job {job_id} {job['state']}\n")
+            return exits.OK
+        try:
+            _follow_once(
+                api, job_id, tail=tail if first else 0, container=container, out=out, poll=poll
+            )
+            first = False
+        except ApiError as error:
+            if error.status != 409:  # 409: its container is not running (yet)
+                raise
+            if not said_waiting:
+                err.write(f"gpuportal: job {job_id} is {job['state']}; waiting for its log\n")
+                said_waiting = True
+            time.sleep(poll)
+        job = api.get(f"jobs/{job_id}/")
+
+
+def _follow_once(
+    api: Client, job_id: int, *, tail: int, container: str, out: TextIO, poll: float
+) -> None:
+    """One followed stream, printed line by line; returns when it ends, or when no line has come
+    for a while and the job has ended."""
+    lines: queue.Queue = queue.Queue()
+    stream = Client(api.base_url, api.token)
+    reader = threading.Thread(
+        target=_read,
+        args=(
+            stream,
+            f"jobs/{job_id}/logs/",
+            {"follow": "true", "tail": tail, "container": container},
+            lines,
+        ),
+        daemon=True,
+    )
+    reader.start()
+    try:
+        ended_at = None
+        while True:
+            try:
+                kind, value = lines.get(timeout=poll)
+            except queue.Empty:
+                if ended_at is not None:
+                    return  # the job has ended and the lines have stopped coming
+                if api.get(f"jobs/{job_id}/")["state"] in FINISHED:
+                    ended_at = time.monotonic()
+                continue
+            if kind == "line":
+                if value != STOPPED:
+                    out.write(value + "\n")
+                    out.flush()
+            elif kind == "error":
+                raise value
+            else:
+                return
+    finally:
+        stream.close()  # ends the reader's request, if it still waits
+        reader.join(timeout=5)
+
+
+def _read(stream: Client, path: str, params: dict, lines: queue.Queue) -> None:
+    try:
+        with stream.stream_lines(path, params=params) as (_, text):
+            for line in text:
+                lines.put(("line", line))
+    except ApiError as error:
+        lines.put(("error", error))
+        return
+    except Exception:  # the stream was closed under it: the main thread is done
+        pass
+    lines.put(("end", None))

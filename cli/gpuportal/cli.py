@@ -8,6 +8,7 @@ Every command ends with one of the exit codes of ``gpuportal.exits``; errors go 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import getpass
 import os
 import socket
@@ -499,7 +500,9 @@ def main(
     stderr = stderr or sys.stderr
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        # argparse writes usage, help and errors to sys.stdout / sys.stderr.
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            args = parser.parse_args(argv)
     except SystemExit as done:  # --help, --version, usage errors
         return done.code if isinstance(done.code, int) else exits.BAD_INPUT
     ctx = Context(args, stdout, stderr)

@@ -45,20 +45,24 @@ def follow_job_log(
                 body = api.get(f"jobs/{job_id}/logs/", tail=tail, container=container)
                 out.write(body.get("log") or "")
                 out.flush()
+                if not body.get("log") and body.get("detail"):
+                    err.write(f"gpuportal: {body['detail']}\n")
             err.write(f"gpuportal: job {job_id} {job['state']}\n")
             return exits.OK
+        started = time.monotonic()
         try:
             _follow_once(
                 api, job_id, tail=tail if first else 0, container=container, out=out, poll=poll
             )
             first = False
         except ApiError as error:
-            if error.status != 409:  # 409: its container is not running (yet)
+            if error.status != 409:  # 409: its container is not running (yet, or any more)
                 raise
-            if not said_waiting:
+            if first and not said_waiting:
                 err.write(f"gpuportal: job {job_id} is {job['state']}; waiting for its log\n")
                 said_waiting = True
-            time.sleep(poll)
+        if time.monotonic() - started < poll:
+            time.sleep(poll)  # a stream that ended at once: do not ask again at once
         job = api.get(f"jobs/{job_id}/")
 
 

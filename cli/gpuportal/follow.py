@@ -10,7 +10,9 @@ has ended, the client stops, whether or not the cluster ends the stream.
 
 from __future__ import annotations
 
+import contextlib
 import queue
+import socket
 import threading
 import time
 from typing import TextIO
@@ -72,6 +74,7 @@ def _follow_once(
     """One followed stream, printed line by line; returns when it ends, or when no line has come
     for a while and the job has ended."""
     lines: queue.Queue = queue.Queue()
+    opened: list = []  # the streamed response, once it answers
     stream = Client(api.base_url, api.token)
     reader = threading.Thread(
         target=_read,
@@ -80,20 +83,21 @@ def _follow_once(
             f"jobs/{job_id}/logs/",
             {"follow": "true", "tail": tail, "container": container},
             lines,
+            opened,
         ),
         daemon=True,
     )
     reader.start()
     try:
-        ended_at = None
+        job_ended = False
         while True:
             try:
                 kind, value = lines.get(timeout=poll)
             except queue.Empty:
-                if ended_at is not None:
+                if job_ended:
                     return  # the job has ended and the lines have stopped coming
                 if api.get(f"jobs/{job_id}/")["state"] in FINISHED:
-                    ended_at = time.monotonic()
+                    job_ended = True  # one more wait for lines still on their way
                 continue
             if kind == "line":
                 if value != STOPPED:
@@ -104,13 +108,26 @@ def _follow_once(
             else:
                 return
     finally:
-        stream.close()  # ends the reader's request, if it still waits
+        for response in opened:
+            _interrupt(response)
+        stream.close()
         reader.join(timeout=5)
 
 
-def _read(stream: Client, path: str, params: dict, lines: queue.Queue) -> None:
+def _interrupt(response) -> None:
+    """Wake the reader if it waits for a line: closing a socket does not end a ``recv`` that
+    another thread is blocked in; shutting it down does."""
+    network = response.extensions.get("network_stream")
+    sock = network.get_extra_info("socket") if network is not None else None
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+
+
+def _read(stream: Client, path: str, params: dict, lines: queue.Queue, opened: list) -> None:
     try:
-        with stream.stream_lines(path, params=params) as (_, text):
+        with stream.stream_lines(path, params=params) as (response, text):
+            opened.append(response)
             for line in text:
                 lines.put(("line", line))
     except ApiError as error:

@@ -132,6 +132,7 @@ def test_logs_follow_prints_lines_as_written_until_the_job_ends(
     job = wait_for_state(job_id, "running")
     (pod,) = job.pods
     devcluster.write_pod_log(gpu.team.slug, pod, [f"step {i}" for i in range(1, 6)])
+    last_lines = cli("jobs", "logs", job_id, "--tail", "2")
 
     follower = subprocess.Popen(
         [sys.executable, "-m", "gpuportal", "jobs", "logs", "-f", str(job_id), "--tail", "2"],
@@ -153,6 +154,7 @@ def test_logs_follow_prints_lines_as_written_until_the_job_ends(
         if follower.poll() is None:
             stop_process(follower)
 
+    assert (last_lines.code, last_lines.out) == (exits.OK, "step 4\nstep 5\n")
     assert tail == ["step 4", "step 5"]
     assert written == "written while followed"
     assert still_following

@@ -162,9 +162,7 @@ def cmd_login(ctx: Context) -> int:
             )
         except ApiError as error:
             # Wrong credentials are the API's 400 without a field: an authentication failure.
-            if error.status == 400 and set(error.body or {}) == {"non_field_errors"}:
-                error.exit_code = exits.AUTH
-            if error.status == 429:
+            if isinstance(error.body, dict) and set(error.body) == {"non_field_errors"}:
                 error.exit_code = exits.AUTH
             raise
     path = config.save_login(url=url, token=made["token"], token_id=made["id"], username=username)

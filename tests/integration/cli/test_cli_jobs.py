@@ -14,8 +14,9 @@ import pytest
 import yaml
 from django.conf import settings
 
+from accounts import services as account_services
 from gpujobs.models import GpuJob
-from gpuportal import exits
+from gpuportal import config, exits
 from tests.integration.cli.conftest import Cli
 from tests.integration.conftest import REDIS_TEST_DB, REPO_ROOT, stop_process, wait_for
 from tests.integration.gpujobs.fixtures import (
@@ -122,11 +123,15 @@ class Lines:
 
 
 def test_logs_follow_prints_lines_as_written_until_the_job_ends(
-    portal, make_gpu_team, gpu_cluster, devcluster, tmp_path, config_home, redis_url
+    portal, make_gpu_team, gpu_cluster, devcluster, tmp_path, config_home, redis_url, monkeypatch
 ):
     gpu = make_gpu_team(gpus=1)
+    # A token from the API tokens page, in the environment as a CI job would keep it (the server
+    # cannot check the suite's fast password hashes, so no login here).
+    _, secret = account_services.api_token_create(user=gpu.member)
+    monkeypatch.setenv(config.URL_VARIABLE, portal)
+    monkeypatch.setenv(config.TOKEN_VARIABLE, secret)
     cli = Cli(portal)
-    assert cli.login(gpu.member).code == exits.OK
     path = job_file(tmp_path, gpu, gpu_cluster)
     job_id = cli("jobs", "submit", "-f", path, "-o", "json").json()["id"]
     job = wait_for_state(job_id, "running")

@@ -5,7 +5,8 @@ container runs, for at most ``GPUJOBS_LOG_FOLLOW_MAX_SECONDS``; then it ends the
 ``STOPPED`` and the client asks again (for new lines only). A job that has not started yet is
 waited for (the portal answers 409 while its container is not running). The stream is read by
 a thread of its own, so that the job's state can be checked while no line comes: once the job
-has ended, the client stops, whether or not the cluster ends the stream.
+has ended, the client stops, whether or not the cluster ends the stream. A stream that breaks
+half-way is asked for again while the job runs (and the portal answers).
 """
 
 from __future__ import annotations
@@ -131,7 +132,13 @@ def _read(stream: Client, path: str, params: dict, lines: queue.Queue, opened: l
             for line in text:
                 lines.put(("line", line))
     except ApiError as error:
-        lines.put(("error", error))
+        if opened and error.status is None:
+            # The stream broke after it began (closed under it when the main thread is done,
+            # or cut by the network or a server restart): the caller reads the job's state,
+            # which says whether to go on.
+            lines.put(("end", None))
+        else:
+            lines.put(("error", error))
         return
     except Exception:  # the stream was closed under it: the main thread is done
         pass

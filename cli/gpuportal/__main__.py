@@ -1,0 +1,3 @@
+from gpuportal.cli import run
+
+run()

@@ -47,6 +47,8 @@ def test_the_default_values_render_every_component(helm):
         ("ServiceAccount", "gpu-portal"),
         ("ClusterRole", "gpu-portal"),
         ("ClusterRoleBinding", "gpu-portal"),
+        ("Role", "gpu-portal-leases"),
+        ("RoleBinding", "gpu-portal-leases"),
         ("ClusterRole", "gpu-portal-viewer"),
         ("ClusterRole", "gpu-portal-member"),
         ("ClusterRole", "gpu-portal-lead"),
@@ -178,11 +180,13 @@ def test_the_rbac_is_deploys_rule_for_rule(helm):
         **deploy_objects("portal-confinement.yaml"),
     }
 
-    for key in [key for key in expected if key[0] == "ClusterRole"]:
+    roles = [key for key in expected if key[0] in ("ClusterRole", "Role")]
+    assert ("Role", "gpu-portal-leases") in roles
+    for key in roles:
         assert rendered[key]["rules"] == expected[key]["rules"], key
-    binding = rendered[("ClusterRoleBinding", "gpu-portal")]
-    assert binding["roleRef"] == expected[("ClusterRoleBinding", "gpu-portal")]["roleRef"]
-    assert binding["subjects"] == expected[("ClusterRoleBinding", "gpu-portal")]["subjects"]
+    for key in [("ClusterRoleBinding", "gpu-portal"), ("RoleBinding", "gpu-portal-leases")]:
+        assert rendered[key]["roleRef"] == expected[key]["roleRef"], key
+        assert rendered[key]["subjects"] == expected[key]["subjects"], key
     for kind in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"):
         key = (kind, "gpu-portal-confinement")
         assert rendered[key]["spec"] == expected[key]["spec"], key
@@ -198,6 +202,12 @@ def test_another_portal_name_and_namespace_renames_the_roles_and_the_confinement
     assert bind[0]["resourceNames"] == ["lab-portal-lead", "lab-portal-member", "lab-portal-viewer"]
     assert "'system:serviceaccount:lab:lab-portal'" in policy["matchConditions"][0]["expression"]
     assert {"name": "portal", "expression": "'lab-portal'"} in policy["variables"]
+    assert {"name": "portalNamespace", "expression": "'lab'"} in policy["variables"]
+    binding = objects[("RoleBinding", "lab-portal-leases")]
+    assert binding["roleRef"]["name"] == "lab-portal-leases"
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "lab-portal", "namespace": "lab"}
+    ]
     assert objects[("ConfigMap", "portal-gpu-portal")]["data"]["PORTAL_NAME"] == "lab-portal"
 
 

@@ -58,6 +58,7 @@ def test_the_default_values_render_every_component(helm):
         ("Job", "portal-gpu-portal-migrate"),
         ("Service", "portal-gpu-portal"),
         ("PodDisruptionBudget", "portal-gpu-portal-web"),
+        ("PodDisruptionBudget", "portal-gpu-portal-watcher"),
     }
 
 
@@ -156,20 +157,74 @@ def test_the_migration_job_runs_before_install_and_upgrade_after_the_settings(he
     assert int(secret["helm.sh/hook-weight"]) < int(job["helm.sh/hook-weight"])
 
 
-def test_one_beat_one_watcher_and_a_disruption_budget_for_the_web_pods(helm):
+def test_one_beat_two_electing_watchers_and_disruption_budgets(helm):
     objects = by_kind_and_name(helm.objects(values={"web.replicas": 3}))
     beat = objects[("Deployment", "portal-gpu-portal-beat")]["spec"]
     watcher = objects[("Deployment", "portal-gpu-portal-watcher")]["spec"]
     web = objects[("Deployment", "portal-gpu-portal-web")]["spec"]
     budget = objects[("PodDisruptionBudget", "portal-gpu-portal-web")]["spec"]
+    watcher_budget = objects[("PodDisruptionBudget", "portal-gpu-portal-watcher")]["spec"]
+    config = objects[("ConfigMap", "portal-gpu-portal")]["data"]
 
     assert (beat["replicas"], beat["strategy"]["type"]) == (1, "Recreate")
-    assert (watcher["replicas"], watcher["strategy"]["type"]) == (1, "Recreate")
+    assert (watcher["replicas"], watcher["strategy"]["type"]) == (2, "RollingUpdate")
+    assert config["GPUJOBS_WATCHER_LEADER_ELECTION"] == "1"
+    assert config["GPUJOBS_WATCHER_LEASE_SECONDS"] == "15"
+    assert config["GPUJOBS_WATCHER_RENEW_SECONDS"] == "5"
+    assert watcher_budget["minAvailable"] == 1
+    assert watcher_budget["selector"]["matchLabels"] == watcher["selector"]["matchLabels"]
     assert web["replicas"] == 3
     assert budget["minAvailable"] == 1
     assert budget["selector"]["matchLabels"] == web["selector"]["matchLabels"]
     service = objects[("Service", "portal-gpu-portal")]["spec"]
     assert service["selector"] == web["selector"]["matchLabels"]
+
+
+def test_more_watchers_and_other_lease_timings(helm):
+    objects = by_kind_and_name(
+        helm.objects(
+            values={
+                "watcher.replicas": 3,
+                "watcher.leaderElection.leaseSeconds": 30,
+                "watcher.leaderElection.renewSeconds": 3,
+            }
+        )
+    )
+    watcher = objects[("Deployment", "portal-gpu-portal-watcher")]["spec"]
+    config = objects[("ConfigMap", "portal-gpu-portal")]["data"]
+
+    assert (watcher["replicas"], watcher["strategy"]["type"]) == (3, "RollingUpdate")
+    assert ("PodDisruptionBudget", "portal-gpu-portal-watcher") in objects
+    assert config["GPUJOBS_WATCHER_LEASE_SECONDS"] == "30"
+    assert config["GPUJOBS_WATCHER_RENEW_SECONDS"] == "3"
+
+
+def test_without_leader_election_one_watcher_recreated(helm):
+    objects = by_kind_and_name(
+        helm.objects(values={"watcher.leaderElection.enabled": "false", "watcher.replicas": 1})
+    )
+    watcher = objects[("Deployment", "portal-gpu-portal-watcher")]["spec"]
+
+    assert (watcher["replicas"], watcher["strategy"]["type"]) == (1, "Recreate")
+    assert ("PodDisruptionBudget", "portal-gpu-portal-watcher") not in objects
+    assert (
+        objects[("ConfigMap", "portal-gpu-portal")]["data"]["GPUJOBS_WATCHER_LEADER_ELECTION"]
+        == "0"
+    )
+
+
+def test_a_renewal_as_long_as_the_lease_is_refused(helm):
+    result = helm.run(
+        "template",
+        "portal",
+        str(CHART),
+        *sets(
+            {"watcher.leaderElection.leaseSeconds": 10, "watcher.leaderElection.renewSeconds": 10}
+        ),
+    )
+
+    assert result.returncode != 0
+    assert "watcher.leaderElection.renewSeconds must be less than leaseSeconds" in result.stderr
 
 
 def test_the_rbac_is_deploys_rule_for_rule(helm):
@@ -247,6 +302,16 @@ def test_an_existing_secret_an_ingress_and_no_confinement(helm):
         ("service.type=Public", "/service/type", "value must be one of"),
         ("config.sslRedirect=maybe", "/config/sslRedirect", "got string, want boolean"),
         ("webb.replicas=2", "", "additional properties 'webb' not allowed"),
+        (
+            "watcher.leaderElection.enabled=false,watcher.replicas=2",
+            "/watcher/replicas",
+            "maximum: got 2, want 1",
+        ),
+        (
+            "watcher.leaderElection.renewSeconds=often",
+            "/watcher/leaderElection/renewSeconds",
+            "got string, want number",
+        ),
     ],
 )
 def test_a_value_of_the_wrong_type_is_refused_naming_it(helm, value, field, complaint):

@@ -5,7 +5,10 @@ refused with an error naming it (values.schema.json). The API server's verdict o
 manifests is test_chart_on_the_cluster.py's."""
 
 import json
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 import yaml
@@ -108,6 +111,22 @@ def test_every_component_reads_the_settings_and_only_some_get_a_token(helm):
     assert tokens == {"web": True, "worker": True, "beat": False, "watcher": True}
 
 
+OIDC = {
+    "oidc.enabled": "true",
+    "oidc.providerName": "Keycloak",
+    "oidc.clientId": "portal",
+    "oidc.clientSecret": "s3cret",
+    "oidc.endpoints.authorization": "https://sso.example.org/auth",
+    "oidc.endpoints.token": "https://sso.example.org/token",
+    "oidc.endpoints.user": "https://sso.example.org/userinfo",
+    "oidc.endpoints.jwks": "https://sso.example.org/certs",
+    "oidc.groupMapping.gpu-vision-leads.team": "vision",
+    "oidc.groupMapping.gpu-vision-leads.role": "lead",
+    "oidc.groupMapping.gpu-admins.admin": "true",
+    "oidc.signInMaxAgeHours": 8,
+}
+
+
 def test_settings_go_to_the_configmap_and_secrets_to_the_secret(helm):
     objects = by_kind_and_name(
         helm.objects(
@@ -116,11 +135,7 @@ def test_settings_go_to_the_configmap_and_secrets_to_the_secret(helm):
                 "config.allowedHosts": "{portal.example.com,portal.internal}",
                 "config.env.GPUJOBS_CLAIM_SECONDS": "90",
                 "secrets.cacheUrl": "redis://redis.db:6379/1",
-                "oidc.enabled": "true",
-                "oidc.authenticationBackend": "accounts.oidc.Backend",
-                "oidc.loginUrl": "oidc-login",
-                "oidc.config.OIDC_CLIENT_ID": "portal",
-                "oidc.secrets.OIDC_CLIENT_SECRET": "s3cret",
+                **OIDC,
             },
         )
     )
@@ -132,17 +147,71 @@ def test_settings_go_to_the_configmap_and_secrets_to_the_secret(helm):
     assert config["DJANGO_DEBUG"] == "0"
     assert config["DJANGO_ALLOWED_HOSTS"] == "portal.example.com,portal.internal"
     assert config["GPUJOBS_CLAIM_SECONDS"] == "90"
-    assert config["DJANGO_AUTHENTICATION_BACKENDS"] == "accounts.oidc.Backend"
-    assert config["DJANGO_LOGIN_URL"] == "oidc-login"
-    assert config["OIDC_CLIENT_ID"] == "portal"
+    assert {name: value for name, value in config.items() if name.startswith("OIDC_")} == {
+        "OIDC_ENABLED": "1",
+        "OIDC_PROVIDER_NAME": "Keycloak",
+        "OIDC_RP_CLIENT_ID": "portal",
+        "OIDC_OP_AUTHORIZATION_ENDPOINT": "https://sso.example.org/auth",
+        "OIDC_OP_TOKEN_ENDPOINT": "https://sso.example.org/token",
+        "OIDC_OP_USER_ENDPOINT": "https://sso.example.org/userinfo",
+        "OIDC_OP_JWKS_ENDPOINT": "https://sso.example.org/certs",
+        "OIDC_RP_SCOPES": "openid email profile",
+        "OIDC_RP_SIGN_ALGO": "RS256",
+        "OIDC_USERNAME_CLAIM": "preferred_username",
+        "OIDC_GROUPS_CLAIM": "groups",
+        "OIDC_GROUP_MAPPING": config["OIDC_GROUP_MAPPING"],
+        "OIDC_SIGN_IN_MAX_AGE_HOURS": "8",
+    }
+    assert json.loads(config["OIDC_GROUP_MAPPING"]) == {
+        "gpu-vision-leads": {"team": "vision", "role": "lead"},
+        "gpu-admins": {"admin": True},
+    }
     assert secret == {
         "DJANGO_SECRET_KEY": "chart-test-only-" + "k" * 40,
         "DATABASE_URL": "postgres://portal:pw@postgres.db:5432/portal?connect_timeout=3",
         "CELERY_BROKER_URL": "redis://redis.db:6379/0",
         "DJANGO_CACHE_URL": "redis://redis.db:6379/1",
-        "OIDC_CLIENT_SECRET": "s3cret",
+        "OIDC_RP_CLIENT_SECRET": "s3cret",
     }
     assert not set(secret) & set(config)
+
+
+def test_single_sign_on_is_off_by_default_and_its_settings_absent(helm):
+    config = by_kind_and_name(helm.objects())[("ConfigMap", "portal-gpu-portal")]["data"]
+
+    assert [name for name in config if name.startswith("OIDC_")] == ["OIDC_ENABLED"]
+    assert config["OIDC_ENABLED"] == "0"
+
+
+def test_single_sign_on_settings_are_ones_the_portal_starts_with(helm, tmp_path):
+    """The rendered ConfigMap and Secret as the pods' environment: the settings load, the group
+    mapping passes the portal's own check, and the backend is on."""
+    objects = by_kind_and_name(helm.objects(values=OIDC))
+    env = {
+        **objects[("ConfigMap", "portal-gpu-portal")]["data"],
+        **objects[("Secret", "portal-gpu-portal")]["stringData"],
+    }
+    env = {**{k: v for k, v in os.environ.items() if k in ("PATH", "LANG")}, **env}
+    env["HOME"] = str(tmp_path)
+    code = (
+        "from django.conf import settings; import json; "
+        "from tenants.group_mapping import parse_group_mapping; "
+        "parse_group_mapping(settings.OIDC_GROUP_MAPPING); "
+        "print(json.dumps([settings.AUTHENTICATION_BACKENDS, settings.OIDC_SIGN_IN_MAX_AGE_HOURS]))"
+    )
+    result = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", code],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    assert result.returncode == 0, result.stderr
+    backends, hours = json.loads(result.stdout.strip().splitlines()[-1])
+    assert "accounts.oidc.PortalOIDCBackend" in backends
+    assert hours == 8
 
 
 def test_the_migration_job_runs_before_install_and_upgrade_after_the_settings(helm):
@@ -308,6 +377,16 @@ def test_an_existing_secret_an_ingress_and_no_confinement(helm):
             "maximum: got 2, want 1",
         ),
         (
+            "oidc.groupMapping.gpu-vision.team=vision,oidc.groupMapping.gpu-vision.role=boss",
+            "/oidc/groupMapping/gpu-vision/role",
+            "value must be one of 'lead', 'member', 'viewer'",
+        ),
+        ("oidc.groupMapping.gpu-ops.admin=yes", "/oidc/groupMapping/gpu-ops/admin", "want boolean"),
+        ("oidc.groupMapping.gpu-ops.role=lead", "/oidc/groupMapping/gpu-ops", "'team' required"),
+        ("oidc.signAlgo=none", "/oidc/signAlgo", "value must be one of"),
+        ("oidc.enabled=true,oidc.clientId=portal", "/oidc/endpoints/token", "minLength"),
+        ("oidc.loginUrl=oidc-login", "/oidc", "additional properties 'loginUrl' not allowed"),
+        (
             "watcher.leaderElection.renewSeconds=often",
             "/watcher/leaderElection/renewSeconds",
             "got string, want number",
@@ -331,6 +410,19 @@ def test_a_missing_secret_setting_is_named(helm):
 
     assert result.returncode != 0
     assert "secrets.databaseUrl is required" in result.stderr
+
+
+def test_single_sign_on_needs_the_client_secret_or_an_existing_secret(helm):
+    without = {name: value for name, value in OIDC.items() if name != "oidc.clientSecret"}
+    result = helm.run("template", "portal", str(CHART), *sets(without))
+
+    assert result.returncode != 0
+    assert "oidc.clientSecret is required when oidc.enabled" in result.stderr
+    objects = by_kind_and_name(
+        helm.objects(required=False, values={**without, "secrets.existingSecret": "mine"})
+    )
+    assert ("Secret", "portal-gpu-portal") not in objects
+    assert objects[("ConfigMap", "portal-gpu-portal")]["data"]["OIDC_ENABLED"] == "1"
 
 
 def test_the_schema_covers_every_value(helm):

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from tests.integration.conftest import REPO_ROOT
-from tests.integration.deploy.conftest import CHART, by_kind_and_name, sets
+from tests.integration.deploy.conftest import CHART, OIDC, by_kind_and_name, sets
 from tests.integration.servers import dockerfile_command
 
 pytestmark = [pytest.mark.integration]
@@ -109,22 +109,6 @@ def test_every_component_reads_the_settings_and_only_some_get_a_token(helm):
         tokens[name] = pod["automountServiceAccountToken"]
 
     assert tokens == {"web": True, "worker": True, "beat": False, "watcher": True}
-
-
-OIDC = {
-    "oidc.enabled": "true",
-    "oidc.providerName": "Keycloak",
-    "oidc.clientId": "portal",
-    "oidc.clientSecret": "s3cret",
-    "oidc.endpoints.authorization": "https://sso.example.org/auth",
-    "oidc.endpoints.token": "https://sso.example.org/token",
-    "oidc.endpoints.user": "https://sso.example.org/userinfo",
-    "oidc.endpoints.jwks": "https://sso.example.org/certs",
-    "oidc.groupMapping.gpu-vision-leads.team": "vision",
-    "oidc.groupMapping.gpu-vision-leads.role": "lead",
-    "oidc.groupMapping.gpu-admins.admin": "true",
-    "oidc.signInMaxAgeHours": 8,
-}
 
 
 def test_settings_go_to_the_configmap_and_secrets_to_the_secret(helm):

@@ -16,6 +16,21 @@ REQUIRED = {
     "secrets.databaseUrl": "postgres://portal:pw@postgres.db:5432/portal?connect_timeout=3",
     "secrets.brokerUrl": "redis://redis.db:6379/0",
 }
+# Single sign-on, every value the chart needs for it.
+OIDC = {
+    "oidc.enabled": "true",
+    "oidc.providerName": "Keycloak",
+    "oidc.clientId": "portal",
+    "oidc.clientSecret": "s3cret",
+    "oidc.endpoints.authorization": "https://sso.example.org/auth",
+    "oidc.endpoints.token": "https://sso.example.org/token",
+    "oidc.endpoints.user": "https://sso.example.org/userinfo",
+    "oidc.endpoints.jwks": "https://sso.example.org/certs",
+    "oidc.groupMapping.gpu-vision-leads.team": "vision",
+    "oidc.groupMapping.gpu-vision-leads.role": "lead",
+    "oidc.groupMapping.gpu-admins.admin": "true",
+    "oidc.signInMaxAgeHours": 8,
+}
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from devcluster import builder
-from tests.integration.deploy.conftest import by_kind_and_name
+from tests.integration.deploy.conftest import OIDC, by_kind_and_name
 
 pytestmark = [pytest.mark.integration]
 
@@ -80,6 +80,9 @@ def test_overrides_are_accepted_by_the_api_server(helm, kubectl, namespace):
             "ingress.tlsSecretName": "gpus-tls",
             "service.type": "NodePort",
             "config.allowedHosts": "{gpus.example.org}",
+            "watcher.leaderElection.enabled": "false",
+            "watcher.replicas": 1,
+            **OIDC,
         },
     )
 

@@ -5,13 +5,16 @@ refused with an error naming it (values.schema.json). The API server's verdict o
 manifests is test_chart_on_the_cluster.py's."""
 
 import json
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 import yaml
 
 from tests.integration.conftest import REPO_ROOT
-from tests.integration.deploy.conftest import CHART, by_kind_and_name, sets
+from tests.integration.deploy.conftest import CHART, OIDC, by_kind_and_name, sets
 from tests.integration.servers import dockerfile_command
 
 pytestmark = [pytest.mark.integration]
@@ -47,6 +50,8 @@ def test_the_default_values_render_every_component(helm):
         ("ServiceAccount", "gpu-portal"),
         ("ClusterRole", "gpu-portal"),
         ("ClusterRoleBinding", "gpu-portal"),
+        ("Role", "gpu-portal-leases"),
+        ("RoleBinding", "gpu-portal-leases"),
         ("ClusterRole", "gpu-portal-viewer"),
         ("ClusterRole", "gpu-portal-member"),
         ("ClusterRole", "gpu-portal-lead"),
@@ -56,6 +61,7 @@ def test_the_default_values_render_every_component(helm):
         ("Job", "portal-gpu-portal-migrate"),
         ("Service", "portal-gpu-portal"),
         ("PodDisruptionBudget", "portal-gpu-portal-web"),
+        ("PodDisruptionBudget", "portal-gpu-portal-watcher"),
     }
 
 
@@ -113,11 +119,7 @@ def test_settings_go_to_the_configmap_and_secrets_to_the_secret(helm):
                 "config.allowedHosts": "{portal.example.com,portal.internal}",
                 "config.env.GPUJOBS_CLAIM_SECONDS": "90",
                 "secrets.cacheUrl": "redis://redis.db:6379/1",
-                "oidc.enabled": "true",
-                "oidc.authenticationBackend": "accounts.oidc.Backend",
-                "oidc.loginUrl": "oidc-login",
-                "oidc.config.OIDC_CLIENT_ID": "portal",
-                "oidc.secrets.OIDC_CLIENT_SECRET": "s3cret",
+                **OIDC,
             },
         )
     )
@@ -129,17 +131,71 @@ def test_settings_go_to_the_configmap_and_secrets_to_the_secret(helm):
     assert config["DJANGO_DEBUG"] == "0"
     assert config["DJANGO_ALLOWED_HOSTS"] == "portal.example.com,portal.internal"
     assert config["GPUJOBS_CLAIM_SECONDS"] == "90"
-    assert config["DJANGO_AUTHENTICATION_BACKENDS"] == "accounts.oidc.Backend"
-    assert config["DJANGO_LOGIN_URL"] == "oidc-login"
-    assert config["OIDC_CLIENT_ID"] == "portal"
+    assert {name: value for name, value in config.items() if name.startswith("OIDC_")} == {
+        "OIDC_ENABLED": "1",
+        "OIDC_PROVIDER_NAME": "Keycloak",
+        "OIDC_RP_CLIENT_ID": "portal",
+        "OIDC_OP_AUTHORIZATION_ENDPOINT": "https://sso.example.org/auth",
+        "OIDC_OP_TOKEN_ENDPOINT": "https://sso.example.org/token",
+        "OIDC_OP_USER_ENDPOINT": "https://sso.example.org/userinfo",
+        "OIDC_OP_JWKS_ENDPOINT": "https://sso.example.org/certs",
+        "OIDC_RP_SCOPES": "openid email profile",
+        "OIDC_RP_SIGN_ALGO": "RS256",
+        "OIDC_USERNAME_CLAIM": "preferred_username",
+        "OIDC_GROUPS_CLAIM": "groups",
+        "OIDC_GROUP_MAPPING": config["OIDC_GROUP_MAPPING"],
+        "OIDC_SIGN_IN_MAX_AGE_HOURS": "8",
+    }
+    assert json.loads(config["OIDC_GROUP_MAPPING"]) == {
+        "gpu-vision-leads": {"team": "vision", "role": "lead"},
+        "gpu-admins": {"admin": True},
+    }
     assert secret == {
         "DJANGO_SECRET_KEY": "chart-test-only-" + "k" * 40,
         "DATABASE_URL": "postgres://portal:pw@postgres.db:5432/portal?connect_timeout=3",
         "CELERY_BROKER_URL": "redis://redis.db:6379/0",
         "DJANGO_CACHE_URL": "redis://redis.db:6379/1",
-        "OIDC_CLIENT_SECRET": "s3cret",
+        "OIDC_RP_CLIENT_SECRET": "s3cret",
     }
     assert not set(secret) & set(config)
+
+
+def test_single_sign_on_is_off_by_default_and_its_settings_absent(helm):
+    config = by_kind_and_name(helm.objects())[("ConfigMap", "portal-gpu-portal")]["data"]
+
+    assert [name for name in config if name.startswith("OIDC_")] == ["OIDC_ENABLED"]
+    assert config["OIDC_ENABLED"] == "0"
+
+
+def test_single_sign_on_settings_are_ones_the_portal_starts_with(helm, tmp_path):
+    """The rendered ConfigMap and Secret as the pods' environment: the settings load, the group
+    mapping passes the portal's own check, and the backend is on."""
+    objects = by_kind_and_name(helm.objects(values=OIDC))
+    env = {
+        **objects[("ConfigMap", "portal-gpu-portal")]["data"],
+        **objects[("Secret", "portal-gpu-portal")]["stringData"],
+    }
+    env = {**{k: v for k, v in os.environ.items() if k in ("PATH", "LANG")}, **env}
+    env["HOME"] = str(tmp_path)
+    code = (
+        "from django.conf import settings; import json; "
+        "from tenants.group_mapping import parse_group_mapping; "
+        "parse_group_mapping(settings.OIDC_GROUP_MAPPING); "
+        "print(json.dumps([settings.AUTHENTICATION_BACKENDS, settings.OIDC_SIGN_IN_MAX_AGE_HOURS]))"
+    )
+    result = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", code],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    assert result.returncode == 0, result.stderr
+    backends, hours = json.loads(result.stdout.strip().splitlines()[-1])
+    assert "accounts.oidc.PortalOIDCBackend" in backends
+    assert hours == 8
 
 
 def test_the_migration_job_runs_before_install_and_upgrade_after_the_settings(helm):
@@ -154,20 +210,74 @@ def test_the_migration_job_runs_before_install_and_upgrade_after_the_settings(he
     assert int(secret["helm.sh/hook-weight"]) < int(job["helm.sh/hook-weight"])
 
 
-def test_one_beat_one_watcher_and_a_disruption_budget_for_the_web_pods(helm):
+def test_one_beat_two_electing_watchers_and_disruption_budgets(helm):
     objects = by_kind_and_name(helm.objects(values={"web.replicas": 3}))
     beat = objects[("Deployment", "portal-gpu-portal-beat")]["spec"]
     watcher = objects[("Deployment", "portal-gpu-portal-watcher")]["spec"]
     web = objects[("Deployment", "portal-gpu-portal-web")]["spec"]
     budget = objects[("PodDisruptionBudget", "portal-gpu-portal-web")]["spec"]
+    watcher_budget = objects[("PodDisruptionBudget", "portal-gpu-portal-watcher")]["spec"]
+    config = objects[("ConfigMap", "portal-gpu-portal")]["data"]
 
     assert (beat["replicas"], beat["strategy"]["type"]) == (1, "Recreate")
-    assert (watcher["replicas"], watcher["strategy"]["type"]) == (1, "Recreate")
+    assert (watcher["replicas"], watcher["strategy"]["type"]) == (2, "RollingUpdate")
+    assert config["GPUJOBS_WATCHER_LEADER_ELECTION"] == "1"
+    assert config["GPUJOBS_WATCHER_LEASE_SECONDS"] == "15"
+    assert config["GPUJOBS_WATCHER_RENEW_SECONDS"] == "5"
+    assert watcher_budget["minAvailable"] == 1
+    assert watcher_budget["selector"]["matchLabels"] == watcher["selector"]["matchLabels"]
     assert web["replicas"] == 3
     assert budget["minAvailable"] == 1
     assert budget["selector"]["matchLabels"] == web["selector"]["matchLabels"]
     service = objects[("Service", "portal-gpu-portal")]["spec"]
     assert service["selector"] == web["selector"]["matchLabels"]
+
+
+def test_more_watchers_and_other_lease_timings(helm):
+    objects = by_kind_and_name(
+        helm.objects(
+            values={
+                "watcher.replicas": 3,
+                "watcher.leaderElection.leaseSeconds": 30,
+                "watcher.leaderElection.renewSeconds": 3,
+            }
+        )
+    )
+    watcher = objects[("Deployment", "portal-gpu-portal-watcher")]["spec"]
+    config = objects[("ConfigMap", "portal-gpu-portal")]["data"]
+
+    assert (watcher["replicas"], watcher["strategy"]["type"]) == (3, "RollingUpdate")
+    assert ("PodDisruptionBudget", "portal-gpu-portal-watcher") in objects
+    assert config["GPUJOBS_WATCHER_LEASE_SECONDS"] == "30"
+    assert config["GPUJOBS_WATCHER_RENEW_SECONDS"] == "3"
+
+
+def test_without_leader_election_one_watcher_recreated(helm):
+    objects = by_kind_and_name(
+        helm.objects(values={"watcher.leaderElection.enabled": "false", "watcher.replicas": 1})
+    )
+    watcher = objects[("Deployment", "portal-gpu-portal-watcher")]["spec"]
+
+    assert (watcher["replicas"], watcher["strategy"]["type"]) == (1, "Recreate")
+    assert ("PodDisruptionBudget", "portal-gpu-portal-watcher") not in objects
+    assert (
+        objects[("ConfigMap", "portal-gpu-portal")]["data"]["GPUJOBS_WATCHER_LEADER_ELECTION"]
+        == "0"
+    )
+
+
+def test_a_renewal_as_long_as_the_lease_is_refused(helm):
+    result = helm.run(
+        "template",
+        "portal",
+        str(CHART),
+        *sets(
+            {"watcher.leaderElection.leaseSeconds": 10, "watcher.leaderElection.renewSeconds": 10}
+        ),
+    )
+
+    assert result.returncode != 0
+    assert "watcher.leaderElection.renewSeconds must be less than leaseSeconds" in result.stderr
 
 
 def test_the_rbac_is_deploys_rule_for_rule(helm):
@@ -178,11 +288,13 @@ def test_the_rbac_is_deploys_rule_for_rule(helm):
         **deploy_objects("portal-confinement.yaml"),
     }
 
-    for key in [key for key in expected if key[0] == "ClusterRole"]:
+    roles = [key for key in expected if key[0] in ("ClusterRole", "Role")]
+    assert ("Role", "gpu-portal-leases") in roles
+    for key in roles:
         assert rendered[key]["rules"] == expected[key]["rules"], key
-    binding = rendered[("ClusterRoleBinding", "gpu-portal")]
-    assert binding["roleRef"] == expected[("ClusterRoleBinding", "gpu-portal")]["roleRef"]
-    assert binding["subjects"] == expected[("ClusterRoleBinding", "gpu-portal")]["subjects"]
+    for key in [("ClusterRoleBinding", "gpu-portal"), ("RoleBinding", "gpu-portal-leases")]:
+        assert rendered[key]["roleRef"] == expected[key]["roleRef"], key
+        assert rendered[key]["subjects"] == expected[key]["subjects"], key
     for kind in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"):
         key = (kind, "gpu-portal-confinement")
         assert rendered[key]["spec"] == expected[key]["spec"], key
@@ -198,6 +310,12 @@ def test_another_portal_name_and_namespace_renames_the_roles_and_the_confinement
     assert bind[0]["resourceNames"] == ["lab-portal-lead", "lab-portal-member", "lab-portal-viewer"]
     assert "'system:serviceaccount:lab:lab-portal'" in policy["matchConditions"][0]["expression"]
     assert {"name": "portal", "expression": "'lab-portal'"} in policy["variables"]
+    assert {"name": "portalNamespace", "expression": "'lab'"} in policy["variables"]
+    binding = objects[("RoleBinding", "lab-portal-leases")]
+    assert binding["roleRef"]["name"] == "lab-portal-leases"
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "lab-portal", "namespace": "lab"}
+    ]
     assert objects[("ConfigMap", "portal-gpu-portal")]["data"]["PORTAL_NAME"] == "lab-portal"
 
 
@@ -237,6 +355,26 @@ def test_an_existing_secret_an_ingress_and_no_confinement(helm):
         ("service.type=Public", "/service/type", "value must be one of"),
         ("config.sslRedirect=maybe", "/config/sslRedirect", "got string, want boolean"),
         ("webb.replicas=2", "", "additional properties 'webb' not allowed"),
+        (
+            "watcher.leaderElection.enabled=false,watcher.replicas=2",
+            "/watcher/replicas",
+            "maximum: got 2, want 1",
+        ),
+        (
+            "oidc.groupMapping.gpu-vision.team=vision,oidc.groupMapping.gpu-vision.role=boss",
+            "/oidc/groupMapping/gpu-vision/role",
+            "value must be one of 'lead', 'member', 'viewer'",
+        ),
+        ("oidc.groupMapping.gpu-ops.admin=yes", "/oidc/groupMapping/gpu-ops/admin", "want boolean"),
+        ("oidc.groupMapping.gpu-ops.role=lead", "/oidc/groupMapping/gpu-ops", "'team' required"),
+        ("oidc.signAlgo=none", "/oidc/signAlgo", "value must be one of"),
+        ("oidc.enabled=true,oidc.clientId=portal", "/oidc/endpoints/token", "minLength"),
+        ("oidc.loginUrl=oidc-login", "/oidc", "additional properties 'loginUrl' not allowed"),
+        (
+            "watcher.leaderElection.renewSeconds=often",
+            "/watcher/leaderElection/renewSeconds",
+            "got string, want number",
+        ),
     ],
 )
 def test_a_value_of_the_wrong_type_is_refused_naming_it(helm, value, field, complaint):
@@ -256,6 +394,19 @@ def test_a_missing_secret_setting_is_named(helm):
 
     assert result.returncode != 0
     assert "secrets.databaseUrl is required" in result.stderr
+
+
+def test_single_sign_on_needs_the_client_secret_or_an_existing_secret(helm):
+    without = {name: value for name, value in OIDC.items() if name != "oidc.clientSecret"}
+    result = helm.run("template", "portal", str(CHART), *sets(without))
+
+    assert result.returncode != 0
+    assert "oidc.clientSecret is required when oidc.enabled" in result.stderr
+    objects = by_kind_and_name(
+        helm.objects(required=False, values={**without, "secrets.existingSecret": "mine"})
+    )
+    assert ("Secret", "portal-gpu-portal") not in objects
+    assert objects[("ConfigMap", "portal-gpu-portal")]["data"]["OIDC_ENABLED"] == "1"
 
 
 def test_the_schema_covers_every_value(helm):

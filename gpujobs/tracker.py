@@ -128,8 +128,10 @@ def kept(kind: str, obj: dict) -> dict:
     A watcher follows every job of a cluster for as long as it runs, so what it keeps of each
     bounds its memory. Of the metadata only ``METADATA_READ`` is kept; of a Job's spec only the
     fields ``observe`` reads (``suspend``, ``backoffLimit``, ``activeDeadlineSeconds`` and the
-    containers' names and resource limits, for its GPU kind), of a pod's only the node. The
-    status, and an Event's or a Workload's own fields, are kept whole."""
+    containers' names and resource limits, for its GPU kind), of its status ``JOB_STATUS_READ``
+    (its conditions' ``CONDITION_READ``), of a pod's spec only the node. A pod's status, and an
+    Event's or a Workload's own fields, are kept whole. Strings that many objects share (kinds,
+    labels, condition types and reasons, times) are kept once (``sys.intern``)."""
     metadata = {k: v for k, v in _metadata(obj).items() if k in METADATA_READ}
     if isinstance(metadata.get("labels"), dict):
         # The same few labels on every object: one copy of each string, not one an object.
@@ -139,8 +141,17 @@ def kept(kind: str, obj: dict) -> dict:
         }
     if isinstance(metadata.get("namespace"), str):
         metadata["namespace"] = sys.intern(metadata["namespace"])
+    for time_field in ("creationTimestamp", "deletionTimestamp"):
+        if isinstance(metadata.get(time_field), str):
+            metadata[time_field] = sys.intern(metadata[time_field])
     trimmed = {**obj, "metadata": metadata}
+    for shared in ("kind", "apiVersion"):
+        if isinstance(trimmed.get(shared), str):
+            trimmed[shared] = sys.intern(trimmed[shared])
     spec = obj.get("spec")
+    status = obj.get("status")
+    if kind == "Job" and isinstance(status, dict):
+        trimmed["status"] = _job_status(status)
     if kind == "Job" and isinstance(spec, dict):
         template = (spec.get("template") or {}).get("spec") or {}
         trimmed["spec"] = {
@@ -148,7 +159,7 @@ def kept(kind: str, obj: dict) -> dict:
             "template": {
                 "spec": {
                     "containers": [
-                        {"name": c.get("name"), "resources": {"limits": _limits(c)}}
+                        {"name": _shared(c.get("name")), "resources": {"limits": _limits(c)}}
                         for c in template.get("containers") or []
                     ]
                 }
@@ -173,10 +184,39 @@ METADATA_READ = (
 )
 # The Job spec fields ``gpujobs.observe`` reads (besides its containers' limits).
 JOB_SPEC_READ = ("suspend", "backoffLimit", "activeDeadlineSeconds")
+# The Job status fields ``gpujobs.observe`` reads, and of each of its conditions: not
+# ``lastProbeTime``, ``ready``, ``terminating``, ``uncountedTerminatedPods`` and the like.
+JOB_STATUS_READ = ("conditions", "completionTime", "succeeded", "failed")
+CONDITION_READ = ("type", "status", "reason", "message", "lastTransitionTime")
+# Strings up to this long are kept once however many objects carry them (``sys.intern``).
+SHARED_STRING_MAX = 100
+
+
+def _shared(value):
+    """One copy of a short string that many objects carry; anything else as it is."""
+    if isinstance(value, str) and len(value) <= SHARED_STRING_MAX:
+        return sys.intern(value)
+    return value
+
+
+def _job_status(status: dict) -> dict:
+    kept_status = {k: status[k] for k in JOB_STATUS_READ if k in status}
+    conditions = kept_status.get("conditions")
+    if isinstance(conditions, list):
+        kept_status["conditions"] = [
+            {k: _shared(c[k]) for k in CONDITION_READ if k in c} if isinstance(c, dict) else c
+            for c in conditions
+        ]
+    if "completionTime" in kept_status:
+        kept_status["completionTime"] = _shared(kept_status["completionTime"])
+    return kept_status
 
 
 def _limits(container: dict) -> dict:
-    return dict((container.get("resources") or {}).get("limits") or {})
+    return {
+        _shared(k): _shared(v)
+        for k, v in ((container.get("resources") or {}).get("limits") or {}).items()
+    }
 
 
 @dataclass
@@ -198,12 +238,16 @@ class ClusterState:
 
     def replace(self, kind: str, items: list[dict]) -> set[Key]:
         """Everything of a kind, from a full list. Returns the keys whose objects changed or
-        disappeared (all of them: a resync looks at every job again)."""
+        disappeared (all of them: a resync looks at every job again).
+
+        Takes the items out of ``items`` as it stores them (the list is empty after), so that
+        a list of many thousand objects and the state made of it are not held twice at once."""
         store = self._store(kind)
         before = set(store)
         store.clear()
-        for item in items:
-            self.apply(kind, "ADDED", item)
+        items.reverse()
+        while items:
+            self.apply(kind, "ADDED", items.pop())
         return before | set(store)
 
     def apply(self, kind: str, event_type: str, obj: dict) -> Key | None:

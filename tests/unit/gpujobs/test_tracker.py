@@ -1,6 +1,8 @@
 """The watcher's view of a cluster: objects keyed by (namespace, job id), kept from lists and
 watch events, and turned into observations. No database."""
 
+import json
+
 from gpujobs.observe import State, observe
 from gpujobs.tracker import ClusterState, kept, key_of
 
@@ -287,3 +289,102 @@ def test_what_is_kept_observes_as_the_whole_objects_do():
         assert observe(kept("Job", whole), [kept("Pod", p) for p in pods], []) == observe(
             whole, pods, []
         )
+
+
+def conditioned_job(*conditions, **status):
+    """A Job whose status carries conditions as the job controller writes them, and the
+    fields the observations do not read."""
+    obj = full_job(**status)
+    obj["status"].update(
+        {
+            "conditions": [
+                {
+                    "type": kind,
+                    "status": "True",
+                    "reason": reason,
+                    "message": f"{reason} message",
+                    "lastProbeTime": "2026-03-10T10:05:00Z",
+                    "lastTransitionTime": "2026-03-10T10:05:00Z",
+                }
+                for kind, reason in conditions
+            ],
+            "ready": 0,
+            "terminating": 0,
+            "uncountedTerminatedPods": {},
+            "startTime": "2026-03-10T10:00:00Z",
+        }
+    )
+    return obj
+
+
+def test_of_a_jobs_status_only_what_observations_read_is_kept():
+    stored = kept(
+        "Job",
+        conditioned_job(
+            ("Failed", "DeadlineExceeded"), failed=1, completionTime="2026-03-10T10:05:00Z"
+        ),
+    )
+
+    assert stored["status"] == {
+        "conditions": [
+            {
+                "type": "Failed",
+                "status": "True",
+                "reason": "DeadlineExceeded",
+                "message": "DeadlineExceeded message",
+                "lastTransitionTime": "2026-03-10T10:05:00Z",
+            }
+        ],
+        "completionTime": "2026-03-10T10:05:00Z",
+        "failed": 1,
+    }
+
+
+def test_a_kept_jobs_status_observes_as_the_whole_job_does():
+    cases = [
+        conditioned_job(("Complete", "CompletionsReached"), succeeded=1),
+        conditioned_job(("SuccessCriteriaMet", "CompletionsReached"), succeeded=1),
+        conditioned_job(("Failed", "DeadlineExceeded"), failed=1),
+        conditioned_job(("Failed", "BackoffLimitExceeded"), failed=2),
+        conditioned_job(("FailureTarget", "PodFailurePolicy")),
+        conditioned_job(("Suspended", "JobSuspended")),
+        conditioned_job(active=1),
+    ]
+    pods = [pod(phase="Failed"), pod("gpujob-7-b")]
+    for whole in cases:
+        kept_job, kept_pods = kept("Job", whole), [kept("Pod", p) for p in pods]
+        assert observe(kept_job, kept_pods, []) == observe(whole, pods, []), whole["status"]
+
+
+def test_strings_many_jobs_share_are_kept_once():
+    # As two pages of a list arrive: each parsed on its own, with strings of its own.
+    first, second = (
+        kept("Job", json.loads(json.dumps(conditioned_job(("Suspended", "JobSuspended")))))
+        for _ in range(2)
+    )
+    assert first["status"] is not second["status"]
+
+    for path in (
+        lambda j: j["status"]["conditions"][0]["reason"],
+        lambda j: j["status"]["conditions"][0]["lastTransitionTime"],
+        lambda j: j["kind"],
+        lambda j: j["spec"]["template"]["spec"]["containers"][0]["name"],
+    ):
+        assert path(first) is path(second)
+
+
+def test_a_full_list_is_taken_out_of_its_list_as_it_is_stored():
+    items = [job(job_id="7"), job(job_id="8", uid="uid-2")]
+    state = ClusterState()
+
+    state.replace("Job", items)
+
+    assert items == []
+    assert set(state.jobs) == {("vision", 7), ("vision", 8)}
+
+
+def test_a_full_list_keeps_the_last_of_two_objects_with_one_key():
+    state = ClusterState()
+    state.replace("Job", [job(uid="uid-old"), job(uid="uid-new")])
+
+    assert state.job_uid(("vision", 7)) == "uid-new"

@@ -9,8 +9,8 @@ time per page of the API next to a plain view that returns the same rows with
 the bare review queue reads the capacity figures with the same selectors as the API and writes
 them out by hand. For quota requests and the review queue the run checks that both sides answer
 the same rows with the same fields and values (``same_json``). The tables are vacuumed and
-analyzed before the run, as autovacuum leaves them after a bulk load. Results go to ``bench-results/api_lists.{json,md}`` and rows of the summary
-table.
+analyzed before the run, as autovacuum leaves them after a bulk load. Results go to
+``bench-results/api_lists.{json,md}`` and rows of the summary table.
 
 Run through ``make bench``, which points DATABASE_URL at a scratch PostgreSQL database and turns
 DEBUG off, as in production (DEBUG logs every query, which would slow both sides).

@@ -38,8 +38,10 @@ def _names_a_filter(params, filterset_class) -> bool:
 def absent_filters_do_nothing(filterset_class) -> bool:
     """Whether the FilterSet, given none of its parameters, leaves a queryset as it is: bound to
     no data its form is valid with every value empty, and each filter is django-filter's own
-    (those, method filters included, skip an empty value). A FilterSet that sets filters up in
-    ``__init__`` from the request is not taken (the check has no request)."""
+    (those, method filters included, skip an empty value). Checked once per class, without a
+    request: the API's FilterSets set up no filter from it (a ``TeamFilterSet``'s choice of
+    teams is the pages', not the API's), and one whose filters differ from its declared ones
+    once made is not taken."""
     filterset = filterset_class(
         data=QueryDict(), queryset=filterset_class._meta.model._default_manager.none()
     )

@@ -130,21 +130,23 @@ class RowShape:
 class RowObject:
     """A row as a method field reads it: columns as attributes (``cluster_id``), ``pk``, and a
     related row's columns under its name (``team__slug`` as ``team.slug``), looked up when
-    read rather than copied. ``relations``: each relation's (row key, column) pairs."""
+    read rather than copied. ``relations``: each relation's (row key, column) pairs.
 
-    __slots__ = ("_relations", "_row")
+    The columns are the object's own attributes (read at C speed: a method field reads several
+    a row); ``pk`` and the relations, read rarely, are looked up when missed."""
 
     def __init__(self, row: dict, relations: dict[str, list[tuple[str, str]]]) -> None:
-        self._row, self._relations = row, relations
+        self.__dict__.update(row)
+        self.__dict__["_row"], self.__dict__["_relations"] = row, relations
 
     def __getattr__(self, name: str):
-        row = self._row
-        if name in row:
-            return row[name]
+        # Only called for what is not a column.
+        row = self.__dict__["_row"]
         if name == "pk":
             return row["id"]
-        if name in self._relations:
-            return SimpleNamespace(**{column: row[key] for key, column in self._relations[name]})
+        relations = self.__dict__["_relations"]
+        if name in relations:
+            return SimpleNamespace(**{column: row[key] for key, column in relations[name]})
         raise AttributeError(name)
 
 

@@ -8,7 +8,6 @@ cluster's reason in words. Error answers are declared in the schema by ``portal.
 """
 
 from django.http import StreamingHttpResponse
-from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -33,7 +32,7 @@ from gpujobs.specs import DNS_SUBDOMAIN_RE
 from portal.openapi import ErrorSerializer
 from portal.params import whole_number
 from portal.rows import RowListMixin
-from tenants.api.filters import StableOrderingFilter
+from tenants.api.filters import PortalFilterBackend, StableOrderingFilter
 from tenants.selectors import teams_visible_to
 
 TAIL = OpenApiParameter(
@@ -135,7 +134,7 @@ class GpuJobViewSet(
     serializer_class = s.GpuJobSerializer
     permission_classes = [IsAuthenticated]
     lookup_value_regex = r"\d+"
-    filter_backends = [DjangoFilterBackend, StableOrderingFilter]
+    filter_backends = [PortalFilterBackend, StableOrderingFilter]
     filterset_class = GpuJobFilter
     ordering_fields = ["created_at", "state", "gpus", "started_at", "finished_at"]
     ordering = ["-created_at"]

@@ -9,7 +9,6 @@ reads (logs, events) that fail raise ``KubeError``, which ``portal.api`` answers
 """
 
 from django.db.models import Prefetch
-from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import (
     OpenApiParameter,
     OpenApiResponse,
@@ -29,7 +28,7 @@ from serving.api import serializers as s
 from serving.filtersets import InferenceServiceFilter
 from serving.manifests import SERVER_CONTAINER
 from serving.models import Revision
-from tenants.api.filters import StableOrderingFilter
+from tenants.api.filters import PortalFilterBackend, StableOrderingFilter
 
 CONTAINER = OpenApiParameter(
     "container",
@@ -81,7 +80,7 @@ class InferenceServiceViewSet(
 ):
     serializer_class = s.InferenceServiceSerializer
     permission_classes = [IsAuthenticated]
-    filter_backends = [DjangoFilterBackend, StableOrderingFilter]
+    filter_backends = [PortalFilterBackend, StableOrderingFilter]
     filterset_class = InferenceServiceFilter
     ordering_fields = ["created_at", "name", "state"]
     ordering = ["-created_at"]

@@ -5,6 +5,7 @@ a page of any size costs the same number of queries.
 """
 
 from decimal import Decimal
+from functools import cached_property
 
 from django.contrib.auth.models import User
 from django.urls import reverse
@@ -601,69 +602,71 @@ class ReviewQueueItemSerializer(QuotaRequestSerializer):
 
     @extend_schema_field(DelegationSerializer(allow_null=True))
     def get_delegation(self, quota_request) -> dict | None:
-        return getattr(self, "_delegations", {}).get(quota_request.pk)
+        delegations = getattr(self, "_delegations", None)
+        return delegations.get(quota_request.pk) if delegations else None
 
-    def _models(self, quota_request: QuotaRequest) -> list:
-        key = (quota_request.cluster_id, quota_request.gpu_resource)
-        return self.context["model_capacity"].get(key, [])
+    # Read once per page rather than per row: the context's figures, and each GPU kind's model
+    # rows (the same for every request of the kind).
+    @cached_property
+    def _capacity(self) -> dict:
+        return self.context["capacity"]
+
+    @cached_property
+    def _model_capacity(self) -> dict:
+        return self.context["model_capacity"]
+
+    @cached_property
+    def _model_rows(self) -> dict[tuple[int, str], list[dict]]:
+        return {key: model_rows(summaries) for key, summaries in self._model_capacity.items()}
 
     @extend_schema_field(GpuModelCapacitySerializer(many=True))
     def get_gpu_models(self, quota_request: QuotaRequest) -> list[dict]:
-        return model_rows(self._models(quota_request))
+        rows = self._model_rows.get((quota_request.cluster_id, quota_request.gpu_resource))
+        return list(rows) if rows else []
 
     @extend_schema_field(ReviewCapacitySerializer(allow_null=True))
     def get_model_capacity(self, quota_request: QuotaRequest) -> dict[str, int] | None:
-        if not quota_request.gpu_model:
+        gpu_model = quota_request.gpu_model
+        if not gpu_model:
             return None
-        summary = next(
-            (m for m in self._models(quota_request) if m.gpu_model == quota_request.gpu_model),
-            None,
+        models = self._model_capacity.get((quota_request.cluster_id, quota_request.gpu_resource))
+        summary = next((m for m in models or () if m.gpu_model == gpu_model), None)
+        return _figures(
+            summary,
+            gpus=quota_request.gpus,
+            granted_in_period=quota_request.model_granted_in_period,
         )
-        granted_in_period = quota_request.model_granted_in_period
-        if summary is None:
-            return {
-                "capacity": 0,
-                "plannable": 0,
-                "granted": 0,
-                "free": 0,
-                "granted_in_period": granted_in_period,
-                "free_after": -granted_in_period - quota_request.gpus,
-            }
-        return {
-            "capacity": summary.capacity,
-            "plannable": summary.plannable,
-            "granted": summary.granted,
-            "free": summary.free,
-            "granted_in_period": granted_in_period,
-            "free_after": summary.free_after(
-                gpus=quota_request.gpus, granted_in_period=granted_in_period
-            ),
-        }
 
     @extend_schema_field(ReviewCapacitySerializer)
     def get_capacity(self, quota_request: QuotaRequest) -> dict[str, int]:
-        summary = self.context["capacity"].get(
-            (quota_request.cluster_id, quota_request.gpu_resource)
+        summary = self._capacity.get((quota_request.cluster_id, quota_request.gpu_resource))
+        return _figures(
+            summary,
+            gpus=quota_request.gpus,
+            # No figures for the kind: nothing counted in the period either.
+            granted_in_period=quota_request.granted_in_period if summary else 0,
         )
-        if summary is None:
-            return {
-                "capacity": 0,
-                "plannable": 0,
-                "granted": 0,
-                "free": 0,
-                "granted_in_period": 0,
-                "free_after": -quota_request.gpus,
-            }
+
+
+def _figures(summary, *, gpus: int, granted_in_period: int) -> dict[str, int]:
+    """A request's figures for its GPU kind or model; zeros for one the cluster lacks."""
+    if summary is None:
         return {
-            "capacity": summary.capacity,
-            "plannable": summary.plannable,
-            "granted": summary.granted,
-            "free": summary.free,
-            "granted_in_period": quota_request.granted_in_period,
-            "free_after": summary.free_after(
-                gpus=quota_request.gpus, granted_in_period=quota_request.granted_in_period
-            ),
+            "capacity": 0,
+            "plannable": 0,
+            "granted": 0,
+            "free": 0,
+            "granted_in_period": granted_in_period,
+            "free_after": -granted_in_period - gpus,
         }
+    return {
+        "capacity": summary.capacity,
+        "plannable": summary.plannable,
+        "granted": summary.granted,
+        "free": summary.free,
+        "granted_in_period": granted_in_period,
+        "free_after": summary.free_after(gpus=gpus, granted_in_period=granted_in_period),
+    }
 
 
 # --- audit -------------------------------------------------------------------------------------

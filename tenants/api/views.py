@@ -14,7 +14,6 @@ from django.contrib.auth.models import User
 from django.db.models import Prefetch
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
-from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import (
     OpenApiParameter,
     OpenApiResponse,
@@ -31,7 +30,7 @@ from clusters.models import Cluster
 from portal.rows import RowListMixin
 from tenants import departments, impact, queueing, quota, selectors, services
 from tenants.api import serializers as s
-from tenants.api.filters import StableOrderingFilter
+from tenants.api.filters import PortalFilterBackend, StableOrderingFilter
 from tenants.filtersets import AuditEventFilter, QuotaGrantFilter, QuotaRequestFilter
 from tenants.models import Department, Membership, TeamCluster, TeamQueuePolicy
 from tenants.permissions import can_review_quota, is_portal_admin
@@ -68,7 +67,7 @@ class AdminOnlyActions(BasePermission):
 
 class PortalViewSet(viewsets.GenericViewSet):
     permission_classes = [IsAuthenticated, AdminOnlyActions]
-    filter_backends = [DjangoFilterBackend, StableOrderingFilter]
+    filter_backends = [PortalFilterBackend, StableOrderingFilter]
     admin_actions: dict[str, str] = {}
 
     def get_serializer_class(self):
@@ -682,7 +681,7 @@ class DepartmentViewSet(
 class AuditEventViewSet(RowListMixin, mixins.RetrieveModelMixin, PortalViewSet):
     serializer_class = s.AuditEventSerializer
     filterset_class = AuditEventFilter
-    filter_backends = [DjangoFilterBackend]  # newest first, always
+    filter_backends = [PortalFilterBackend]  # newest first, always
     lookup_value_regex = r"\d+"
 
     def get_queryset(self):

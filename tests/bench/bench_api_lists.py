@@ -7,8 +7,10 @@ time per page of the API next to a plain view that returns the same rows with
 ``QuerySet.values()`` and ``JsonResponse``. Both sides read the signed-in user from the session
 (the bare views are ``login_required``); the bare views apply no team scoping and count no rows;
 the bare review queue reads the capacity figures with the same selectors as the API and writes
-them out by hand. Results go to ``bench-results/api_lists.{json,md}`` and rows of the summary
-table.
+them out by hand. For quota requests and the review queue the run checks that both sides answer
+the same rows with the same fields and values (``same_json``). The tables are vacuumed and
+analyzed before the run, as autovacuum leaves them after a bulk load. Results go to
+``bench-results/api_lists.{json,md}`` and rows of the summary table.
 
 Run through ``make bench``, which points DATABASE_URL at a scratch PostgreSQL database and turns
 DEBUG off, as in production (DEBUG logs every query, which would slow both sides).
@@ -100,18 +102,57 @@ def bare_quota_requests(request):
     )
 
 
+def figures(summary, *, gpus: int, granted_in_period: int) -> dict:
+    """A request's figures for its GPU kind or model, as the API writes them (zeros for a kind
+    or model the cluster does not have)."""
+    if summary is None:
+        return {
+            "capacity": 0,
+            "plannable": 0,
+            "granted": 0,
+            "free": 0,
+            "granted_in_period": granted_in_period,
+            "free_after": -granted_in_period - gpus,
+        }
+    return {
+        "capacity": summary.capacity,
+        "plannable": summary.plannable,
+        "granted": summary.granted,
+        "free": summary.free,
+        "granted_in_period": granted_in_period,
+        "free_after": summary.plannable - granted_in_period - gpus,
+    }
+
+
 @login_required
 def bare_review_queue(request):
     """Pending requests oldest first with the grants in their period (the queue's own
-    annotations), each beside its cluster's figures for its GPU kind, read by the same
-    selectors as the API's and written out by hand."""
+    annotations), each beside its cluster's figures for its GPU kind, for its model and for
+    every model of the kind, read by the same selectors as the API's and written out by hand:
+    the API's fields (no state, no decision; no delegation verdict for an admin)."""
     size = int(request.GET.get("page_size", 50))
     page = int(request.GET.get("page", 1))
     kinds = capacity_summaries()
     models = model_capacity_summaries()
+    model_rows = {
+        key: [
+            {
+                "resource_name": m.gpu_resource,
+                "gpu_model": m.gpu_model,
+                "capacity": m.capacity,
+                "plannable": m.plannable,
+                "granted": m.granted,
+                "free": m.free,
+                "nodes": m.nodes,
+                "max_per_node": m.max_per_node,
+            }
+            for m in summaries
+        ]
+        for key, summaries in models.items()
+    }
     rows = list(
         review_queue().values(
-            *QUOTA_COLUMNS,
+            *(column for column in QUOTA_COLUMNS if column != "state"),
             "cluster_id",
             "justification",
             "requested_by__username",
@@ -122,18 +163,17 @@ def bare_review_queue(request):
     )
     for row in rows:
         key = (row.pop("cluster_id"), row["gpu_resource"])
+        gpus, model = row["gpus"], row["gpu_model"]
+        in_period = row.pop("granted_in_period")
+        model_in_period = row.pop("model_granted_in_period")
         kind = kinds.get(key)
-        row["capacity"] = kind and {
-            "capacity": kind.capacity,
-            "plannable": kind.plannable,
-            "granted": kind.granted,
-            "free": kind.free,
-            "granted_in_period": row["granted_in_period"],
-            "free_after": kind.free_after(
-                gpus=row["gpus"], granted_in_period=row["granted_in_period"]
-            ),
-        }
-        row["gpu_models"] = [vars(m) for m in models.get(key, [])]
+        row["capacity"] = figures(kind, gpus=gpus, granted_in_period=in_period if kind else 0)
+        row["model_capacity"] = None
+        if model:
+            summary = next((m for m in models.get(key, ()) if m.gpu_model == model), None)
+            row["model_capacity"] = figures(summary, gpus=gpus, granted_in_period=model_in_period)
+        row["gpu_models"] = model_rows.get(key, [])
+        row["delegation"] = None
     return JsonResponse({"results": rows})
 
 
@@ -206,6 +246,26 @@ urlpatterns = [
     path("bare/jobs/", bare_jobs),
     path("", include("portal.urls")),
 ]
+
+# Lists whose bare view writes the API's JSON field for field (``same_json`` checks it).
+SAME_JSON = {"quota requests", "review queue"}
+
+
+def same_json(api_rows: list[dict], bare_rows: list[dict]) -> bool:
+    """Whether the two sides listed the same rows with the same fields and values: a joined
+    column under its relation's name (``team__slug`` as ``team``), times to the millisecond
+    (``JsonResponse`` writes no more)."""
+
+    def comparable(row: dict) -> dict:
+        return {
+            key.split("__")[0]: value[:23]
+            if isinstance(value, str) and value[10:11] == "T"
+            else value
+            for key, value in row.items()
+        }
+
+    return [comparable(row) for row in api_rows] == [comparable(row) for row in bare_rows]
+
 
 # (name, API path, bare path, whether a team lead may read it)
 LISTS = [
@@ -283,14 +343,16 @@ def seed() -> User:
         ],
         batch_size=2000,
     )
-    analyze()
     return admin
 
 
 def analyze() -> None:
-    """Fresh planner statistics, as autovacuum would gather them after a bulk load."""
+    """The tables as autovacuum leaves them after a bulk load: fresh planner statistics, and
+    vacuumed (PostgreSQL vacuums a table that only had rows added too, which lets a count read
+    an index alone). Done before every run rather than whenever autovacuum wakes up, so that
+    it never lands in the middle of one."""
     with connection.cursor() as cursor:
-        cursor.execute("ANALYZE")
+        cursor.execute("VACUUM ANALYZE")
 
 
 def measure(client: Client, url: str, *, json_rows: bool = True) -> tuple[float, int, int]:
@@ -353,6 +415,7 @@ def review_page(admin: User) -> dict:
 @override_settings(ROOT_URLCONF=__name__, ALLOWED_HOSTS=["testserver"])
 def run() -> dict:
     admin = seed()
+    analyze()
     lead = User.objects.get(username="bench-lead-0")
     results = {
         "rows": {
@@ -377,6 +440,10 @@ def run() -> dict:
                 lead_s, lead_q, _ = measure(clients["lead"], f"{api}?page_size={size}&page=1")
             bare_s, bare_q, bare_rows = measure(clients["admin"], bare + query)
             assert api_rows == bare_rows == size, (name, api_rows, bare_rows, size)
+            if name in SAME_JSON:
+                api_json = clients["admin"].get(api + query).json()["results"]
+                bare_json = clients["admin"].get(bare + query).json()["results"]
+                assert same_json(api_json, bare_json), (name, api_json[0], bare_json[0])
             # The comparison itself: the two sides in turn, so that both meet the same load.
             api_s, bare_s = side_by_side(clients["admin"], api + query, bare + query)
             results["lists"].append(

@@ -152,6 +152,7 @@ class Keycloak:
     process: subprocess.Popen | None = None
     work_dir: Path | None = None
     _token: str | None = field(default=None, repr=False)
+    _token_renew_at: float = field(default=0.0, repr=False)
 
     # --- the OpenID endpoints of a realm (what the portal's OIDC_OP_* settings name) ---
 
@@ -188,7 +189,9 @@ class Keycloak:
         return json.loads(text) if text else None
 
     def admin_token(self) -> str:
-        if self._token is None:
+        """The temporary admin's access token, fetched again before it expires: the master
+        realm's tokens live 60 s, and a session's tests use the admin API for many minutes."""
+        if self._token is None or time.monotonic() >= self._token_renew_at:
             answer = self._request(
                 "POST",
                 "/realms/master/protocol/openid-connect/token",
@@ -200,6 +203,8 @@ class Keycloak:
                 },
             )
             self._token = answer["access_token"]
+            lifetime = float(answer.get("expires_in", 60))
+            self._token_renew_at = time.monotonic() + max(lifetime - 15, lifetime / 2)
         return self._token
 
     def import_realm(self, realm: dict) -> None:

@@ -96,7 +96,15 @@ class Client:
 
     def request(self, method: str, path: str, *, params=None, json=None) -> Any:
         try:
-            response = self._http.request(method, path, params=_params(params), json=json)
+            try:
+                response = self._http.request(method, path, params=_params(params), json=json)
+            except httpx.RemoteProtocolError:
+                # A kept-alive connection the server closed just as this request went out on it
+                # (gunicorn closes idle ones after a few seconds). A GET is asked again, once, on
+                # a new connection; anything else could have been done already, so it is not.
+                if method != "GET":
+                    raise
+                response = self._http.request(method, path, params=_params(params), json=json)
         except httpx.HTTPError as error:
             raise self._unreachable(error) from None
         return self._answer(response)

@@ -7,6 +7,7 @@ import time
 
 import pytest
 from django.contrib.auth.models import User
+from django.utils import timezone
 
 from accounts.models import OidcIdentity
 from tenants.models import AuditEvent, Membership, TeamCluster
@@ -83,6 +84,7 @@ def test_removed_from_a_group_at_the_provider_loses_the_membership_at_next_sign_
     TeamCluster.objects.filter(pk=on_cluster.pk).update(status=TeamCluster.Status.IN_SYNC)
 
     keycloak.set_user_group(SSO_REALM, "rita", "gpu-vision-leads", member=False)
+    asked_from = timezone.now()
     answer = keycloak_sign_in(live_server.url, "rita", "rita-password")
 
     assert signed_in_as(answer) == "rita"
@@ -90,9 +92,10 @@ def test_removed_from_a_group_at_the_provider_loses_the_membership_at_next_sign_
     removed = AuditEvent.objects.get(action=Action.MEMBERSHIP_REMOVED)
     assert (removed.team.slug, removed.before["role"], removed.after) == ("vision", "lead", None)
     assert removed.note == "Single sign-on: in no group of vision"
+    # The sign-in asked for a reconcile (a worker of the session may have run it since, so its
+    # status is not checked here; tests/integration/reconcile shows the RoleBinding go).
     on_cluster.refresh_from_db()
-    assert on_cluster.status == TeamCluster.Status.PENDING
-    assert on_cluster.reconcile_requested_at is not None
+    assert on_cluster.reconcile_requested_at >= asked_from
 
 
 def test_admin_group_makes_a_portal_admin_and_leaving_it_unmakes_one(

@@ -138,7 +138,9 @@ WSGI_APPLICATION = "portal.wsgi.application"
 # SQLite is the embedded default for the demo; tests and docker compose use PostgreSQL.
 # Connections are closed at the end of each request (DJANGO_CONN_MAX_AGE=0): under the ASGI
 # worker every request runs its database work in a thread of its own, whose persistent
-# connection would outlive it unused; put a connection pooler in front to save the connects.
+# connection would outlive it unused. With DJANGO_DB_POOL_MAX_SIZE (the image sets it) each
+# process keeps a pool of PostgreSQL connections (psycopg_pool) and "closing" one gives it back:
+# a request no longer pays a connect (a PostgreSQL backend started and authenticated) each time.
 DATABASES = {
     "default": dj_database_url.parse(
         env("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}"),
@@ -158,6 +160,25 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
         "timeout": 30,
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL",
+        **DATABASES["default"].get("OPTIONS", {}),
+    }
+DB_POOL_MAX_SIZE = env_int("DJANGO_DB_POOL_MAX_SIZE", 0)
+if DB_POOL_MAX_SIZE > 0 and DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    if DATABASES["default"]["CONN_MAX_AGE"]:
+        raise ImproperlyConfigured(
+            "DJANGO_DB_POOL_MAX_SIZE and DJANGO_CONN_MAX_AGE: set one of them, not both (a "
+            "pooled connection goes back to the pool after each request)."
+        )
+    # With conn_health_checks (above) the pool checks each connection it hands out: after the
+    # database restarted, a dead one is replaced rather than failing a request.
+    DATABASES["default"]["OPTIONS"] = {
+        "pool": {
+            "min_size": min(2, DB_POOL_MAX_SIZE),
+            "max_size": DB_POOL_MAX_SIZE,
+            # A thread that finds every connection taken waits this long, then fails rather
+            # than hanging.
+            "timeout": env_float("DJANGO_DB_POOL_TIMEOUT", 10.0),
+        },
         **DATABASES["default"].get("OPTIONS", {}),
     }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":

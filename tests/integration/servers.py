@@ -4,9 +4,7 @@ worker, on the test database. Plain http on loopback: the test plays the TLS-ter
 that production has in front, sending ``X-Forwarded-Proto: https`` (``BEHIND_TLS_PROXY``)."""
 
 import contextlib
-import json
 import os
-import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.dockerfile import dockerfile_environment
 from tests.integration.conftest import REPO_ROOT, _database_url, free_port, wait_for
 
 # The Dockerfile's server: gunicorn running the ASGI application in its own asgi worker.
@@ -24,20 +23,13 @@ DOCKERFILE_SERVER = ["portal.asgi:application", "--worker-class", "asgi"]
 BEHIND_TLS_PROXY = {"X-Forwarded-Proto": "https"}
 
 
-def dockerfile_command() -> list[str]:
-    """The Dockerfile's CMD, as a list."""
-    text = (REPO_ROOT / "Dockerfile").read_text().replace("\\\n", " ")
-    match = re.search(r"^CMD (\[.*\])$", text, re.M)
-    assert match, "the Dockerfile has no CMD [...]"
-    return json.loads(match[1])
-
-
 def production_environment(database: dict, directory: Path, **variables: str) -> dict:
     """The environment the portal runs under in production (DEBUG off), on the test database;
     ``variables`` add to or override it. The browser tests' ``DJANGO_ALLOW_ASYNC_UNSAFE`` (for
     Playwright's sync API in the test process) is no production setting: it is left out."""
     return {
         **{k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"},
+        **dockerfile_environment(),
         "DJANGO_DEBUG": "0",
         "DJANGO_SECRET_KEY": "production-server-test-only-" + "x" * 40,
         "DJANGO_ALLOWED_HOSTS": "127.0.0.1",

@@ -14,13 +14,14 @@ import subprocess
 import sys
 
 import httpx
+import psycopg
 import pytest
 
-from tests.integration.conftest import REPO_ROOT
+from tests.dockerfile import dockerfile_command, dockerfile_environment
+from tests.integration.conftest import REPO_ROOT, _database_url
 from tests.integration.servers import (
     BEHIND_TLS_PROXY,
     DOCKERFILE_SERVER,
-    dockerfile_command,
     portal_server,
     production_environment,
 )
@@ -135,3 +136,32 @@ def test_ten_megabyte_bodies_are_refused_through_gunicorn_and_write_nothing(
         assert "detail" in response.json()
 
     assert (Team.objects.count(), AuditEvent.objects.count()) == before
+
+
+@pytest.mark.django_db
+def test_the_server_keeps_a_pool_of_database_connections_across_requests(
+    postgres_database, tmp_path
+):
+    """The image sets DJANGO_DB_POOL_MAX_SIZE: requests hand their connection back to the
+    process's pool rather than closing it, so the same few PostgreSQL backends serve request
+    after request (without the pool none is left once the requests are answered)."""
+    application = f"pool-test-{tmp_path.name}"[:63]
+    pool_size = int(dockerfile_environment()["DJANGO_DB_POOL_MAX_SIZE"])
+
+    def server_backends() -> set[int]:
+        with psycopg.connect(_database_url(postgres_database)) as watcher:
+            rows = watcher.execute(
+                "SELECT pid FROM pg_stat_activity WHERE application_name = %s", [application]
+            ).fetchall()
+        return {pid for (pid,) in rows}
+
+    with portal_server(postgres_database, tmp_path, PGAPPNAME=application) as base:
+        for _ in range(20):
+            assert get(f"{base}/readyz").status_code == 200
+        after_first = server_backends()
+        for _ in range(20):
+            assert get(f"{base}/readyz").status_code == 200
+        after_second = server_backends()
+
+    assert 1 <= len(after_first) <= pool_size
+    assert after_first == after_second

@@ -13,9 +13,9 @@ import sys
 import pytest
 import yaml
 
+from tests.dockerfile import dockerfile_command
 from tests.integration.conftest import REPO_ROOT
 from tests.integration.deploy.conftest import CHART, OIDC, by_kind_and_name, sets
-from tests.integration.servers import dockerfile_command
 
 pytestmark = [pytest.mark.integration]
 

@@ -2,8 +2,18 @@
 # Benchmarks (not tests): each writes its results under bench-results/ and its rows for the
 # summary table; the last step renders them into bench-results/SUMMARY.md (tests/bench/summary.py),
 # also after a benchmark failed, with the rows recorded until then.
+#
+# scripts/bench.sh                      every benchmark: the table is made afresh
+# scripts/bench.sh web_load monitoring  only these (tests/bench/bench_<name>.py): their rows
+#                                       replace their previous ones, the others' stay
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+ALL="api_lists calendar statements reconcile monitoring gpujobs watcher_memory kueue serving web_load"
+benchmarks="${*:-$ALL}"
+for name in $benchmarks; do
+  [ -f "tests/bench/bench_$name.py" ] || { echo "bench: no benchmark $name (one of: $ALL)" >&2; exit 2; }
+done
 
 scripts/bootstrap.sh
 eval "$(scripts/services.sh up postgres redis)"
@@ -20,16 +30,9 @@ export DJANGO_SECURE_SSL_REDIRECT=0
 export DJANGO_CACHE_URL="${CELERY_BROKER_URL%/*}/2"
 
 mkdir -p bench-results
-rm -f bench-results/summary.jsonl
+[ $# -gt 0 ] || rm -f bench-results/summary.jsonl
 trap '.venv/bin/python tests/bench/summary.py' EXIT
 
-.venv/bin/python tests/bench/bench_api_lists.py
-.venv/bin/python tests/bench/bench_calendar.py
-.venv/bin/python tests/bench/bench_statements.py
-.venv/bin/python tests/bench/bench_reconcile.py
-.venv/bin/python tests/bench/bench_monitoring.py
-.venv/bin/python tests/bench/bench_gpujobs.py
-.venv/bin/python tests/bench/bench_watcher_memory.py
-.venv/bin/python tests/bench/bench_kueue.py
-.venv/bin/python tests/bench/bench_serving.py
-.venv/bin/python tests/bench/bench_web_load.py
+for name in $benchmarks; do
+  .venv/bin/python "tests/bench/bench_$name.py"
+done

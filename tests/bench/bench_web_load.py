@@ -2,6 +2,7 @@
 
 1,000 teams, 5,000 grants (with their approved requests), 1,000 pending requests and 20,000 jobs
 in PostgreSQL; gunicorn serving the portal as the Dockerfile does (its ASGI worker, 3 workers,
+the image's environment with its pool of database connections per worker,
 DEBUG off, behind the TLS proxy's ``X-Forwarded-Proto``); 50 users signed in, each browsing
 home, one of their teams, the job list, one of their jobs and the usage report (admins, five of
 the fifty, the review queue too), with a pause of 0.5 to 1.5 s between pages, as a locust
@@ -49,6 +50,7 @@ from gpujobs.models import GpuJob  # noqa: E402
 from tenants.models import Membership, QuotaGrant, QuotaRequest, Team  # noqa: E402
 from tests.bench.helpers import grants_for, in_process_storages, percentile  # noqa: E402
 from tests.bench.summary import Goal, Summary  # noqa: E402
+from tests.dockerfile import dockerfile_environment  # noqa: E402
 
 TEAMS = int(os.environ.get("BENCH_LOAD_TEAMS", "1000"))
 GRANTS_PER_TEAM = 5
@@ -208,7 +210,12 @@ def session_cookies(users: list[User]) -> dict[str, str]:
 def start_server(log_path: Path) -> tuple[subprocess.Popen, str]:
     """gunicorn as the Dockerfile runs it, after collectstatic (into the ignored default
     ``staticfiles/``: a second run copies nothing)."""
-    env = {**os.environ, "DJANGO_DEBUG": "0", "DJANGO_ALLOWED_HOSTS": "127.0.0.1"}
+    env = {
+        **os.environ,
+        **dockerfile_environment(),  # its pool of database connections among them
+        "DJANGO_DEBUG": "0",
+        "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
+    }
     env.setdefault("DJANGO_SECRET_KEY", "bench-only-secret")
     subprocess.run(
         [sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"],

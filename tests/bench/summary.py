@@ -7,9 +7,10 @@ the same run and what that alternative is, their ratio (portal / alternative), t
 whether it is met, and how busy the machine was (load average when the script started and when
 the row was measured, and the CPU count): the figures move with the load of a shared machine.
 
-Rows are appended to ``bench-results/summary.jsonl``, one JSON object a line; ``make bench``
-empties it first. A script run on its own adds its rows to the last run's: the table keeps only
-each benchmark's latest run.
+Rows are appended to ``bench-results/summary.jsonl``, one JSON object a line, kept in git
+beside the table; ``make bench`` empties it first. A benchmark run on its own
+(``scripts/bench.sh NAME``) adds its rows to the others': the table keeps only each benchmark's
+latest run, and says when each ran.
 
     summary = Summary("quota-requests API")  # at the start of the run: notes the load
     summary.row(

@@ -21,12 +21,9 @@ Results go to ``bench-results/reconcile.{json,md}`` and rows to the summary. Run
 ``BENCH_RECONCILE_TEAMS=40,80`` runs smaller sizes.
 """
 
-import datetime
 import json
 import os
-import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -51,7 +48,7 @@ from devcluster import api as devcluster_api  # noqa: E402
 from devcluster import builder  # noqa: E402
 from tenants import manifests, reconcile, reconcile_sweep  # noqa: E402
 from tenants.models import Membership, QuotaGrant, QuotaRequest, Team, TeamCluster  # noqa: E402
-from tests.bench.helpers import holding  # noqa: E402
+from tests.bench.helpers import holding, run_kubectl  # noqa: E402
 from tests.bench.summary import Goal, Summary  # noqa: E402
 
 SIZES = [int(n) for n in os.environ.get("BENCH_RECONCILE_TEAMS", "200,1000,2000").split(",")]
@@ -189,57 +186,16 @@ def kubectl_manifests(teams: list[Team], cluster: Cluster, path: Path) -> int:
     return len(documents)
 
 
-KLOG_LINE = re.compile(r"^[IWE](\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})\.(\d{6})")
-
-
-def _klog_time(line: str) -> float | None:
-    """The wall-clock time (seconds since the epoch, UTC) of a klog line, or None."""
-    found = KLOG_LINE.match(line)
-    if not found:
-        return None
-    month, day, hour, minute, second, micro = map(int, found.groups())
-    now = datetime.datetime.now(datetime.UTC)
-    stamp = now.replace(month=month, day=day, hour=hour, minute=minute, second=second,
-                        microsecond=micro)  # fmt: skip
-    return stamp.timestamp()
-
-
 def kubectl_pass(kubectl: str, kubeconfig: Path, path: Path, cache: Path) -> dict:
     """One ``kubectl apply --server-side``: its whole time, and that time split at the start
     of its first write into process start plus discovery, and the apply."""
-    shutil.rmtree(cache, ignore_errors=True)
-    wall_started = time.time()
-    started = time.perf_counter()
-    run = subprocess.run(
-        [kubectl, "--kubeconfig", str(kubeconfig), "--cache-dir", str(cache), "apply",
-         "--server-side", "--field-manager=gpu-portal", "--force-conflicts", "-v=6",
-         "-f", str(path)],
-        capture_output=True, text=True, check=False, env={**os.environ, "TZ": "UTC"},
+    timing = run_kubectl(
+        [kubectl, "--kubeconfig", str(kubeconfig), "apply", "--server-side",
+         "--field-manager=gpu-portal", "--force-conflicts", "-f", str(path)],
+        cache=cache,
     )  # fmt: skip
-    seconds = time.perf_counter() - started
-    wall_ended = wall_started + seconds
-    if run.returncode != 0:
-        sys.exit(f"kubectl apply failed:\n{run.stderr[-3000:]}")
-    verbs, first_write = [], None
-    for line in run.stderr.splitlines():
-        found = re.search(r'"Response" verb="(\w+)".*?milliseconds=(\d+)', line) or re.search(
-            r"\] (GET|PATCH|POST|PUT|DELETE) https\S+ \d+ .*? in (\d+) milliseconds", line
-        )
-        if not found:
-            continue
-        verbs.append(found.group(1))
-        if found.group(1) != "GET" and first_write is None:
-            logged = _klog_time(line)
-            if logged is not None:
-                first_write = logged - int(found.group(2)) / 1000
-    apply_seconds = wall_ended - first_write if first_write else seconds
-    return {
-        "seconds": round(seconds, 3),
-        "start_and_discovery_seconds": round(seconds - apply_seconds, 3),
-        "apply_seconds": round(apply_seconds, 3),
-        "reads": sum(v == "GET" for v in verbs),
-        "writes": sum(v != "GET" for v in verbs),
-    }
+    timing.pop("stdout")
+    return timing
 
 
 def measure(size: int, cluster: Cluster, kube: KubeClient, kubectl: str, handle) -> dict:

@@ -3,7 +3,10 @@ server is away, the portal's processes (a Celery worker, the watcher) started an
 a run, grants seeded in bulk, and pages rendered in-process."""
 
 import contextlib
+import datetime
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -112,4 +115,120 @@ def in_process_storages() -> dict:
     return {
         **settings.STORAGES,
         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    }
+
+
+# The devcluster's processes, by the name the kernel gives them (at most 15 characters).
+CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller", "kube-scheduler", "kwok", "kueue")
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_seconds_of(pid: int) -> tuple[str, float]:
+    """A process's name and the CPU time it and its reaped children used, in seconds."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    name = stat[stat.index("(") + 1 : stat.rindex(")")]
+    fields = stat[stat.rindex(")") + 2 :].split()
+    # utime, stime, cutime, cstime: the 14th to 17th fields, counted from the pid.
+    return name, sum(int(value) for value in fields[11:15]) / _TICKS
+
+
+class CpuMeter:
+    """CPU seconds used by groups of processes between ``start()`` and ``stop()``: by pid (the
+    portal's worker and watcher), by name (``CONTROL_PLANE``, ``postgres``, ``redis-server``; a
+    process that exits meanwhile counts in its parent's total once reaped, as PostgreSQL's
+    backends do), and this process's own with the children it reaped (a kubectl it ran). For
+    the benchmarks' reports of where the CPU of a run went, beside the alternative's run."""
+
+    def __init__(
+        self, *, pids: dict[str, int] | None = None, names: dict[str, tuple] | None = None
+    ):
+        self.pids = dict(pids or {})
+        self.names = dict(names or {})
+        self._started: dict[str, float] = {}
+        self.used: dict[str, float] = {}
+
+    def _now(self) -> dict[str, float]:
+        totals = dict.fromkeys([*self.pids, *self.names, "benchmark process"], 0.0)
+        for group, pid in self.pids.items():
+            with contextlib.suppress(OSError, ValueError):
+                totals[group] += _cpu_seconds_of(pid)[1]
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                name, seconds = _cpu_seconds_of(int(entry.name))
+            except (OSError, ValueError):
+                continue
+            for group, names in self.names.items():
+                if name in names:
+                    totals[group] += seconds
+        own = os.times()  # with the children it ran and reaped (kubectl)
+        totals["benchmark process"] = (
+            own.user + own.system + own.children_user + own.children_system
+        )
+        return totals
+
+    def start(self) -> None:
+        self._started = self._now()
+
+    def stop(self) -> dict[str, float]:
+        ended = self._now()
+        self.used = {
+            group: round(ended[group] - self._started.get(group, 0.0), 2) for group in ended
+        }
+        return self.used
+
+
+KLOG_LINE = re.compile(r"^[IWE](\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})\.(\d{6})")
+
+
+def _klog_time(line: str) -> float | None:
+    """The wall-clock time (seconds since the epoch, UTC) of a klog line, or None."""
+    found = KLOG_LINE.match(line)
+    if not found:
+        return None
+    month, day, hour, minute, second, micro = map(int, found.groups())
+    now = datetime.datetime.now(datetime.UTC)
+    stamp = now.replace(month=month, day=day, hour=hour, minute=minute, second=second,
+                        microsecond=micro)  # fmt: skip
+    return stamp.timestamp()
+
+
+def run_kubectl(command: list[str], *, cache: Path, timeout: float | None = None) -> dict:
+    """Run a kubectl command that writes (``apply``, ``create``) with a fresh discovery cache
+    and ``-v=6``: its whole time, that time split at the start of its first write into process
+    start plus API discovery and the writing itself, and its reads and writes. Exits the
+    benchmark if kubectl fails."""
+    shutil.rmtree(cache, ignore_errors=True)
+    wall_started = time.time()
+    started = time.perf_counter()
+    run = subprocess.run(
+        [*command, "--cache-dir", str(cache), "-v=6"],
+        capture_output=True, text=True, check=False, timeout=timeout,
+        env={**os.environ, "TZ": "UTC"},
+    )  # fmt: skip
+    seconds = time.perf_counter() - started
+    wall_ended = wall_started + seconds
+    if run.returncode != 0:
+        sys.exit(f"kubectl failed:\n{run.stderr[-3000:]}")
+    verbs, first_write = [], None
+    for line in run.stderr.splitlines():
+        found = re.search(r'"Response" verb="(\w+)".*?milliseconds=(\d+)', line) or re.search(
+            r"\] (GET|PATCH|POST|PUT|DELETE) https\S+ \d+ .*? in (\d+) milliseconds", line
+        )
+        if not found:
+            continue
+        verbs.append(found.group(1))
+        if found.group(1) != "GET" and first_write is None:
+            logged = _klog_time(line)
+            if logged is not None:
+                first_write = logged - int(found.group(2)) / 1000
+    writing_seconds = wall_ended - first_write if first_write else seconds
+    return {
+        "seconds": round(seconds, 3),
+        "start_and_discovery_seconds": round(seconds - writing_seconds, 3),
+        "apply_seconds": round(writing_seconds, 3),
+        "reads": sum(v == "GET" for v in verbs),
+        "writes": sum(v != "GET" for v in verbs),
+        "stdout": run.stdout,
     }

@@ -140,7 +140,10 @@ class CpuMeter:
     the benchmarks' reports of where the CPU of a run went, beside the alternative's run."""
 
     def __init__(
-        self, *, pids: dict[str, int] | None = None, names: dict[str, tuple] | None = None
+        self,
+        *,
+        pids: dict[str, int | list[int]] | None = None,
+        names: dict[str, tuple] | None = None,
     ):
         self.pids = dict(pids or {})
         self.names = dict(names or {})
@@ -149,9 +152,10 @@ class CpuMeter:
 
     def _now(self) -> dict[str, float]:
         totals = dict.fromkeys([*self.pids, *self.names, "benchmark process"], 0.0)
-        for group, pid in self.pids.items():
-            with contextlib.suppress(OSError, ValueError):
-                totals[group] += _cpu_seconds_of(pid)[1]
+        for group, pids in self.pids.items():
+            for pid in [pids] if isinstance(pids, int) else pids:
+                with contextlib.suppress(OSError, ValueError):
+                    totals[group] += _cpu_seconds_of(pid)[1]
         for entry in Path("/proc").iterdir():
             if not entry.name.isdigit():
                 continue
@@ -232,3 +236,15 @@ def run_kubectl(command: list[str], *, cache: Path, timeout: float | None = None
         "writes": sum(v != "GET" for v in verbs),
         "stdout": run.stdout,
     }
+
+
+def children_of(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (gunicorn's workers, of its master)."""
+    children = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, ValueError):
+                stat = (entry / "stat").read_text()
+                if int(stat[stat.rindex(")") + 2 :].split()[1]) == pid:
+                    children.append(int(entry.name))
+    return children

@@ -133,6 +133,10 @@ TEMPLATES = [
     },
 ]
 
+# Django's renderer, but the common widgets written in Python rather than a template each
+# (portal/form_rendering.py): pages of forms spent most of their time rendering widgets.
+FORM_RENDERER = "portal.form_rendering.PythonWidgetRenderer"
+
 WSGI_APPLICATION = "portal.wsgi.application"
 
 # SQLite is the embedded default for the demo; tests and docker compose use PostgreSQL.

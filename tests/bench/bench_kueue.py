@@ -84,7 +84,15 @@ from gpujobs.specs import ContainerRequest, JobRequest  # noqa: E402
 from tenants import cluster_reconcile  # noqa: E402
 from tenants import reconcile as team_reconcile  # noqa: E402
 from tenants.models import AuditEvent, Membership, QuotaGrant, QuotaRequest, Team  # noqa: E402
-from tests.bench.helpers import holding, patiently, percentile, start, stop  # noqa: E402
+from tests.bench.helpers import (  # noqa: E402
+    CONTROL_PLANE,
+    CpuMeter,
+    holding,
+    patiently,
+    percentile,
+    start,
+    stop,
+)
 from tests.bench.summary import Goal, Summary  # noqa: E402
 
 JOBS = int(os.environ.get("BENCH_KUEUE_JOBS", "2000"))
@@ -327,6 +335,7 @@ def occupancy(samples: list[tuple[float, int, int]]) -> dict:
 def measure(following, keys: set, submitted_at: dict, started: float, samples) -> dict:
     f = following
     with f.lock:
+        created = [f.created[k] for k in keys if k in f.created]
         admitted = [f.admitted[k] for k in keys if k in f.admitted]
         to_running = [f.running[k] - submitted_at[k] for k in keys if k in f.running]
         to_admitted = [f.admitted[k] - submitted_at[k] for k in keys if k in f.admitted]
@@ -337,6 +346,9 @@ def measure(following, keys: set, submitted_at: dict, started: float, samples) -
         "jobs": len(keys),
         "succeeded": len(done),
         "admitted": len(admitted),
+        # When the last Job was on the cluster: through the portal, whether its worker kept
+        # ahead of Kueue's admissions (a job not created yet waits in the portal, not Kueue).
+        "seconds_to_last_job_created": round(max(created) - started, 2) if created else None,
         "seconds_to_last_admission": round(last_admission - started, 2) if admitted else None,
         "seconds_to_all_succeeded": round(max(done) - started, 2) if done else None,
         "admission_jobs_per_s": round(len(admitted) / (last_admission - started), 2)
@@ -711,17 +723,39 @@ def run() -> dict:
         following.start()
         time.sleep(3)  # the watches' first lists
 
+        worker, watcher = processes
+
+        def metered(run_one):
+            # Where each run's CPU went: the portal's processes, this one (the API calls, the
+            # watches, kubectl), the control plane with Kueue, PostgreSQL and Redis.
+            meter = CpuMeter(
+                pids={"Celery worker": worker.pid, "watcher": watcher.pid},
+                names={
+                    "control plane and Kueue": CONTROL_PLANE,
+                    "PostgreSQL": ("postgres",),
+                    "Redis": ("redis-server",),
+                },
+            )
+            meter.start()
+            result = run_one()
+            result["cpu_seconds"] = meter.stop()
+            return result
+
         log(f"1/3 Kueue through the portal: {JOBS} jobs")
-        results["portal_kueue"] = portal_kueue_run(cluster, users, slugs, following)
+        results["portal_kueue"] = metered(
+            lambda: portal_kueue_run(cluster, users, slugs, following)
+        )
         log(f"2/3 Kueue alone: the same {JOBS} Jobs with kubectl create")
-        results["kubectl_kueue"] = kubectl_run(
-            kubectl, handle.kubeconfig, cluster, slugs, following
+        results["kubectl_kueue"] = metered(
+            lambda: kubectl_run(kubectl, handle.kubeconfig, cluster, slugs, following)
         )
         log(f"3/3 quota only through the portal: {JOBS} jobs")
         Cluster.objects.filter(pk=cluster.pk).update(quota_mode=QuotaMode.QUOTA_ONLY)
         cluster.refresh_from_db()
         reconcile_all(cluster, core, slugs)  # the queues go, the quotas are the grants again
-        results["portal_quota_only"] = portal_quota_run(cluster, users, slugs, following)
+        results["portal_quota_only"] = metered(
+            lambda: portal_quota_run(cluster, users, slugs, following)
+        )
         following.stop.set()
 
         portal, alone = results["portal_kueue"], results["kubectl_kueue"]
@@ -807,8 +841,18 @@ def write(results: dict) -> None:
         f"another, in-process); `kubectl create -f` took {alone['kubectl_create_seconds']} s "
         "(every Job goes through Kueue's webhooks). The first "
         f"{results['gpus']} jobs were admitted {first_portal} s after the first submission "
-        f"through the portal, {first_alone} s after `kubectl create` began.",
+        f"through the portal, {first_alone} s after `kubectl create` began. The last Job was "
+        f"on the cluster {_value(portal['seconds_to_last_job_created'])} s after the first "
+        f"submission through the portal (its worker), "
+        f"{_value(alone['seconds_to_last_job_created'])} s with kubectl.",
+        "",
+        "CPU seconds of each run (the benchmark process: the API calls, its watches, kubectl):",
+        "",
+        "| | " + " | ".join(portal["cpu_seconds"]) + " |",
+        "| --- |" + " ---: |" * len(portal["cpu_seconds"]),
     ]
+    for name, r in runs:
+        lines.append(f"| {name} | " + " | ".join(str(v) for v in r["cpu_seconds"].values()) + " |")
     quota = results["portal_quota_only"]
     lines += [
         "",

@@ -32,18 +32,52 @@ scripts/bootstrap.sh
 eval "$(scripts/services.sh up postgres redis)"
 # Django's cache in Redis, as in production: the suite proves pages are warm across processes.
 export DJANGO_CACHE_URL="${DJANGO_CACHE_URL:-${CELERY_BROKER_URL%/*}/1}"
-# The local cluster's binaries (Kubernetes, etcd, kwok), built once into ~/.cache; the tests'
-# `devcluster` fixture starts the cluster itself.
-.venv/bin/python -m devcluster build
-# The single sign-on tests' OpenID provider (Keycloak, from Maven Central), fetched and built once
-# into ~/.cache/gpuportal-keycloak; the tests' `keycloak` fixture starts it.
-.venv/bin/python -m devcluster keycloak-build
 
-echo "== lint and checks" >&2
-.venv/bin/ruff check .
-.venv/bin/ruff format --check .
-.venv/bin/python manage.py check
-.venv/bin/python manage.py makemigrations --check --dry-run
+# What is built once into ~/.cache: the local cluster's binaries (Kubernetes, etcd, kwok, Kueue,
+# Helm; the tests' `devcluster` fixture starts the cluster itself) and the single sign-on tests'
+# OpenID provider (Keycloak, from Maven Central; the `keycloak` fixture starts it).
+build() {
+  .venv/bin/python -m devcluster build && .venv/bin/python -m devcluster keycloak-build
+}
+# The tests that need what `build` makes (their markers come from the fixtures they use).
+NEEDS_BUILD="devcluster or helm or keycloak"
 
-echo "== tests" >&2
-exec .venv/bin/pytest "$@"
+checks() {
+  echo "== lint and checks" >&2
+  .venv/bin/ruff check .
+  .venv/bin/ruff format --check .
+  .venv/bin/python manage.py check
+  .venv/bin/python manage.py makemigrations --check --dry-run
+}
+
+if [ $# -gt 0 ]; then
+  # A part of the suite: build first, then pytest with those arguments.
+  build
+  checks
+  echo "== tests" >&2
+  exec .venv/bin/pytest "$@"
+fi
+
+# The whole suite. On a fresh machine the build takes many minutes of compiling, and most of the
+# suite needs none of it: those tests run meanwhile, the rest once the build is done. Where the
+# build is cached it is done at once, and the two parts run one after the other.
+build_log="$(mktemp -t gpuportal-build.XXXXXX)"
+# In a process group of its own, so that stopping early stops the compilers too.
+setsid --wait bash -c '.venv/bin/python -m devcluster build && .venv/bin/python -m devcluster keycloak-build' \
+  > "$build_log" 2>&1 &
+build_pid=$!
+trap 'kill -- "-$build_pid" 2>/dev/null || true' EXIT
+checks
+status=0
+echo "== tests needing no build (while the build runs: $build_log)" >&2
+.venv/bin/pytest -m "not ($NEEDS_BUILD)" || status=$?
+echo "== waiting for the build" >&2
+if ! wait "$build_pid"; then
+  cat "$build_log" >&2
+  echo "test: the build failed (above); the tests that need it did not run" >&2
+  exit 1
+fi
+tail -n 3 "$build_log" >&2
+echo "== tests needing the build" >&2
+.venv/bin/pytest -m "$NEEDS_BUILD" || status=$?
+exit "$status"

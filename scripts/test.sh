@@ -63,8 +63,8 @@ fi
 # build is cached it is done at once, and the two parts run one after the other.
 build_log="$(mktemp -t gpuportal-build.XXXXXX)"
 # In a process group of its own, so that stopping early stops the compilers too.
-setsid --wait bash -c '.venv/bin/python -m devcluster build && .venv/bin/python -m devcluster keycloak-build' \
-  > "$build_log" 2>&1 &
+export -f build
+setsid --wait bash -c build > "$build_log" 2>&1 &
 build_pid=$!
 trap 'kill -- "-$build_pid" 2>/dev/null || true' EXIT
 checks

@@ -59,7 +59,7 @@ from gpujobs.models import GpuJob  # noqa: E402
 from gpujobs.specs import ContainerRequest, JobRequest  # noqa: E402
 from tenants.models import Membership, QuotaGrant, QuotaRequest, Team  # noqa: E402
 from tests.bench.helpers import (  # noqa: E402
-    CONTROL_PLANE,
+    SHARED_SERVICES,
     CpuMeter,
     patiently,
     percentile,
@@ -79,15 +79,10 @@ WORKER_THREADS = int(os.environ.get("BENCH_GPUJOBS_WORKER_THREADS", "8"))
 TIMEOUT = float(os.environ.get("BENCH_GPUJOBS_TIMEOUT", "900"))
 POLL_SECONDS = 0.02
 ROW_POLL_MARGIN_SECONDS = 2.0
-# Where the CPU of each side's run goes (CpuMeter), beside the portal's worker and watcher and
-# this process: on the portal's side the API calls (in-process) and the measuring threads, on
-# kubectl's side the kubectl it ran.
+# The portal's own share of a run's CPU (CpuMeter, beside the shared services): its worker and
+# watcher and this process (the API calls, in-process, and the measuring threads; on kubectl's
+# side this process is the kubectl it ran).
 PORTAL_PROCESSES = ("Celery worker", "watcher", "benchmark process")
-SHARED_SERVICES = {
-    "control plane": CONTROL_PLANE,
-    "PostgreSQL": ("postgres",),
-    "Redis": ("redis-server",),
-}
 RESULTS = REPO_ROOT / "bench-results"
 
 

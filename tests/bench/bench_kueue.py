@@ -85,7 +85,7 @@ from tenants import cluster_reconcile  # noqa: E402
 from tenants import reconcile as team_reconcile  # noqa: E402
 from tenants.models import AuditEvent, Membership, QuotaGrant, QuotaRequest, Team  # noqa: E402
 from tests.bench.helpers import (  # noqa: E402
-    CONTROL_PLANE,
+    SHARED_SERVICES,
     CpuMeter,
     holding,
     patiently,
@@ -730,11 +730,7 @@ def run() -> dict:
             # watches, kubectl), the control plane with Kueue, PostgreSQL and Redis.
             meter = CpuMeter(
                 pids={"Celery worker": worker.pid, "watcher": watcher.pid},
-                names={
-                    "control plane and Kueue": CONTROL_PLANE,
-                    "PostgreSQL": ("postgres",),
-                    "Redis": ("redis-server",),
-                },
+                names=SHARED_SERVICES,
             )
             meter.start()
             result = run_one()

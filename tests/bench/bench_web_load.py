@@ -51,6 +51,7 @@ from clusters.models import Cluster, GpuCapacity  # noqa: E402
 from gpujobs.models import GpuJob  # noqa: E402
 from tenants.models import Membership, QuotaGrant, QuotaRequest, Team  # noqa: E402
 from tests.bench.helpers import (  # noqa: E402
+    DATABASE_AND_BROKER,
     CpuMeter,
     children_of,
     grants_for,
@@ -334,7 +335,7 @@ def measure_load(server, base: str, browsers: list) -> dict:
     used meanwhile (gunicorn's workers, PostgreSQL, Redis, and this process: the users)."""
     meter = CpuMeter(
         pids={"gunicorn workers": children_of(server.pid)},
-        names={"PostgreSQL": ("postgres",), "Redis": ("redis-server",)},
+        names=DATABASE_AND_BROKER,
     )
     meter.start()
     started = time.perf_counter()

@@ -120,6 +120,9 @@ def in_process_storages() -> dict:
 
 # The devcluster's processes, by the name the kernel gives them (at most 15 characters).
 CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller", "kube-scheduler", "kwok", "kueue")
+# The services a run shares with the portal, by process name, as ``CpuMeter`` groups them.
+DATABASE_AND_BROKER = {"PostgreSQL": ("postgres",), "Redis": ("redis-server",)}
+SHARED_SERVICES = {"control plane": CONTROL_PLANE, **DATABASE_AND_BROKER}
 _TICKS = os.sysconf("SC_CLK_TCK")
 
 

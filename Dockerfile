@@ -1,9 +1,11 @@
 FROM python:3.11-slim-bookworm
 
+# A pool of database connections per process (portal/settings.py): no connect per request.
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
-    DJANGO_DEBUG=0
+    DJANGO_DEBUG=0 \
+    DJANGO_DB_POOL_MAX_SIZE=8
 
 WORKDIR /app
 COPY requirements.txt .

@@ -142,10 +142,9 @@ WSGI_APPLICATION = "portal.wsgi.application"
 # SQLite is the embedded default for the demo; tests and docker compose use PostgreSQL.
 # Connections are closed at the end of each request (DJANGO_CONN_MAX_AGE=0): under the ASGI
 # worker every request runs its database work in a thread of its own, whose persistent
-# connection would outlive it unused. With DJANGO_DB_POOL_MAX_SIZE each process keeps a pool of
-# PostgreSQL connections (psycopg_pool) and "closing" one gives it back: a request no longer pays
-# a connect (a PostgreSQL backend started and authenticated). Off by default: a followed log
-# holds its request's connection while it streams (README, "Deploying").
+# connection would outlive it unused. With DJANGO_DB_POOL_MAX_SIZE (the image sets it) each
+# process keeps a pool of PostgreSQL connections (psycopg_pool) and "closing" one gives it back:
+# a request no longer pays a connect (a PostgreSQL backend started and authenticated) each time.
 DATABASES = {
     "default": dj_database_url.parse(
         env("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}"),

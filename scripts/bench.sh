@@ -26,9 +26,9 @@ export DATABASE_URL="${DATABASE_URL%/*}/portal_bench"
 psql "${DATABASE_URL%/*}/postgres" -qtAc "SELECT 1 FROM pg_database WHERE datname='portal_bench'" \
   | grep -q 1 || psql "${DATABASE_URL%/*}/postgres" -qc "CREATE DATABASE portal_bench"
 .venv/bin/python manage.py migrate --noinput -v0
-# Measure as production runs: the image's environment (DEBUG off, as DEBUG logs every query),
-# Django's cache in Redis (a Redis database of the benchmarks' own: they empty it to measure cold
-# pages).
+# Measure as production runs: the image's environment (DEBUG off, as DEBUG logs every query; a
+# pool of database connections per process), Django's cache in Redis (a Redis database of the
+# benchmarks' own: they empty it to measure cold pages).
 eval "$(.venv/bin/python -c 'import shlex
 from tests.dockerfile import dockerfile_environment
 for name, value in dockerfile_environment().items(): print(f"export {name}={shlex.quote(value)}")')"

@@ -7,6 +7,7 @@ Cluster reads (logs, events) that fail raise ``KubeError``, which ``portal.api``
 cluster's reason in words. Error answers are declared in the schema by ``portal.openapi``.
 """
 
+from django.db import connection
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
@@ -227,6 +228,12 @@ class GpuJobViewSet(
         if lines is None:
             slot.release()
             return Response({"detail": detail}, status=status.HTTP_409_CONFLICT)
+        # The stream lasts minutes and reads nothing from the database: give the request's
+        # connection back now (to the process's pool, when there is one) rather than when the
+        # stream ends, so that follows never hold the connections pages need. Not inside a
+        # transaction (ATOMIC_REQUESTS is off; a test's transaction must stay whole).
+        if not connection.in_atomic_block:
+            connection.close()
         # An async iterator: under the ASGI worker the stream holds no worker or thread.
         response = StreamingHttpResponse(
             log_follows.stream(lines, slot=slot), content_type="text/plain; charset=utf-8"

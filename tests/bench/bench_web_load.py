@@ -2,17 +2,18 @@
 
 1,000 teams, 5,000 grants (with their approved requests), 1,000 pending requests and 20,000 jobs
 in PostgreSQL; gunicorn serving the portal as the Dockerfile does (its ASGI worker, 3 workers,
-the image's environment, DEBUG off, behind the TLS proxy's ``X-Forwarded-Proto``); 50 users
-signed in, each browsing home, one of their teams, the job list, one of their jobs and the usage
-report (admins, five of the fifty, the review queue too), with a pause of 0.5 to 1.5 s between
-pages, as a locust ``between(0.5, 1.5)`` user would. (locust is not installed: the users are
-asyncio tasks over httpx, one connection each.) Per page: p50/p95/p99, errors, bytes and the SQL
-queries one view of the page runs, for a member of one team and for a lead of twenty (the same
-count: queries do not grow with the rows behind a page). The CPU each part used meanwhile
-(gunicorn's workers, PostgreSQL, Redis, the users' client) says what bounds the figures on a
-machine of few CPUs; a second, lighter load (``BENCH_LOAD_LIGHT_USERS``, 10 users) then shows
-what the same machine serves within the goal. Results go to ``bench-results/web_load.{json,md}``
-and rows of the summary table.
+the image's environment with its pool of database connections per worker,
+DEBUG off, behind the TLS proxy's ``X-Forwarded-Proto``); 50 users signed in, each browsing
+home, one of their teams, the job list, one of their jobs and the usage report (admins, five of
+the fifty, the review queue too), with a pause of 0.5 to 1.5 s between pages, as a locust
+``between(0.5, 1.5)`` user would. (locust is not installed: the users are asyncio tasks over
+httpx, one connection each.) Per page: p50/p95/p99, errors, bytes and the SQL queries one view
+of the page runs, for a member of one team and for a lead of twenty (the same count: queries
+do not grow with the rows behind a page). The CPU each part used meanwhile (gunicorn's workers,
+PostgreSQL, Redis, the users' client) says what bounds the figures on a machine of few CPUs; a
+second, lighter load (``BENCH_LOAD_LIGHT_USERS``, 10 users) then shows what the same machine
+serves within the goal. Results go to ``bench-results/web_load.{json,md}`` and rows of the
+summary table.
 
 Environment: ``BENCH_LOAD_USERS`` (50), ``BENCH_LOAD_SECONDS`` (60), ``BENCH_LOAD_WORKERS``
 (3), ``BENCH_LOAD_TEAMS`` (1,000; grants, requests and jobs scale with it) for a quicker run.
@@ -223,7 +224,7 @@ def start_server(log_path: Path) -> tuple[subprocess.Popen, str]:
     ``staticfiles/``: a second run copies nothing)."""
     env = {
         **os.environ,
-        **dockerfile_environment(),
+        **dockerfile_environment(),  # its pool of database connections among them
         "DJANGO_DEBUG": "0",
         "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
     }

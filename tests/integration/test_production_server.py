@@ -17,7 +17,7 @@ import httpx
 import psycopg
 import pytest
 
-from tests.dockerfile import dockerfile_command
+from tests.dockerfile import dockerfile_command, dockerfile_environment
 from tests.integration.conftest import REPO_ROOT, _database_url
 from tests.integration.servers import (
     BEHIND_TLS_PROXY,
@@ -142,11 +142,11 @@ def test_ten_megabyte_bodies_are_refused_through_gunicorn_and_write_nothing(
 def test_the_server_keeps_a_pool_of_database_connections_across_requests(
     postgres_database, tmp_path
 ):
-    """With DJANGO_DB_POOL_MAX_SIZE requests hand their connection back to the process's pool
-    rather than closing it, so the same few PostgreSQL backends serve request after request
-    (without the pool none is left once the requests are answered)."""
+    """The image sets DJANGO_DB_POOL_MAX_SIZE: requests hand their connection back to the
+    process's pool rather than closing it, so the same few PostgreSQL backends serve request
+    after request (without the pool none is left once the requests are answered)."""
     application = f"pool-test-{tmp_path.name}"[:63]
-    pool_size = 4
+    pool_size = int(dockerfile_environment()["DJANGO_DB_POOL_MAX_SIZE"])
 
     def server_backends() -> set[int]:
         with psycopg.connect(_database_url(postgres_database)) as watcher:
@@ -155,12 +155,7 @@ def test_the_server_keeps_a_pool_of_database_connections_across_requests(
             ).fetchall()
         return {pid for (pid,) in rows}
 
-    with portal_server(
-        postgres_database,
-        tmp_path,
-        PGAPPNAME=application,
-        DJANGO_DB_POOL_MAX_SIZE=str(pool_size),
-    ) as base:
+    with portal_server(postgres_database, tmp_path, PGAPPNAME=application) as base:
         for _ in range(20):
             assert get(f"{base}/readyz").status_code == 200
         after_first = server_backends()

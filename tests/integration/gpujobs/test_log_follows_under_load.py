@@ -2,7 +2,8 @@
 gunicorn with its asgi worker, ONE worker), twenty followed logs stream while pages still
 answer at once, and the limits on follows answer 429 with ``Retry-After`` across the server,
 counted in the real Redis. (A sync worker would be held by the first follow, and the pages
-would wait for it.)"""
+would wait for it.) The server keeps a pool of fewer database connections than there are
+follows: a follow gives its connection back before it streams."""
 
 import queue
 import threading
@@ -25,6 +26,9 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.devcluster]
 FOLLOWS = 20
 PER_USER = 20
 TOTAL = 21
+# Fewer than the follows: were a follow to hold its request's connection while it streams, the
+# fifth would wait out the pool and be answered 503.
+DATABASE_POOL = 4
 # A page of the portal answers within this while the follows stream (it takes well under a
 # second on an idle machine; the bound leaves room for a busy one).
 PAGE_ANSWERS_WITHIN = 3.0
@@ -48,6 +52,8 @@ def portal(postgres_database, tmp_path_factory):
         GPUJOBS_LOG_FOLLOWS_PER_USER=str(PER_USER),
         GPUJOBS_LOG_FOLLOWS_TOTAL=str(TOTAL),
         GPUJOBS_LOG_FOLLOW_MAX_SECONDS="120",
+        DJANGO_DB_POOL_MAX_SIZE=str(DATABASE_POOL),
+        DJANGO_DB_POOL_TIMEOUT="5",
     ) as base:
         yield base
 

@@ -9,10 +9,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Those that run pods on simulated nodes of their own (gpujobs, serving, watcher_memory, kueue) go
-# before those that reconcile teams with the portal's default name (reconcile, monitoring): that
-# installs the portal's admission policies on the shared devcluster, which refuse GPU pods placed
-# off `hardware-type=gpu`, as the benchmarks' own nodes are.
+# Those that run pods on simulated nodes of their own (gpujobs, serving, kueue) do so under portal
+# names of their own: the admission policies that reconciling teams under the default name
+# (reconcile, monitoring) installs on the shared devcluster refuse GPU pods placed off
+# `hardware-type=gpu`, as the benchmarks' own nodes are, but only in that name's namespaces.
 ALL="api_lists calendar statements gpujobs serving watcher_memory kueue reconcile monitoring web_load"
 benchmarks="${*:-$ALL}"
 for name in $benchmarks; do

@@ -37,6 +37,10 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 os.environ.setdefault("PORTAL_LOG_LEVEL", "WARNING")
 # The worker and the watcher started below take this benchmark's tasks only.
 os.environ["CELERY_TASK_DEFAULT_QUEUE"] = f"bench-serving-{os.getpid()}"
+# Its namespaces under a portal name of its own: the admission policies that the reconcile and
+# monitoring benchmarks install for the default name (GPU pods only on ``hardware-type=gpu``)
+# never apply to them, whichever ran first on the devcluster.
+os.environ["PORTAL_NAME"] = "gpu-portal-bench-serving"
 
 import django  # noqa: E402
 

@@ -25,6 +25,24 @@ def dockerfile_command() -> list[str]:
     raise AssertionError("the Dockerfile has no CMD [...]")
 
 
+def gunicorn_arguments(*, bind: str, workers: int) -> list[str]:
+    """gunicorn's arguments in the Dockerfile's CMD (its program left out: the caller runs
+    ``python -m gunicorn``), with the address and the number of workers given here."""
+    command = dockerfile_command()
+    if command[0] != "gunicorn":
+        raise AssertionError(f"the Dockerfile's CMD runs {command[0]}, not gunicorn")
+    arguments, values = [], {"--bind": bind, "--workers": str(workers)}
+    given = iter(command[1:])
+    for argument in given:
+        arguments.append(argument)
+        if argument in values:
+            next(given)
+            arguments.append(values.pop(argument))
+    for option, value in values.items():
+        arguments += [option, value]
+    return arguments
+
+
 def dockerfile_environment() -> dict[str, str]:
     """The variables the Dockerfile's ENV lines set (``ENV NAME=value ...``)."""
     environment = {}

@@ -60,7 +60,7 @@ from tests.bench.helpers import (  # noqa: E402
     percentile,
 )
 from tests.bench.summary import Goal, Summary  # noqa: E402
-from tests.dockerfile import dockerfile_environment  # noqa: E402
+from tests.dockerfile import dockerfile_environment, gunicorn_arguments  # noqa: E402
 
 TEAMS = int(os.environ.get("BENCH_LOAD_TEAMS", "1000"))
 GRANTS_PER_TEAM = 5
@@ -243,13 +243,7 @@ def start_server(log_path: Path) -> tuple[subprocess.Popen, str]:
                 sys.executable,
                 "-m",
                 "gunicorn",
-                "portal.asgi:application",
-                "--worker-class",
-                "asgi",
-                "--bind",
-                f"127.0.0.1:{port}",
-                "--workers",
-                str(WORKERS),
+                *gunicorn_arguments(bind=f"127.0.0.1:{port}", workers=WORKERS),
             ],
             cwd=REPO_ROOT,
             env=env,

@@ -13,11 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.dockerfile import dockerfile_environment
+from tests.dockerfile import dockerfile_environment, gunicorn_arguments
 from tests.integration.conftest import REPO_ROOT, _database_url, free_port, wait_for
-
-# The Dockerfile's server: gunicorn running the ASGI application in its own asgi worker.
-DOCKERFILE_SERVER = ["portal.asgi:application", "--worker-class", "asgi"]
 
 # What the TLS-terminating proxy in front of the portal adds to every request it passes on.
 BEHIND_TLS_PROXY = {"X-Forwarded-Proto": "https"}
@@ -61,11 +58,7 @@ def portal_server(
                 sys.executable,
                 "-m",
                 "gunicorn",
-                *DOCKERFILE_SERVER,
-                "--bind",
-                f"127.0.0.1:{port}",
-                "--workers",
-                str(workers),
+                *gunicorn_arguments(bind=f"127.0.0.1:{port}", workers=workers),
             ],
             cwd=REPO_ROOT,
             env=env,

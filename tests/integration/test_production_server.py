@@ -17,11 +17,10 @@ import httpx
 import psycopg
 import pytest
 
-from tests.dockerfile import dockerfile_command, dockerfile_environment
+from tests.dockerfile import dockerfile_environment
 from tests.integration.conftest import REPO_ROOT, _database_url
 from tests.integration.servers import (
     BEHIND_TLS_PROXY,
-    DOCKERFILE_SERVER,
     portal_server,
     production_environment,
 )
@@ -51,13 +50,6 @@ def test_the_deployment_checks_pass_with_the_production_environment(postgres_dat
 
     assert checked.returncode == 0, checked.stderr + checked.stdout
     assert "System check identified no issues" in checked.stdout
-
-
-def test_the_server_here_is_the_dockerfiles():
-    command = dockerfile_command()
-
-    assert command[0] == "gunicorn"
-    assert command[1 : 1 + len(DOCKERFILE_SERVER)] == DOCKERFILE_SERVER
 
 
 def test_gunicorn_serves_pages_and_hashed_static_files_with_debug_off(production_server):

@@ -36,12 +36,9 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 os.environ.setdefault("PORTAL_LOG_LEVEL", "WARNING")
-# The worker and the watcher started below take this benchmark's tasks only.
-os.environ["CELERY_TASK_DEFAULT_QUEUE"] = f"bench-gpujobs-{os.getpid()}"
-# Its namespaces under a portal name of its own: the admission policies that the reconcile and
-# monitoring benchmarks install for the default name (GPU pods only on ``hardware-type=gpu``)
-# never apply to them, whichever ran first on the devcluster.
-os.environ["PORTAL_NAME"] = "gpu-portal-bench-gpujobs"
+from tests.bench.helpers import run_apart  # noqa: E402
+
+run_apart("gpujobs")
 
 import django  # noqa: E402
 

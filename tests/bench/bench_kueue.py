@@ -29,7 +29,7 @@ Measured from the cluster by this process's own watches (pods, Jobs, Workloads) 
   (goal: at least 95%), and the GPU-hours left idle meanwhile;
 * preemptions, and under quota only the jobs refused and the refusals in all.
 
-The benchmark runs its portal under a name of its own (``PORTAL_NAME=gpu-portal-bench``: its
+The benchmark runs its portal under a name of its own (``PORTAL_NAME=gpu-portal-bench-kueue``: its
 own flavors, cohort, priority classes and queues on the shared devcluster); the portal's reconcile
 (run in this process) makes the teams' namespaces, ResourceQuotas and Kueue queues, and takes the
 queues away again for the quota-only run. Results go to
@@ -56,8 +56,9 @@ sys.path.insert(0, str(REPO_ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 os.environ.setdefault("PORTAL_LOG_LEVEL", "WARNING")
 # Its own Kueue objects on the shared devcluster, and its own Celery queue.
-os.environ["PORTAL_NAME"] = "gpu-portal-bench"
-os.environ["CELERY_TASK_DEFAULT_QUEUE"] = f"bench-kueue-{os.getpid()}"
+from tests.bench.helpers import run_apart  # noqa: E402
+
+run_apart("kueue")
 # A busy team may run more pods at once than the default bound of a team namespace.
 os.environ.setdefault("PORTAL_TEAM_MAX_PODS", "1000")
 

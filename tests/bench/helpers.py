@@ -118,6 +118,16 @@ def in_process_storages() -> dict:
     }
 
 
+def run_apart(name: str) -> None:
+    """Before ``django.setup()``: run this benchmark's portal apart from others on the shared
+    devcluster and broker. Its worker and watcher take only its Celery tasks, and its namespaces
+    and Kueue objects carry a portal name of its own, so that the admission policies a reconcile
+    under another name installs (GPU pods only on ``hardware-type=gpu``, the default name's, or
+    another benchmark's nodes) never apply to its pods, whichever benchmark ran first."""
+    os.environ["CELERY_TASK_DEFAULT_QUEUE"] = f"bench-{name}-{os.getpid()}"
+    os.environ["PORTAL_NAME"] = f"gpu-portal-bench-{name}"
+
+
 # The devcluster's processes, by the name the kernel gives them (at most 15 characters).
 CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller", "kube-scheduler", "kwok", "kueue")
 # The services a run shares with the portal, by process name, as ``CpuMeter`` groups them.

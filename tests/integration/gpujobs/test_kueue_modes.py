@@ -1,8 +1,8 @@
 """A cluster switched between quota only and Kueue with jobs in flight loses and duplicates no
 job, both ways: what runs keeps running untouched, what waits is made again under the new mode
 (once), and new jobs follow the cluster's mode. With Kueue stopped, a new job waits in the portal
-and says Kueue is not admitting, a waiting job stays suspended, and all of them run once Kueue is
-back. The devcluster's Kueue, the real worker and the real watcher."""
+and says Kueue is not admitting, a waiting job stays suspended, and once Kueue is back each of
+them runs in its turn. The devcluster's Kueue, the real worker and the real watcher."""
 
 import time
 
@@ -173,14 +173,25 @@ def test_while_kueue_is_down_jobs_wait_and_say_so_and_nothing_is_lost_once_it_is
             assert jobs_on_cluster(batch, team.namespace)[waiting.kube_name].spec.suspend is True
             time.sleep(0.5)
 
-    # Kueue, restarted, first rebuilds its cache from every Workload and Job on the cluster
-    # before it sees the holder's quota free: on a loaded 2-core machine that took over 60 s.
-    wait_for_state(waiting.pk, State.RUNNING, timeout=180)
-    new = wait_for_job(
-        new.pk,
-        lambda j: j.reason == Reason.IN_QUEUE,
-        timeout=120,
-        what="the new job created once Kueue is back, waiting its turn",
+    # Kueue, restarted, gives the holder's freed GPU to one of the two: usually the older
+    # waiting job, but not always. Seen in CI: Kueue 0.17, at start, tried the waiting job while
+    # it still counted the holder and set it aside as inadmissible; the holder's Workload went
+    # 50 ms later, and Kueue tries the jobs set aside again only after a batching second, by
+    # which time the new job, created by the worker's retry, had taken the GPU at once. Either
+    # way nothing is lost: one runs, the other waits in the queue.
+    def one_running_one_in_queue():
+        pair = {j.pk: j for j in GpuJob.objects.filter(pk__in=[waiting.pk, new.pk])}
+        states = sorted((j.state, j.reason) for j in pair.values())
+        if states == [(State.PENDING, Reason.IN_QUEUE), (State.RUNNING, "")]:
+            return pair
+        return None
+
+    # Kueue first rebuilds its cache from every Workload and Job on the cluster: on a loaded
+    # 2-core machine that took over 60 s.
+    pair = wait_for(
+        one_running_one_in_queue,
+        timeout=180,
+        what="one of the waiting and the new job running, the other waiting in the queue",
     )
     wait_for(
         lambda: holder.kube_name not in jobs_on_cluster(batch, team.namespace),
@@ -189,5 +200,13 @@ def test_while_kueue_is_down_jobs_wait_and_say_so_and_nothing_is_lost_once_it_is
     )
     on_cluster = jobs_on_cluster(batch, team.namespace)
     assert set(on_cluster) == {waiting.kube_name, new.kube_name}
-    assert on_cluster[new.kube_name].metadata.uid == new.kube_uid
-    assert new.submit_attempts >= 2
+    assert on_cluster[waiting.kube_name].metadata.uid == waiting.kube_uid
+    assert on_cluster[new.kube_name].metadata.uid == pair[new.pk].kube_uid
+    assert pair[new.pk].submit_attempts >= 2
+
+    # Once the one running is stopped, Kueue admits the other.
+    running = next(j for j in pair.values() if j.state == State.RUNNING)
+    queued = next(j for j in pair.values() if j.state == State.PENDING)
+    api_client_for(team.member).post(f"/api/v1/jobs/{running.pk}/cancel/")
+    wait_for_state(queued.pk, State.RUNNING, timeout=90)
+    assert GpuJob.objects.filter(team=team.team).count() == 3

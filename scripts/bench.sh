@@ -5,7 +5,8 @@
 #
 # scripts/bench.sh                      every benchmark: the table is made afresh
 # scripts/bench.sh web_load monitoring  only these (tests/bench/bench_<name>.py): their rows
-#                                       replace their previous ones, the others' stay
+#                                       replace their previous ones, the others' stay; say
+#                                       how the copy was made in bench-results/PROVENANCE.md
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -38,7 +39,7 @@ export DJANGO_SECURE_SSL_REDIRECT=0
 export DJANGO_CACHE_URL="${CELERY_BROKER_URL%/*}/2"
 
 mkdir -p bench-results
-[ $# -gt 0 ] || rm -f bench-results/summary.jsonl
+[ $# -gt 0 ] || rm -f bench-results/summary.jsonl bench-results/PROVENANCE.md
 trap '.venv/bin/python tests/bench/summary.py' EXIT
 
 for name in $benchmarks; do

@@ -12,6 +12,10 @@ beside the table; ``make bench`` empties it first. A benchmark run on its own
 (``scripts/bench.sh NAME``) adds its rows to the others': the table keeps only each benchmark's
 latest run, and says when each ran.
 
+How a copy was made, when that is more than one full ``make bench`` (some benchmarks run again
+later, on another machine, or not at all), is said by hand in ``bench-results/PROVENANCE.md``:
+the table carries it under its heading; a full ``make bench`` removes it with the rows.
+
     summary = Summary("quota-requests API")  # at the start of the run: notes the load
     summary.row(
         "list 10,000 quota requests, 10 a page",
@@ -34,6 +38,7 @@ from pathlib import Path
 RESULTS = Path(__file__).resolve().parents[2] / "bench-results"
 ROWS = RESULTS / "summary.jsonl"
 TABLE = RESULTS / "SUMMARY.md"
+PROVENANCE = RESULTS / "PROVENANCE.md"
 
 
 @dataclass(frozen=True)
@@ -136,7 +141,7 @@ def _number(value: float | None, unit: str = "") -> str:
     return f"{text} {unit}".strip()
 
 
-def render(records: list[dict]) -> str:
+def render(records: list[dict], provenance: str = "") -> str:
     rows = latest_runs(records)
     met = [r["met"] for r in rows if r["met"] is not None]
     lines = [
@@ -148,6 +153,7 @@ def render(records: list[dict]) -> str:
         "the 1-minute load average when the benchmark started and when the row was measured, "
         "out of that many CPUs.",
         "",
+        *([provenance.strip(), ""] if provenance.strip() else []),
         f"{sum(met)} of {len(met)} goals met.",
         "",
         "| benchmark | work | portal | alternative | ratio | goal | met | load (CPUs) |",
@@ -180,7 +186,8 @@ def main() -> None:
     records = read()
     if not records:
         sys.exit(f"no benchmark recorded a row in {ROWS}")
-    TABLE.write_text(render(records))
+    provenance = PROVENANCE.read_text() if PROVENANCE.exists() else ""
+    TABLE.write_text(render(records, provenance))
     print(TABLE.read_text())
 
 

@@ -66,3 +66,16 @@ def test_the_table_has_a_row_per_comparison_of_each_benchmarks_latest_run(tmp_pa
     )
     assert "**no**" in table
     assert "2 of 3 goals met." in table
+
+
+def test_a_hand_written_provenance_stands_under_the_heading_and_survives_a_render(tmp_path):
+    rows = tmp_path / "summary.jsonl"
+    Summary("monitoring", rows=rows).row(
+        "team page, warm", portal=40, unit="ms", goal=Goal.portal_at_most(100)
+    )
+    provenance = "**How this copy was made:** monitoring alone, on a quiet machine.\n"
+
+    table = summary.render(summary.read(rows), provenance)
+
+    assert table.index(provenance.strip()) < table.index("1 of 1 goals met.")
+    assert provenance.strip() not in summary.render(summary.read(rows))

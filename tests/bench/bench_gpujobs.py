@@ -44,7 +44,6 @@ import django  # noqa: E402
 
 django.setup()
 
-from django.conf import settings  # noqa: E402
 from django.contrib.auth.models import User  # noqa: E402
 from django.db.models import Max, ProtectedError  # noqa: E402
 from django.test import Client, override_settings  # noqa: E402
@@ -67,6 +66,7 @@ from tests.bench.helpers import (  # noqa: E402
     run_kubectl,
     start,
     stop,
+    team_namespace_labels,
 )
 from tests.bench.summary import Goal, Summary  # noqa: E402
 
@@ -125,7 +125,7 @@ def add_bench_nodes(handle, run_id: str) -> list[str]:
 
 
 def make_namespace(core, name: str, *, gpus: int | None) -> None:
-    labels = {"app.kubernetes.io/managed-by": settings.PORTAL_NAME, "gpuportal.io/team": name}
+    labels = team_namespace_labels(name)
     core.create_namespace({"apiVersion": "v1", "metadata": {"name": name, "labels": labels}})
     if gpus is None:
         return

@@ -43,7 +43,6 @@ import django  # noqa: E402
 
 django.setup()
 
-from django.conf import settings  # noqa: E402
 from django.contrib.auth.models import User  # noqa: E402
 from django.test import Client, override_settings  # noqa: E402
 from django.utils import timezone  # noqa: E402
@@ -59,7 +58,7 @@ from serving import manifests  # noqa: E402
 from serving.models import InferenceService, Revision  # noqa: E402
 from serving.specs import Probe, RevisionRequest  # noqa: E402
 from tenants.models import AuditEvent, Membership, QuotaGrant, QuotaRequest, Team  # noqa: E402
-from tests.bench.helpers import patiently, start, stop  # noqa: E402
+from tests.bench.helpers import patiently, start, stop, team_namespace_labels  # noqa: E402
 from tests.bench.summary import Goal, Summary  # noqa: E402
 
 REPLICAS = int(os.environ.get("BENCH_SERVING_REPLICAS", "10"))
@@ -84,7 +83,7 @@ def median(values: list[float]) -> float:
 def make_namespace(core, name: str) -> None:
     """The team's namespace as the portal's reconcile would have made it (no quota: the
     portal's own check is what the benchmark measures)."""
-    labels = {"app.kubernetes.io/managed-by": settings.PORTAL_NAME, "gpuportal.io/team": name}
+    labels = team_namespace_labels(name)
     core.create_namespace({"apiVersion": "v1", "metadata": {"name": name, "labels": labels}})
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

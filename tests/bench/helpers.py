@@ -118,6 +118,16 @@ def in_process_storages() -> dict:
     }
 
 
+def team_namespace_labels(slug: str) -> dict[str, str]:
+    """The labels by which the portal (under this run's ``PORTAL_NAME``) owns a team's
+    namespace, for a benchmark that makes the namespace itself as a reconcile would."""
+    from django.conf import settings
+
+    from clusters.vocabulary import MANAGED_BY_LABEL, TEAM_LABEL
+
+    return {MANAGED_BY_LABEL: settings.PORTAL_NAME, TEAM_LABEL: slug}
+
+
 def run_apart(name: str) -> None:
     """Before ``django.setup()``: run this benchmark's portal apart from others on the shared
     devcluster and broker. Its worker and watcher take only its Celery tasks, and its namespaces

@@ -28,6 +28,7 @@ from django.db.models import Q
 from clusters.models import Cluster, GpuCapacity, GpuModelCapacity
 from clusters.vocabulary import DEFAULT_GPU_RESOURCE
 from tenants.models import QuotaGrant, QuotaRequest
+from tenants.period_sums import MeetingSums
 from tenants.selectors import plannable_gpus
 
 DEFAULT_DAYS = 90
@@ -75,36 +76,14 @@ def window_totals(
     periods: Iterable[Period], first: datetime.date, last: datetime.date, days: int
 ) -> list[int]:
     """For each start day from ``first`` to ``last``: the GPUs of every period that meets the
-    window of ``days`` days beginning then, as the approval's capacity check sums them.
-
-    A period meets [s, e] when it starts on or before e and does not end before s; so the sum
-    is (GPUs of periods started by e) minus (GPUs of periods ended before s), two running sums
-    over the days.
-    """
-    starts = (last - first).days + 1
-    if starts <= 0 or days < 1:
+    window of ``days`` days beginning then, as the approval's capacity check sums them
+    (``period_sums.MeetingSums``)."""
+    if first > last or days < 1:
         return []
-    span = starts + days - 1
-    started_on = [0] * span  # GPUs of periods starting that day (before ``first``: on day 0)
-    gone_on = [0] * starts  # GPUs of periods whose day after the end is that day
-    for period in periods:
-        begin = max((period.starts_on - first).days, 0)
-        if begin >= span:
-            continue
-        started_on[begin] += period.gpus
-        if period.ends_on is not None:
-            gone = max((period.ends_on - first).days + 1, 0)
-            if gone < starts:  # later than the last start: it meets every window
-                gone_on[gone] += period.gpus
-    started_by, running = [], 0
-    for value in started_on:
-        running += value
-        started_by.append(running)
-    totals, gone = [], 0
-    for index in range(starts):
-        gone += gone_on[index]
-        totals.append(started_by[index + days - 1] - gone)
-    return totals
+    sums = MeetingSums.of((p.starts_on, p.ends_on, p.gpus) for p in periods)
+    span = datetime.timedelta(days=days - 1)
+    starts = (last - first).days + 1
+    return [sums.meeting(day, day + span) for day in (first + n * DAY for n in range(starts))]
 
 
 # --- the figures of one GPU model on one cluster -----------------------------------------------

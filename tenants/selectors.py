@@ -1,12 +1,13 @@
 """Reads: what each user may see, and the capacity figures the review queue shows."""
 
 import datetime
+import functools
+import operator
 from dataclasses import dataclass
 
 from django.contrib.auth.models import AnonymousUser, User
-from django.db.models import F, Func, OuterRef, Q, QuerySet, Subquery, Sum, Value
+from django.db.models import Q, QuerySet, Sum
 from django.db.models.expressions import RawSQL
-from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from clusters.models import Cluster, GpuCapacity, GpuModelCapacity
@@ -22,6 +23,7 @@ from tenants.models import (
     TeamCluster,
     TeamQueuePolicy,
 )
+from tenants.period_sums import MeetingSums
 from tenants.permissions import is_portal_admin
 
 
@@ -347,38 +349,63 @@ def model_capacity_summaries() -> dict[tuple[int, str], list[ModelCapacitySummar
     return summaries
 
 
-def _granted_in_request_period(*, same_model: bool = False) -> Coalesce:
-    """Per request row: GPUs of its kind (and with ``same_model``, of its model) that active
-    grants on its cluster hold during its period, as ``grants_overlapping`` counts them for the
-    capacity check. One subquery, so the queue costs the same number of queries however long it
-    is."""
-    open_end = Value(datetime.date.max)
-    overlapping = QuotaGrant.objects.filter(
-        Q(ends_on__isnull=True) | Q(ends_on__gte=OuterRef("starts_on")),
-        starts_on__lte=Coalesce(OuterRef("ends_on"), open_end),
-        cluster=OuterRef("cluster"),
-        gpu_resource=OuterRef("gpu_resource"),
+@dataclass(frozen=True)
+class GrantedInPeriod:
+    """What active grants hold during a request's period: GPUs of its kind on its cluster, and
+    of its model, as ``granted_gpus`` counts them for the capacity check."""
+
+    kind: int
+    model: int
+
+
+def granted_in_request_periods(requests) -> dict[int, GrantedInPeriod]:
+    """For each request (anything with ``pk``, ``cluster_id``, ``gpu_resource``, ``gpu_model``,
+    ``starts_on`` and ``ends_on``: a page of the review queue), by pk, what active grants hold
+    during its period, as ``granted_gpus`` counts them.
+
+    Two queries a page, the kinds' active grants summed by the day they start on and by the day
+    they end on, per GPU model (``period_sums`` does the rest): their rows grow with the days
+    grants start and end on, not with the grants nor with the page's size. A subquery per
+    request summed every grant of the kind again for each row.
+    """
+    requests = list(requests)
+    kinds = {(r.cluster_id, r.gpu_resource) for r in requests}
+    if not kinds:
+        return {}
+    grants = QuotaGrant.objects.filter(
+        functools.reduce(operator.or_, (Q(cluster_id=c, gpu_resource=g) for c, g in kinds)),
         state=QuotaGrant.State.ACTIVE,
-    )
-    if same_model:
-        overlapping = overlapping.filter(gpu_model=OuterRef("gpu_model"))
-    # SUM as a plain function, not Django's aggregate: no GROUP BY, so PostgreSQL reads the
-    # (cluster, GPU kind, state) index rather than every grant of the cluster in cluster order.
-    total = overlapping.order_by().annotate(total=Func(F("gpus"), function="SUM")).values("total")
-    return Coalesce(Subquery(total), 0)
+    ).order_by()
+    model = ("cluster_id", "gpu_resource", "gpu_model")
+    started_on: dict[tuple, dict[datetime.date, int]] = {}
+    for *key, day, gpus in grants.values_list(*model, "starts_on").annotate(Sum("gpus")):
+        started_on.setdefault(tuple(key), {})[day] = gpus
+    ended_on: dict[tuple, dict[datetime.date, int]] = {}
+    ending = grants.filter(ends_on__isnull=False).values_list(*model, "ends_on")
+    for *key, day, gpus in ending.annotate(Sum("gpus")):
+        ended_on.setdefault(tuple(key), {})[day] = gpus
+    sums = {key: MeetingSums(days, ended_on.get(key, {})) for key, days in started_on.items()}
+    models_of_kind: dict[tuple[int, str], list[MeetingSums]] = {}
+    for key, of_model in sums.items():
+        models_of_kind.setdefault(key[:2], []).append(of_model)
+
+    found = {}
+    for r in requests:
+        kind = (r.cluster_id, r.gpu_resource)
+        of_model = sums.get((*kind, r.gpu_model))
+        found[r.pk] = GrantedInPeriod(
+            kind=sum(m.meeting(r.starts_on, r.ends_on) for m in models_of_kind.get(kind, ())),
+            model=of_model.meeting(r.starts_on, r.ends_on) if of_model else 0,
+        )
+    return found
 
 
 def review_queue() -> QuerySet[QuotaRequest]:
-    """Pending requests, oldest first: the order admins should decide them in. Each carries
-    ``granted_in_period`` for ``CapacitySummary.free_after``, and ``model_granted_in_period``
-    (grants of the requested model, for a request of one) for ``ModelCapacitySummary``'s."""
+    """Pending requests, oldest first: the order admins should decide them in. What grants
+    hold during each one's period is ``granted_in_request_periods``' to read, for a page."""
     return (
         QuotaRequest.objects.filter(state=QuotaRequest.State.PENDING)
         .select_related("team", "cluster", "requested_by")
-        .annotate(
-            granted_in_period=_granted_in_request_period(),
-            model_granted_in_period=_granted_in_request_period(same_model=True),
-        )
         .order_by("created_at", "id")
     )
 

@@ -35,7 +35,12 @@ from tenants.models import (
     TeamQueuePolicy,
 )
 from tenants.permissions import is_portal_admin
-from tenants.selectors import department_ceilings, teams_visible_to
+from tenants.selectors import (
+    GrantedInPeriod,
+    department_ceilings,
+    granted_in_request_periods,
+    teams_visible_to,
+)
 
 
 def cluster_named(name: str) -> Cluster:
@@ -584,8 +589,9 @@ class ReviewQueueItemSerializer(QuotaRequestSerializer):
         read_only_fields = fields
 
     def prepare_rows(self, objects) -> None:
-        """For a department admin, each request's verdict (``portal.rows``: read once per page,
-        from the requests themselves)."""
+        """What grants hold during each request's period, and for a department admin each
+        request's verdict (``portal.rows``: read once per page, from the requests themselves)."""
+        self._in_period = granted_in_request_periods(objects)
         self._delegations = {}
         user = self.context["request"].user
         if is_portal_admin(user):
@@ -599,6 +605,13 @@ class ReviewQueueItemSerializer(QuotaRequestSerializer):
                 "allowed": verdict.allowed,
                 "reason": verdict.reason,
             }
+
+    def _granted_in_period(self, quota_request) -> GrantedInPeriod:
+        """The page's figures; read here for a request serialized outside a page."""
+        in_period = getattr(self, "_in_period", None)
+        if in_period is None or quota_request.pk not in in_period:
+            return granted_in_request_periods([quota_request])[quota_request.pk]
+        return in_period[quota_request.pk]
 
     @extend_schema_field(DelegationSerializer(allow_null=True))
     def get_delegation(self, quota_request) -> dict | None:
@@ -634,7 +647,7 @@ class ReviewQueueItemSerializer(QuotaRequestSerializer):
         return _figures(
             summary,
             gpus=quota_request.gpus,
-            granted_in_period=quota_request.model_granted_in_period,
+            granted_in_period=self._granted_in_period(quota_request).model,
         )
 
     @extend_schema_field(ReviewCapacitySerializer)
@@ -644,7 +657,7 @@ class ReviewQueueItemSerializer(QuotaRequestSerializer):
             summary,
             gpus=quota_request.gpus,
             # No figures for the kind: nothing counted in the period either.
-            granted_in_period=quota_request.granted_in_period if summary else 0,
+            granted_in_period=self._granted_in_period(quota_request).kind if summary else 0,
         )
 
 

@@ -35,6 +35,7 @@ class ReviewRow:
     reject_form: RejectForm
     own: bool
     models: list[selectors.ModelCapacitySummary]
+    in_period: selectors.GrantedInPeriod
     delegation: Delegation | None = None  # for a department admin: may they decide it?
 
     @property
@@ -46,7 +47,7 @@ class ReviewRow:
         if self.summary is None:
             return None
         return self.summary.free_after(
-            gpus=self.request.gpus, granted_in_period=self.request.granted_in_period
+            gpus=self.request.gpus, granted_in_period=self.in_period.kind
         )
 
     @property
@@ -60,7 +61,7 @@ class ReviewRow:
             return None
         summary = self.model_summary
         plannable = summary.plannable if summary else 0
-        return plannable - self.request.model_granted_in_period - self.request.gpus
+        return plannable - self.in_period.model - self.request.gpus
 
 
 def _require_reviewer(request: HttpRequest) -> None:
@@ -97,6 +98,7 @@ def _render_review(
     page = page_of(request, filterset.page_rows(), REVIEW_PAGE_SIZE)
     summaries = selectors.capacity_summaries()
     model_summaries = selectors.model_capacity_summaries()
+    in_period = selectors.granted_in_request_periods(page.object_list)
     rows = []
     for quota_request in page.object_list:
         mine = quota_request.pk == bound_id
@@ -106,6 +108,7 @@ def _render_review(
                 request=quota_request,
                 summary=summaries.get(kind),
                 models=model_summaries.get(kind, []),
+                in_period=in_period[quota_request.pk],
                 approve_form=(approve_form if mine and approve_form else None)
                 or ApproveForm(prefix=f"approve-{quota_request.pk}"),
                 reject_form=(reject_form if mine and reject_form else None)

@@ -26,6 +26,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT))
@@ -49,6 +50,7 @@ from gpujobs.models import GpuJob  # noqa: E402
 from tenants.models import Membership, QuotaGrant, QuotaRequest, Team  # noqa: E402
 from tenants.selectors import (  # noqa: E402
     capacity_summaries,
+    granted_in_request_periods,
     model_capacity_summaries,
     review_queue,
 )
@@ -157,15 +159,13 @@ def bare_review_queue(request):
             "justification",
             "requested_by__username",
             "created_at",
-            "granted_in_period",
-            "model_granted_in_period",
         )[(page - 1) * size : page * size]
     )
+    periods = granted_in_request_periods(SimpleNamespace(pk=row["id"], **row) for row in rows)
     for row in rows:
         key = (row.pop("cluster_id"), row["gpu_resource"])
         gpus, model = row["gpus"], row["gpu_model"]
-        in_period = row.pop("granted_in_period")
-        model_in_period = row.pop("model_granted_in_period")
+        in_period, model_in_period = periods[row["id"]].kind, periods[row["id"]].model
         kind = kinds.get(key)
         row["capacity"] = figures(kind, gpus=gpus, granted_in_period=in_period if kind else 0)
         row["model_capacity"] = None

@@ -5,7 +5,8 @@ with their cluster's capacity figures), grants (5,000) and jobs (10,000). For ea
 size it reports the SQL queries per page (which must not grow with the page) and the median
 time per page of the API next to a plain view that returns the same rows with
 ``QuerySet.values()`` and ``JsonResponse``. Both sides read the signed-in user from the session
-(the bare views are ``login_required``); the bare views apply no team scoping and count no rows;
+(the bare views are ``login_required``); the bare views apply no team scoping, and count the
+rows of their whole list as the API's pages do (their ``count``, checked equal on both sides);
 the bare review queue reads the capacity figures with the same selectors as the API and writes
 them out by hand. For quota requests and the review queue the run checks that both sides answer
 the same rows with the same fields and values (``same_json``). The tables are vacuumed and
@@ -81,10 +82,13 @@ QUOTA_COLUMNS = (
 )
 
 
-def page_of(request, rows):
+def page_of(request, rows, counted):
+    """A page of the rows with how many there are in all (``counted``), as the API's pages say
+    (their ``count``): the same work on both sides."""
     size = int(request.GET.get("page_size", 50))
     page = int(request.GET.get("page", 1))
-    return JsonResponse({"results": list(rows[(page - 1) * size : page * size])})
+    results = list(rows[(page - 1) * size : page * size])
+    return JsonResponse({"count": counted.count(), "results": results})
 
 
 @login_required
@@ -101,6 +105,7 @@ def bare_quota_requests(request):
             "decided_at",
             "decision_note",
         ),
+        QuotaRequest.objects.all(),
     )
 
 
@@ -128,10 +133,11 @@ def figures(summary, *, gpus: int, granted_in_period: int) -> dict:
 
 @login_required
 def bare_review_queue(request):
-    """Pending requests oldest first with the grants in their period (the queue's own
-    annotations), each beside its cluster's figures for its GPU kind, for its model and for
-    every model of the kind, read by the same selectors as the API's and written out by hand:
-    the API's fields (no state, no decision; no delegation verdict for an admin)."""
+    """Pending requests oldest first, how many are pending, and the grants in each one's
+    period (read as the API reads them, once a page), each beside its cluster's figures for its
+    GPU kind, for its model and for every model of the kind, read by the same selectors as the
+    API's and written out by hand: the API's fields (no state, no decision; no delegation
+    verdict for an admin)."""
     size = int(request.GET.get("page_size", 50))
     page = int(request.GET.get("page", 1))
     kinds = capacity_summaries()
@@ -174,7 +180,7 @@ def bare_review_queue(request):
             row["model_capacity"] = figures(summary, gpus=gpus, granted_in_period=model_in_period)
         row["gpu_models"] = model_rows.get(key, [])
         row["delegation"] = None
-    return JsonResponse({"results": rows})
+    return JsonResponse({"count": review_queue().count(), "results": rows})
 
 
 @login_required
@@ -189,6 +195,7 @@ def bare_grants(request):
             "updated_at",
             "ended_at",
         ),
+        QuotaGrant.objects.all(),
     )
 
 
@@ -236,6 +243,7 @@ def bare_jobs(request):
             "preempted_by",
             "preemption_reason",
         ),
+        GpuJob.objects.all(),
     )
 
 
@@ -440,9 +448,11 @@ def run() -> dict:
                 lead_s, lead_q, _ = measure(clients["lead"], f"{api}?page_size={size}&page=1")
             bare_s, bare_q, bare_rows = measure(clients["admin"], bare + query)
             assert api_rows == bare_rows == size, (name, api_rows, bare_rows, size)
+            api_page = clients["admin"].get(api + query).json()
+            bare_page = clients["admin"].get(bare + query).json()
+            assert api_page["count"] == bare_page["count"], (name, api_page["count"])
             if name in SAME_JSON:
-                api_json = clients["admin"].get(api + query).json()["results"]
-                bare_json = clients["admin"].get(bare + query).json()["results"]
+                api_json, bare_json = api_page["results"], bare_page["results"]
                 assert same_json(api_json, bare_json), (name, api_json[0], bare_json[0])
             # The comparison itself: the two sides in turn, so that both meet the same load.
             api_s, bare_s = side_by_side(clients["admin"], api + query, bare + query)

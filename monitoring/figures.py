@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import datetime
 import itertools
-import json
 import math
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+import orjson
 import plotly.graph_objects as go
 
 from monitoring.prometheus import Series
@@ -47,32 +47,35 @@ def _clean(value: float) -> float | None:
     return None if value is None or math.isnan(value) or math.isinf(value) else value
 
 
-_INFINITIES = (math.inf, -math.inf)
-
-
 def _rounded_all(values: Iterable[float], decimals: int, scale: float = 1.0) -> list:
     """Each value times ``scale``, to ``decimals`` places, a whole number as an int (``40``
-    rather than ``40.0``), None where Prometheus could not compute one. One loop that calls
-    nothing per value: a page rounds tens of thousands."""
-    rounded: list[float | int | None] = []
-    append = rounded.append
-    for value in values:
-        if value != value or value in _INFINITIES:  # NaN is the value unequal to itself
-            append(None)
-            continue
-        if scale != 1:
-            value *= scale
-        if not decimals:
-            append(round(value))  # an int already
-            continue
-        number = round(value, decimals)
-        whole = int(number)
-        append(whole if whole == number else number)
-    return rounded
+    rather than ``40.0``), None where Prometheus could not compute one.
+
+    A page rounds tens of thousands of values, so this is one comprehension per case that
+    calls as little as it can per value: ``-inf < v < inf`` is false for NaN and both
+    infinities, and rounding to tenths is rounding tenths to a whole number (``round(v, 1)``
+    is several times slower), the int divided back, which gives the double nearest the
+    decimal, as ``round`` does."""
+    inf = math.inf
+    if not decimals:
+        if scale == 1:
+            return [round(v) if -inf < v < inf else None for v in values]
+        return [round(v * scale) if -inf < v < inf else None for v in values]
+    factor = 10**decimals
+    times = scale * factor
+    units = [round(v * times) if -inf < v < inf else None for v in values]
+    return [u if u is None else u / factor if u % factor else u // factor for u in units]
 
 
 def _millis(timestamps: Iterable[float]) -> list[int]:
-    return [int(t * 1000) for t in timestamps]
+    """Unix seconds as milliseconds. Whole seconds on one grid (a range query's answer, the
+    common case) are made at C speed, as a range."""
+    seconds = timestamps if isinstance(timestamps, list) else list(timestamps)
+    if len(seconds) > 1 and type(seconds[0]) is int:
+        first, step = seconds[0], seconds[1] - seconds[0]
+        if type(step) is int and step > 0 and seconds == list(range(first, seconds[-1] + 1, step)):
+            return list(range(first * 1000, seconds[-1] * 1000 + 1, step * 1000))
+    return [int(t * 1000) for t in seconds]
 
 
 def _base_layout(title: str, *, height: int = HEIGHT) -> dict:
@@ -217,7 +220,7 @@ def time_series(
         data.append(
             {
                 "type": "scatter",
-                "mode": "lines" if sum(y is not None for y in ys) > 2 else "lines+markers",
+                "mode": "lines" if len(ys) - ys.count(None) > 2 else "lines+markers",
                 "name": label,
                 "x": _millis(s.timestamps),
                 "y": ys,
@@ -546,10 +549,11 @@ def _evenly_spaced(trace: dict) -> dict:
 
 
 def to_json(figure: dict) -> str:
-    """The figure as pages send it: compact JSON, evenly spaced x values as ``x0``/``dx``, and
+    """The figure as pages send it: compact JSON (orjson's, several times faster than json's
+    for a page's tens of thousands of numbers), evenly spaced x values as ``x0``/``dx``, and
     ``<``, ``>``, ``&`` escaped as in Django's ``json_script``."""
     wire = {**figure, "data": [_evenly_spaced(trace) for trace in figure["data"]]}
-    text = json.dumps(wire, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    text = orjson.dumps(wire).decode()
     for character, escaped in _SCRIPT_ESCAPES:
         text = text.replace(character, escaped)
     return text

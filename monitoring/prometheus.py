@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import httpx
+import orjson
 from django.conf import settings
 from django.core.cache import cache
 
@@ -284,8 +285,8 @@ class PrometheusClient:
 
     def _parse(self, response: httpx.Response, promql: str) -> dict:
         try:
-            body = response.json()
-        except ValueError:
+            body = orjson.loads(response.content)
+        except ValueError:  # orjson.JSONDecodeError is one
             body = None
         if not isinstance(body, dict):
             raise PrometheusQueryError(

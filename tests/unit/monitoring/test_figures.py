@@ -223,3 +223,42 @@ def test_booking_calendar_stacks_granted_and_free_by_day_under_the_capacity():
     assert figure["layout"]["annotations"][0]["text"] == "capacity: 8"
     wire = json.loads(figures.to_json(figure))
     assert wire["data"][0]["dx"] == 86_400_000
+
+
+@pytest.mark.parametrize(
+    ("values", "decimals", "scale", "expected"),
+    [
+        (
+            [40.0, 40.4, 40.6, -2.5, math.nan, math.inf, -math.inf],
+            0,
+            1.0,
+            [40, 40, 41, -2, None, None, None],
+        ),
+        ([2048.0, 1536.0, 100.0, math.nan], 1, 1 / 1024, [2, 1.5, 0.1, None]),
+        ([1.25, 3.0, -3.0, -0.04, 7.349], 1, 1.0, [1.2, 3, -3, 0, 7.3]),
+        ([0.5, 1.5, math.inf], 0, 10.0, [5, 15, None]),
+    ],
+)
+def test_values_are_rounded_whole_numbers_become_ints_and_the_uncomputable_none(
+    values, decimals, scale, expected
+):
+    rounded = figures._rounded_all(values, decimals, scale)
+    assert rounded == expected
+    assert [type(v) for v in rounded] == [type(v) for v in expected]
+
+
+@pytest.mark.parametrize(
+    ("seconds", "expected"),
+    [
+        ([60, 120, 180], [60_000, 120_000, 180_000]),  # on a grid: made as a range
+        ([60, 120, 240], [60_000, 120_000, 240_000]),  # a step missing
+        ([60, 60.5, 61], [60_000, 60_500, 61_000]),  # fractions of a second
+        ((t for t in (5, 10)), [5_000, 10_000]),  # any iterable
+        ([7], [7_000]),
+        ([], []),
+    ],
+)
+def test_timestamps_become_milliseconds_on_a_grid_or_not(seconds, expected):
+    millis = figures._millis(seconds)
+    assert millis == expected
+    assert all(type(m) is int for m in millis)

@@ -2,11 +2,15 @@
 utilisation as numbers for the API.
 
 They put together the charts of ``monitoring.charts``, fetched at once and cached by
-``monitoring.parts.resolve``. The namespace every team query filters on is the team's slug, read
-from the database: nothing from a request ever widens a query beyond what the caller already may
-see. And it is queried only once the reconcile found it the portal's for the team
-(``metrics.confirmed_namespace``); otherwise a dashboard is ``refused`` with the reason, and
-``team_series`` raises ``NamespaceNotConfirmed``.
+``monitoring.parts.Fetching``. A dashboard starts its queries and returns at once: what it
+shows is made the first time the page reads it (``monitoring.parts.later``), so the view's other
+reads and its template up to the charts happen while Prometheus answers.
+
+The namespace every team query filters on is the team's slug, read from the database: nothing
+from a request ever widens a query beyond what the caller already may see. And it is queried
+only once the reconcile found it the portal's for the team (``metrics.confirmed_namespace``);
+otherwise a dashboard is ``refused`` with the reason, and ``team_series`` raises
+``NamespaceNotConfirmed``.
 
 Dashboards never raise for Prometheus trouble: each chart carries the figure or the message to
 show in its place. ``team_series``, behind the API, raises ``PrometheusError`` instead, which
@@ -43,7 +47,7 @@ from monitoring.metrics import (
     pod_usage,
     prometheus_for,
 )
-from monitoring.parts import Chart, dashboard_prometheus, resolve
+from monitoring.parts import Chart, Fetching, dashboard_prometheus, later
 from monitoring.prometheus import Series
 from tenants.models import Team
 
@@ -87,18 +91,22 @@ def team_dashboard(*, team: Team, cluster: Cluster, window: promql.Window) -> Da
         *gpu_parts(prometheus, config, window, namespace=namespace, pods=None, empty=empty),
         held_part(prometheus, config, window, namespace=namespace, granted=granted, empty=empty),
     ]
-    results = resolve([*charts, pods_part(prometheus, cluster, namespace=namespace)])
-    pods, pods_error = results[PODS]
-    drawn = [results[part.key] for part in charts]
-    return Dashboard(
-        cluster=cluster,
-        window=window,
-        charts=drawn,
-        pods=pods,
-        error=_first_error(drawn, pods_error),
-        gpus_held=None if pods_error else sum(p.gpus for p in pods),
-        gpus_granted=granted,
-    )
+    fetching = Fetching([*charts, pods_part(prometheus, cluster, namespace=namespace)])
+
+    def finish(results: dict) -> Dashboard:
+        pods, pods_error = results[PODS]
+        drawn = [results[part.key] for part in charts]
+        return Dashboard(
+            cluster=cluster,
+            window=window,
+            charts=drawn,
+            pods=pods,
+            error=_first_error(drawn, pods_error),
+            gpus_held=None if pods_error else sum(p.gpus for p in pods),
+            gpus_granted=granted,
+        )
+
+    return later(fetching, finish)
 
 
 def pod_dashboard(
@@ -126,18 +134,22 @@ def pod_dashboard(
     empty = f"No GPU held by {', '.join(pods)} in this window."
     prometheus = dashboard_prometheus(cluster)
     charts = gpu_parts(prometheus, config, window, namespace=namespace, pods=pods, empty=empty)
-    results = resolve([*charts, pods_part(prometheus, cluster, namespace=namespace)])
-    usage, usage_error = results[PODS]
-    drawn = [results[part.key] for part in charts]
-    mine = [p for p in usage if p.pod in pods]
-    return Dashboard(
-        cluster=cluster,
-        window=window,
-        charts=drawn,
-        pods=mine,
-        error=_first_error(drawn, usage_error),
-        gpus_held=sum(p.gpus for p in mine),
-    )
+    fetching = Fetching([*charts, pods_part(prometheus, cluster, namespace=namespace)])
+
+    def finish(results: dict) -> Dashboard:
+        usage, usage_error = results[PODS]
+        drawn = [results[part.key] for part in charts]
+        mine = [p for p in usage if p.pod in pods]
+        return Dashboard(
+            cluster=cluster,
+            window=window,
+            charts=drawn,
+            pods=mine,
+            error=_first_error(drawn, usage_error),
+            gpus_held=sum(p.gpus for p in mine),
+        )
+
+    return later(fetching, finish)
 
 
 # --- the cluster page ---------------------------------------------------------------------------
@@ -185,18 +197,22 @@ def cluster_dashboard(*, cluster: Cluster, window: promql.Window) -> ClusterDash
         held_ranking_part(cluster, prometheus, config),
         utilisation_ranking_part(cluster, prometheus, config, window),
     ]
-    results = resolve([capacity_part(cluster), *charts])
-    capacity: Capacity = results[NODES]
-    drawn = [*capacity.charts, *(results[part.key] for part in charts)]
-    return ClusterDashboard(
-        cluster=cluster,
-        window=window,
-        charts=drawn,
-        nodes=capacity.nodes,
-        models=capacity.models,
-        nodes_error=capacity.error,
-        error=next((c.message for c in drawn if c.failed and c.key != NODES), ""),
-    )
+    fetching = Fetching([capacity_part(cluster), *charts])
+
+    def finish(results: dict) -> ClusterDashboard:
+        capacity: Capacity = results[NODES]
+        drawn = [*capacity.charts, *(results[part.key] for part in charts)]
+        return ClusterDashboard(
+            cluster=cluster,
+            window=window,
+            charts=drawn,
+            nodes=capacity.nodes,
+            models=capacity.models,
+            nodes_error=capacity.error,
+            error=next((c.message for c in drawn if c.failed and c.key != NODES), ""),
+        )
+
+    return later(fetching, finish)
 
 
 # --- the API's numbers --------------------------------------------------------------------------

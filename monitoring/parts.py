@@ -17,10 +17,11 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.core.cache import cache
+from django.utils.functional import SimpleLazyObject
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
@@ -28,6 +29,8 @@ from clusters.models import Cluster
 from monitoring import figures, promql
 from monitoring.metrics import prometheus_for, unavailable_message
 from monitoring.prometheus import PrometheusClient, PrometheusError
+
+T = TypeVar("T")
 
 # Part of every cache key: bump it when what a part keeps in the cache changes shape.
 CACHE_VERSION = 1
@@ -112,31 +115,57 @@ class Part:
         return f"monitoring:part:{digest}"
 
 
-def resolve(parts: Sequence[Part]) -> dict[str, Any]:
-    """Each part's result by key: from the cache, or fetched (all at once) and built.
+class Fetching:
+    """A page's parts on their way: those in the cache are read at once, the rest are fetched
+    from now on, all at once; ``results()`` waits for them and builds each.
 
-    Failures are never cached: a Prometheus that is back is asked again at once.
+    A page starts its parts as soon as it knows what to show, and reads the results only where
+    it draws them (see ``later``): its other database reads and the template up to its charts
+    happen while Prometheus answers. Failures are never cached: a Prometheus that is back is
+    asked again at once.
     """
-    seconds = settings.MONITORING_CACHE_SECONDS
-    results: dict[str, Any] = {}
-    if seconds > 0:
-        found = cache.get_many([part.cache_key for part in parts])
-        results = {part.key: found[part.cache_key] for part in parts if part.cache_key in found}
-    missing = [part for part in parts if part.key not in results]
-    fresh: dict[str, Any] = {}
-    # Each fetch in a copy of this context: monitoring.prometheus.record_queries sees it.
-    futures = {_pool().submit(contextvars.copy_context().run, part.fetch): part for part in missing}
-    for future in as_completed(futures):
-        part = futures[future]
-        try:
-            fetched = future.result()
-        except part.errors as error:
-            results[part.key] = part.failed(error)
-        else:
-            results[part.key] = fresh[part.cache_key] = part.build(fetched)
-    if fresh and seconds > 0:
-        cache.set_many(fresh, timeout=seconds)
-    return results
+
+    def __init__(self, parts: Sequence[Part]) -> None:
+        self._seconds = settings.MONITORING_CACHE_SECONDS
+        self._results: dict[str, Any] = {}
+        if self._seconds > 0:
+            found = cache.get_many([part.cache_key for part in parts])
+            self._results = {
+                part.key: found[part.cache_key] for part in parts if part.cache_key in found
+            }
+        # Each fetch in a copy of this context: monitoring.prometheus.record_queries sees it.
+        self._futures = {
+            _pool().submit(contextvars.copy_context().run, part.fetch): part
+            for part in parts
+            if part.key not in self._results
+        }
+
+    def results(self) -> dict[str, Any]:
+        """Each part's result by key, built in the calling thread as each fetch ends."""
+        futures, self._futures = self._futures, {}
+        fresh: dict[str, Any] = {}
+        for future in as_completed(futures):
+            part = futures[future]
+            try:
+                fetched = future.result()
+            except part.errors as error:
+                self._results[part.key] = part.failed(error)
+            else:
+                self._results[part.key] = fresh[part.cache_key] = part.build(fetched)
+        if fresh and self._seconds > 0:
+            cache.set_many(fresh, timeout=self._seconds)
+        return self._results
+
+
+def resolve(parts: Sequence[Part]) -> dict[str, Any]:
+    """Each part's result by key: from the cache, or fetched (all at once) and built."""
+    return Fetching(parts).results()
+
+
+def later(fetching: Fetching, finish: Callable[[dict[str, Any]], T]) -> T:
+    """``finish(fetching.results())``, made the first time anything reads from it (a template
+    reaching the page's charts), not now."""
+    return SimpleLazyObject(lambda: finish(fetching.results()))
 
 
 def dashboard_prometheus(cluster: Cluster) -> PrometheusClient:

@@ -74,11 +74,12 @@ def team_monitoring(request: HttpRequest, slug: str) -> HttpResponse:
         "cluster": cluster,
         "window_form": window_form,
         "window": window,
-        "can_set_policy": permissions.can_set_idle_policy(request.user, team),
     }
     if cluster is not None:
+        # First: its queries run while the rest of the page is read and rendered.
         context["dashboard"] = dashboards.team_dashboard(team=team, cluster=cluster, window=window)
         context["open_idle"] = list(selectors.open_idle_pods(team=team, cluster=cluster))
+    context["can_set_policy"] = permissions.can_set_idle_policy(request.user, team)
     if context["can_set_policy"] and not request.htmx:
         policy = IdlePolicy.objects.filter(team=team).first() or IdlePolicy(team=team)
         context["policy"] = policy

@@ -41,6 +41,14 @@ def revision_charts(
     end = now or timezone.now()
     start = max(end - WINDOW, service.created_at - datetime.timedelta(minutes=1))
     window = promql.Window(start=start, end=end, label="service")
+    # Every revision's queries start before any is read: they are in flight together.
+    started = {
+        revision.pk: dashboards.pod_dashboard(
+            cluster=cluster, namespace=service.team.slug, pod_names=revision.pods, window=window
+        )
+        for revision in revisions
+        if revision.pods
+    }
     columns = []
     for revision in revisions:
         column = RevisionCharts(revision=revision)
@@ -48,9 +56,7 @@ def revision_charts(
             column.unavailable = "No replica runs: no GPU metrics."
             columns.append(column)
             continue
-        dashboard = dashboards.pod_dashboard(
-            cluster=cluster, namespace=service.team.slug, pod_names=revision.pods, window=window
-        )
+        dashboard = started[revision.pk]
         if dashboard.refused:
             return [], dashboard.refused
         column.charts = [

@@ -7,7 +7,7 @@ import threading
 import pytest
 from django.core.cache import cache
 
-from monitoring.parts import Part, resolve
+from monitoring.parts import Fetching, Part, later, resolve
 from monitoring.prometheus import PrometheusUnreachable
 
 
@@ -86,3 +86,20 @@ def test_without_a_cache_lifetime_every_part_is_fetched_every_time(settings):
     for _ in range(2):
         resolve([part("a", lambda: calls.append(1))])
     assert len(calls) == 2
+
+
+def test_parts_are_fetched_from_the_start_and_built_only_when_the_page_reads_them():
+    fetched, built = threading.Event(), []
+
+    def fetch():
+        fetched.set()
+        return "ok"
+
+    fetching = Fetching([part("a", fetch, built_in=built)])
+    assert fetched.wait(5)  # on its way before anything asked for the result
+    shown = later(fetching, lambda results: {"shown": results["a"]})
+    assert built == []
+    assert shown["shown"] == "a:ok"  # reading it waits for the parts and builds them
+    assert built == [threading.current_thread()]
+    assert shown["shown"] == "a:ok"
+    assert len(built) == 1

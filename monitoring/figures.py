@@ -357,8 +357,11 @@ def heatmap(
     z = []
     for _, s in rows:
         values = _rounded_all(s.values, decimals)
-        if s.timestamps == columns:  # a sample at every step: the common case
-            z.append(values)
+        first = index.get(s.timestamps[0]) if s.timestamps else None
+        if first is not None and s.timestamps == columns[first : first + len(s.timestamps)]:
+            # A sample at every step from the first (the common case: at most the series
+            # began or ended within the window): made at C speed.
+            z.append([None] * first + values + [None] * (len(columns) - first - len(values)))
             continue
         cells: list[float | int | None] = [None] * len(columns)
         for t, value in zip(s.timestamps, values, strict=True):

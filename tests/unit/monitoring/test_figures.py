@@ -262,3 +262,30 @@ def test_timestamps_become_milliseconds_on_a_grid_or_not(seconds, expected):
     millis = figures._millis(seconds)
     assert millis == expected
     assert all(type(m) is int for m in millis)
+
+
+def test_heatmap_rows_that_begin_end_or_skip_within_the_window_keep_their_columns():
+    rows = {
+        "late": Series({"r": "late"}, [120, 180], [3, 4]),
+        "early": Series({"r": "early"}, [0, 60], [1, 2]),
+        "skips": Series({"r": "skips"}, [0, 120], [5, 6]),
+        "beyond": Series({"r": "beyond"}, [-60, 0, 180, 240], [7, 8, 9, 10]),
+        "off-grid": Series({"r": "off-grid"}, [30, 60], [11, 12]),
+    }
+    figure = figures.heatmap(
+        list(rows.values()),
+        title="Heat",
+        row=lambda labels: labels["r"],
+        start=0,
+        end=180,
+        step=60,
+        axis=Axis("Utilisation", "%", (0, 100)),
+    )
+    trace = figure["data"][0]
+    assert dict(zip(trace["y"], trace["z"], strict=True)) == {
+        "late": [None, None, 3, 4],
+        "early": [1, 2, None, None],
+        "skips": [5, None, 6, None],
+        "beyond": [8, None, None, 9],
+        "off-grid": [None, 12, None, None],
+    }

@@ -18,8 +18,7 @@ from monitoring.figures import Axis
 from monitoring.metrics import metrics_config, pod_usage, unavailable_message
 from monitoring.parts import Chart, Part, aligned_span
 from monitoring.prometheus import PrometheusClient, PrometheusQueryError, Series
-from tenants.models import Team
-from tenants.selectors import owned_namespaces
+from tenants.selectors import owned_namespace_team_names
 
 UTILISATION_AXIS = Axis("Utilisation", "%", (0, 100))
 MIB_PER_GIB = 1024
@@ -237,8 +236,7 @@ def gpus_by_model(nodes: Sequence[inventory.NodeGpus]) -> list[ModelGpus]:
 def _namespace_names(cluster: Cluster, namespaces: set[str]) -> dict[str, str]:
     """How to show each namespace: its team's name, or the bare namespace when it is not known
     as a team's (no team of that slug, or a namespace of that name someone else made)."""
-    owned = owned_namespaces(cluster=cluster, among=namespaces)
-    teams = dict(Team.objects.filter(slug__in=owned).values_list("slug", "name"))
+    teams = owned_namespace_team_names(cluster=cluster, among=namespaces)
     return {ns: teams.get(ns) or f"{ns} (no team)" for ns in namespaces}
 
 

@@ -55,6 +55,15 @@ def owned_namespaces(*, cluster: Cluster, among: set[str] | None = None) -> set[
     return set(rows.values_list("team__slug", flat=True))
 
 
+def owned_namespace_team_names(*, cluster: Cluster, among: set[str]) -> dict[str, str]:
+    """Of the namespaces ``among``, those the last reconcile found the portal's on the
+    cluster, each with its team's name (one query)."""
+    rows = TeamCluster.objects.filter(
+        cluster=cluster, namespace_owned=True, team__slug__in=among
+    ).values_list("team__slug", "team__name")
+    return dict(rows)
+
+
 def _team_scoped(queryset: QuerySet, user: User | AnonymousUser) -> QuerySet:
     if is_portal_admin(user):
         return queryset

@@ -11,6 +11,10 @@ import os
 
 from django.core.asgi import get_asgi_application
 
+from portal.heap import freeze_startup_objects
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 
 application = get_asgi_application()
+
+freeze_startup_objects()  # the last thing a worker does before serving

@@ -69,6 +69,7 @@ from devcluster.settings import Settings  # noqa: E402
 from monitoring import promql  # noqa: E402
 from monitoring.metrics import metrics_config  # noqa: E402
 from monitoring.prometheus import record_queries  # noqa: E402
+from portal.heap import freeze_startup_objects  # noqa: E402
 from tenants.models import Membership, Team, TeamCluster  # noqa: E402
 from tests.bench.summary import Goal, Summary  # noqa: E402
 
@@ -399,6 +400,8 @@ def run(summary: Summary) -> dict:
         clients = {"lead": Client(), "admin": Client()}
         clients["lead"].force_login(lead)
         clients["admin"].force_login(admin)
+        # As a served worker does once started (portal/asgi.py): this process is one here.
+        freeze_startup_objects()
         with httpx.Client(base_url=cluster.prometheus_url, timeout=120) as http:
             for window in WINDOWS:
                 query = f"?window={window}&cluster={CLUSTER}"

@@ -46,7 +46,7 @@ import hashlib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 
 from clusters.vocabulary import (
     DEFAULT_PORTAL_NAME,
@@ -186,7 +186,7 @@ def parse_quantity(value: str) -> Decimal | None:
         return None
     try:
         return Decimal(number) * factor
-    except InvalidOperation:
+    except ArithmeticError:  # InvalidOperation, or Overflow: "1e9999999" is past any Decimal
         return None
 
 
@@ -416,24 +416,30 @@ def is_owned(obj: dict, *, slug: str, policy: Policy) -> bool:
     return found.get(MANAGED_BY_LABEL) == policy.portal_name and found.get(TEAM_LABEL) == slug
 
 
-def matches(desired, live) -> bool:
+def matches(desired, live, *, quantities: bool = True) -> bool:
     """True when ``live`` holds everything ``desired`` sets: every key of a dict (others may
     add more: labels, defaults, status), lists item by item, quantities by value ("1" equals
     "1000m"). The hash annotation makes a field the portal no longer sets count as a change.
+
+    Labels and annotations (anything under a ``metadata``) are text, never quantities: a hash
+    such as "4711e90230583318" reads as one.
     """
     if isinstance(desired, dict):
         return isinstance(live, dict) and all(
-            key in live and matches(value, live[key]) for key, value in desired.items()
+            key in live and matches(value, live[key], quantities=quantities and key != "metadata")
+            for key, value in desired.items()
         )
     if isinstance(desired, list):
         return (
             isinstance(live, list)
             and len(desired) == len(live)
-            and all(matches(d, v) for d, v in zip(desired, live, strict=True))
+            and all(
+                matches(d, v, quantities=quantities) for d, v in zip(desired, live, strict=True)
+            )
         )
     if desired == live:
         return True
-    if isinstance(desired, str) and isinstance(live, str):
+    if quantities and isinstance(desired, str) and isinstance(live, str):
         want, have = parse_quantity(desired), parse_quantity(live)
         return want is not None and want == have
     return False

@@ -1,6 +1,7 @@
 """The pure builders of a team's objects on a cluster, and the comparison with what it holds."""
 
 import datetime
+import json
 from decimal import Decimal
 
 import pytest
@@ -328,6 +329,25 @@ def test_quantities_compare_by_value():
     assert not manifests.matches({"name": "vision"}, {"name": "speech"})
 
 
+def test_labels_and_annotations_compare_as_text_not_as_quantities():
+    # A desired-state hash of hex digits with one "e" reads as a quantity: "4711e90230583318"
+    # is 4711 x 10^90230583318, past what a Decimal holds, and was a reconcile's crash.
+    desired = {"metadata": {"annotations": {"hash": "4711e90230583318"}}, "spec": {"cpu": "1"}}
+    changed = {"metadata": {"annotations": {"hash": "0123456789abcdef"}}, "spec": {"cpu": "1"}}
+    assert not manifests.matches(desired, changed)
+    assert manifests.matches(desired, json.loads(json.dumps(desired)))
+    # Equal as numbers, different as text: a label that changed.
+    assert not manifests.matches(
+        {"metadata": {"labels": {"v": "1e3"}}}, {"metadata": {"labels": {"v": "1000"}}}
+    )
+    # Under a pod template's metadata too; its resources still compare by value.
+    template = {"template": {"metadata": {"labels": {"v": "1e3"}}, "spec": {"cpu": "1"}}}
+    live_template = {"template": {"metadata": {"labels": {"v": "1000"}}, "spec": {"cpu": "1000m"}}}
+    assert not manifests.matches(template, live_template)
+    live_template["template"]["metadata"]["labels"]["v"] = "1e3"
+    assert manifests.matches(template, live_template)
+
+
 def test_lists_must_match_item_by_item():
     assert not manifests.matches({"s": [{"name": "a"}]}, {"s": [{"name": "a"}, {"name": "b"}]})
     assert manifests.matches({"s": [{"name": "a"}]}, {"s": [{"name": "a", "extra": 1}]})
@@ -341,7 +361,7 @@ def test_parse_quantity(text, value):
     assert manifests.parse_quantity(text) == value
 
 
-@pytest.mark.parametrize("text", ["gpu-portal", "Gi", "", "vision", "1.2.3"])
+@pytest.mark.parametrize("text", ["gpu-portal", "Gi", "", "vision", "1.2.3", "4711e90230583318"])
 def test_parse_quantity_refuses_what_is_not_one(text):
     assert manifests.parse_quantity(text) is None
 

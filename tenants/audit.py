@@ -3,6 +3,7 @@ before and after. Every app's services record through ``audit``, inside the tran
 change, with an ``AuditEvent.Action``."""
 
 import datetime
+from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any
 
@@ -82,7 +83,28 @@ def audit(
     after: dict | None,
     note: str = "",
 ) -> AuditEvent:
-    return AuditEvent.objects.create(
+    event = _event(actor, action, target, team, before, after, note)
+    event.save(force_insert=True)
+    return event
+
+
+def audit_each(
+    *,
+    actor: User | None,
+    action: AuditEvent.Action,
+    team: Team | None,
+    changes: Iterable[tuple[Model, dict | None, dict | None]],
+) -> list[AuditEvent]:
+    """``audit`` for many objects changed alike at once (a batch of jobs): one event per
+    (target, before, after), written in one statement."""
+    events = [
+        _event(actor, action, target, team, before, after, "") for target, before, after in changes
+    ]
+    return AuditEvent.objects.bulk_create(events)
+
+
+def _event(actor, action, target, team, before, after, note) -> AuditEvent:
+    return AuditEvent(
         actor=actor,
         action=action,
         target_type=type(target).__name__,

@@ -5,10 +5,11 @@ The team must not be archived, nor its namespace on the cluster be known as some
 every image must come from the cluster's allowed registries; the GPU kind and model must be among
 the cluster's; annotations must stay out of Kubernetes' and the
 portal's prefixes; and the GPUs must fit in what the team's quota leaves (``check_quota``,
-under the team's row lock). ``services.job_submit`` checks all of them.
+under the team's row lock). ``submission_refusals`` judges requests by all of them but the
+quota, which ``services.job_submit`` and ``job_submit_many`` check when they store the jobs.
 
 On a cluster whose quota Kueue enforces, a job that does not fit what the quota leaves now
-waits in the team's queue instead, and ``check_queue_fit`` refuses only a job that can never
+waits in the team's queue instead, and ``queue_fit_refusals`` refuses only a job that can never
 run there.
 
 The rules are every workload's: ``workload_refusals`` checks any workload's containers, GPUs
@@ -18,12 +19,13 @@ and annotations, and ``check_quota`` counts what every kind of workload holds
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from django.core.exceptions import ValidationError
 
-from clusters.models import Cluster
+from billing.enforcement import budget_refusal
+from clusters.models import Cluster, QuotaMode
 from clusters.vocabulary import GUARANTEED, PORTAL_PREFIX
 from gpujobs import selectors
 from gpujobs.images import registry_refusal
@@ -142,13 +144,6 @@ def job_refusals(*, team: Team, cluster: Cluster, request: JobRequest) -> Errors
     )
 
 
-def check_job(*, team: Team, cluster: Cluster, request: JobRequest) -> None:
-    """One ValidationError naming every rule of the team and the cluster the request breaks."""
-    errors = job_refusals(team=team, cluster=cluster, request=request)
-    if errors:
-        raise ValidationError(errors)
-
-
 def parse_with_refusals(read, data: Mapping[str, Any], refusals=None):
     """The request ``read`` makes of ``data`` (a ``(request, errors)`` reader such as
     ``JobRequest.read``). When the shape is wrong, ``refusals(request)`` (the team's and the
@@ -241,12 +236,53 @@ def queue_fit_refusals(*, team: Team, cluster: Cluster, request: JobRequest) -> 
     return {}
 
 
-def check_queue_fit(*, team: Team, cluster: Cluster, request: JobRequest) -> None:
-    """On a Kueue cluster: refuse (naming ``gpus``) a job that can never run there; any other
-    waits in the team's queue until its GPUs are free."""
-    errors = queue_fit_refusals(team=team, cluster=cluster, request=request)
+def _judged_alike(request: JobRequest) -> tuple:
+    """What the rules of ``submission_refusals`` read of a request: the images and annotations
+    and the GPUs' kind and model (``job_refusals``), the model and the kind of work
+    (the budgets), and the GPUs' number (``queue_fit_refusals``). Requests alike in
+    these are refused alike, whatever their names, commands or environments."""
+    preprocess = request.preprocess
+    return (
+        request.main.image,
+        preprocess.container.image if preprocess is not None else None,
+        request.annotations,
+        request.gpu_resource,
+        request.gpu_model,
+        request.priority,
+        request.gpus,
+    )
+
+
+def submission_refusals(
+    *, team: Team, cluster: Cluster, job_requests: Sequence[JobRequest]
+) -> list[Errors]:
+    """Each request's refusals by field, every rule but the quota (checked under the team's
+    lock when the jobs are stored): the team's and the cluster's rules, else the budgets, else,
+    on a Kueue cluster, whether the job could ever run there. Requests alike in what the rules
+    read are judged once."""
+    judged: dict[tuple, Errors] = {}
+    per_job = []
+    for request in job_requests:
+        key = _judged_alike(request)
+        if key not in judged:
+            judged[key] = _refusals(team=team, cluster=cluster, request=request)
+        per_job.append(judged[key])
+    return per_job
+
+
+def _refusals(*, team: Team, cluster: Cluster, request: JobRequest) -> Errors:
+    errors = job_refusals(team=team, cluster=cluster, request=request)
     if errors:
-        raise ValidationError(errors)
+        return errors
+    refusal = budget_refusal(
+        team=team, cluster=cluster, gpu_model=request.gpu_model, priority=request.priority
+    )
+    if refusal:
+        return {"gpus": refusal}
+    if cluster.quota_mode == QuotaMode.KUEUE:
+        # It waits in the queue when it does not fit now; refused only if it never can.
+        return queue_fit_refusals(team=team, cluster=cluster, request=request)
+    return {}
 
 
 def check_quota(

@@ -10,7 +10,7 @@ creating it. What the cluster then shows is recorded by ``recording``.
 
 On a cluster whose quota Kueue enforces (``Cluster.quota_mode``), a job that does not fit the
 team's free quota waits in the team's queue instead of being refused; only a job that can never
-run is refused (``admission.check_queue_fit``). Its Job is created suspended in the team's
+run is refused (``admission.queue_fit_refusals``). Its Job is created suspended in the team's
 LocalQueue for its kind of work, and Kueue admits it. Which mode a Job is made for is the
 cluster's mode when the Job is created; a waiting Job made for the other mode is made again
 (``job_requeue_for_mode``) when its cluster's mode changes.
@@ -20,17 +20,17 @@ from __future__ import annotations
 
 import datetime
 import logging
+from collections.abc import Sequence
 
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.db.models import F, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 from kombu.exceptions import OperationalError
 
-from billing.enforcement import check_budgets
 from clusters.kube import (
     ClusterNotConfigured,
     KubeError,
@@ -47,8 +47,8 @@ from gpujobs.models import GpuJob
 from gpujobs.observe import FINAL_STATES, QUOTA_USED_UP, Reason, waits_in_the_other_mode
 from gpujobs.permissions import can_stop_job, can_submit_jobs
 from gpujobs.recording import record_finished
-from gpujobs.specs import JobRequest
-from tenants.audit import audit
+from gpujobs.specs import Errors, JobRequest
+from tenants.audit import audit, audit_each
 from tenants.errors import InvalidTransition
 from tenants.models import AuditEvent, Team
 from tenants.namespaces import check_namespace_owned
@@ -74,50 +74,106 @@ def _job_snapshot(job: GpuJob) -> dict:
 def job_submit(*, user: User, team: Team, cluster: Cluster, job_request: JobRequest) -> GpuJob:
     """Store a new job (queued) once the team's and the cluster's rules admit it, and create it
     on the cluster after commit. ``job_request`` comes from ``JobRequest.parse``."""
-    if not can_submit_jobs(user, team):
-        raise PermissionDenied(f"Only leads and members of {team.slug} can run jobs there.")
-    admission.check_job(team=team, cluster=cluster, request=job_request)
-    check_budgets(
+    _check_may_submit(user, team)
+    (errors,) = admission.submission_refusals(
+        team=team, cluster=cluster, job_requests=[job_request]
+    )
+    if errors:
+        raise ValidationError(errors)
+    return _store(user=user, team=team, cluster=cluster, job_requests=[job_request])[0]
+
+
+class JobsRefused(Exception):
+    """Some jobs of a batch break a rule: ``per_job`` holds each job's refusals by field, in
+    the batch's order (empty for a job that breaks none). Nothing was stored."""
+
+    def __init__(self, per_job: list[Errors]):
+        super().__init__(f"{sum(1 for errors in per_job if errors)} jobs refused")
+        self.per_job = per_job
+
+    def field_errors(self) -> list[dict[str, list[str]]]:
+        """Each job's refusals as a 400 names a field's: a list of messages."""
+        return [{key: [message] for key, message in errors.items()} for errors in self.per_job]
+
+
+def job_submit_many(
+    *, user: User, team: Team, cluster: Cluster, job_requests: Sequence[JobRequest]
+) -> list[GpuJob]:
+    """Store many jobs of one team on one cluster at once (a sweep), all or none: each is held
+    to every rule ``job_submit`` holds one to (``JobsRefused`` names each job's bad fields), and
+    under quota only they must fit what the team's quota leaves together (a ValidationError
+    under ``jobs``), checked under the team's row lock once. Each is created on the cluster
+    after commit by a task of its own, so that the workers create them in parallel."""
+    _check_may_submit(user, team)
+    per_job = admission.submission_refusals(team=team, cluster=cluster, job_requests=job_requests)
+    if any(per_job):
+        raise JobsRefused(per_job)
+    return _store(
+        user=user,
         team=team,
         cluster=cluster,
-        gpu_model=job_request.gpu_model,
-        priority=job_request.priority,
+        job_requests=job_requests,
+        asking=f"these {len(job_requests)} jobs ask for",
+        field="jobs",
     )
-    queue = queue_for(cluster, job_request.priority)
-    if queue:
-        # It waits in the queue when it does not fit now; refused only if it never can.
-        admission.check_queue_fit(team=team, cluster=cluster, request=job_request)
+
+
+def _check_may_submit(user: User, team: Team) -> None:
+    if not can_submit_jobs(user, team):
+        raise PermissionDenied(f"Only leads and members of {team.slug} can run jobs there.")
+
+
+def _store(
+    *,
+    user: User,
+    team: Team,
+    cluster: Cluster,
+    job_requests: Sequence[JobRequest],
+    asking: str = "this job asks for",
+    field: str = "gpus",
+) -> list[GpuJob]:
+    """Write the admitted jobs (queued) and their audit events in one transaction, and enqueue
+    their creation after commit. Under quota only, their GPUs of each kind must fit what the
+    team's quota leaves, checked under the team's row lock."""
+    now = timezone.now()
     with transaction.atomic():
         # Lock the team's row: two submissions at once must not both fit in the same quota.
         Team.objects.select_for_update().get(pk=team.pk)
-        if not queue:
+        asked: dict[str, int] = {}
+        for request in job_requests:
+            if not queue_for(cluster, request.priority):
+                asked[request.gpu_resource] = asked.get(request.gpu_resource, 0) + request.gpus
+        for gpu_resource, gpus in sorted(asked.items()):
             admission.check_quota(
                 team=team,
                 cluster=cluster,
-                gpu_resource=job_request.gpu_resource,
-                gpus=job_request.gpus,
+                gpu_resource=gpu_resource,
+                gpus=gpus,
+                asking=asking,
+                field=field,
             )
-        job = GpuJob.objects.create(
-            team=team,
-            cluster=cluster,
-            submitted_by=user,
-            state=State.QUEUED,
-            message="Waiting for a worker to create it on the cluster.",
-            state_changed_at=timezone.now(),
-            queue_name=queue,
-            **job_request.model_fields(),
+        jobs = GpuJob.objects.bulk_create(
+            GpuJob(
+                team=team,
+                cluster=cluster,
+                submitted_by=user,
+                state=State.QUEUED,
+                message="Waiting for a worker to create it on the cluster.",
+                state_changed_at=now,
+                queue_name=queue_for(cluster, request.priority),
+                **request.model_fields(),
+            )
+            for request in job_requests
         )
-        audit(
+        audit_each(
             actor=user,
             action=AuditEvent.Action.GPU_JOB_SUBMITTED,
-            target=job,
             team=team,
-            before=None,
-            after=_job_snapshot(job),
+            changes=[(job, None, _job_snapshot(job)) for job in jobs],
         )
-        job_id = job.pk
-        transaction.on_commit(lambda: enqueue_submit(job_id=job_id))
-    return job
+        job_ids = [job.pk for job in jobs]
+        transaction.on_commit(lambda: enqueue_submits(job_ids=job_ids))
+    return jobs
 
 
 def queue_for(cluster: Cluster, priority: str) -> str:
@@ -176,10 +232,22 @@ def _send(task, **kwargs) -> None:
         logger.exception("Could not enqueue %s(%s); the resync will", task.name, kwargs)
 
 
-def enqueue_submit(*, job_id: int) -> None:
+def enqueue_submits(*, job_ids: Sequence[int]) -> None:
+    """Send each job's ``submit_job``; if the broker is unreachable, log it once: the periodic
+    resync enqueues the rest."""
     from gpujobs.tasks import submit_job  # tasks import this module
 
-    _send(submit_job, job_id=job_id)
+    for index, job_id in enumerate(job_ids):
+        try:
+            submit_job.delay(job_id=job_id)
+        except OperationalError:
+            logger.exception(
+                "Could not enqueue %s for %d jobs (#%d on); the resync will",
+                submit_job.name,
+                len(job_ids) - index,
+                job_id,
+            )
+            return
 
 
 def enqueue_delete(*, job_id: int) -> None:
@@ -414,6 +482,5 @@ def requeue_stuck_jobs(*, older_than_seconds: int | None = None) -> list[int]:
         .order_by("pk")
         .values_list("pk", flat=True)
     )
-    for job_id in ids:
-        enqueue_submit(job_id=job_id)
+    enqueue_submits(job_ids=ids)
     return ids

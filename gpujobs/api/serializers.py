@@ -12,7 +12,7 @@ from rest_framework.settings import api_settings
 
 from clusters.models import Cluster
 from clusters.vocabulary import DEFAULT_GPU_RESOURCE, GUARANTEED
-from gpujobs import admission, queue_reads, specs
+from gpujobs import admission, queue_reads, services, specs
 from gpujobs.images import MAX_IMAGE_LENGTH
 from gpujobs.manifests import job_name
 from gpujobs.models import GpuJob
@@ -212,6 +212,15 @@ class TeamClusterFields(serializers.Serializer):
         """``team`` and ``cluster`` as found, and under ``key`` what ``parse`` (the app's
         ``admission.parse_*_request``) makes of ``data`` for them; each bad field is named in
         ``errors``."""
+        values = self.read_team_and_cluster(data, errors)
+        try:
+            values[key] = parse(data, team=values.get("team"), cluster=values.get("cluster"))
+        except DjangoValidationError as error:
+            errors.update(error.message_dict)
+        return values
+
+    def read_team_and_cluster(self, data: Mapping, errors: dict) -> dict:
+        """``team`` and ``cluster`` as found (each bad one named in ``errors``)."""
         values = {}
         for name in ("team", "cluster"):
             field = self.fields[name]
@@ -219,18 +228,20 @@ class TeamClusterFields(serializers.Serializer):
                 values[name] = field.run_validation(field.get_value(data))
             except serializers.ValidationError as error:
                 errors[name] = error.detail
-        try:
-            values[key] = parse(data, team=values.get("team"), cluster=values.get("cluster"))
-        except DjangoValidationError as error:
-            errors.update(error.message_dict)
         return values
 
 
-class GpuJobCreateSerializer(TeamClusterFields):
-    """A job submission. Team and cluster are looked up here; the job's own fields are declared
-    for the OpenAPI schema and read by ``admission.parse_job_request`` into a ``JobRequest``,
-    so that the API and the job form check them the same way, and one 400 names every bad
-    field. Validated data: ``team``, ``cluster`` and ``job_request``."""
+def _as_dict(data) -> Mapping:
+    """A body's fields as a mapping (a form-encoded body's lists are repeated keys)."""
+    if isinstance(data, QueryDict):
+        return {k: data.getlist(k) if k in LIST_KEYS else data.get(k) for k in data}
+    return data
+
+
+class JobFieldsSerializer(serializers.Serializer):
+    """A job's own fields, declared for the OpenAPI schema: ``admission.parse_job_request``
+    reads them into a ``JobRequest``, so that the API and the job form check them the same
+    way, and one 400 names every bad field."""
 
     name = serializers.CharField(
         max_length=specs.MAX_NAME_LENGTH, help_text="A short name for people."
@@ -274,19 +285,84 @@ class GpuJobCreateSerializer(TeamClusterFields):
         help_text=f"{PRIORITY_HELP} Under quota only (no Kueue) both run alike.",
     )
 
+
+def _not_an_object(serializer: serializers.Serializer, data) -> list[str]:
+    return [serializer.error_messages["invalid"].format(datatype=type(data).__name__)]
+
+
+class GpuJobCreateSerializer(TeamClusterFields, JobFieldsSerializer):
+    """A job submission: its team and cluster, looked up here, and the job's own fields.
+    Validated data: ``team``, ``cluster`` and ``job_request``."""
+
     def to_internal_value(self, data):
         if not isinstance(data, Mapping):
-            message = self.error_messages["invalid"].format(datatype=type(data).__name__)
-            raise serializers.ValidationError({api_settings.NON_FIELD_ERRORS_KEY: [message]})
-        if isinstance(data, QueryDict):  # a form-encoded body: lists are repeated keys
-            data = {k: data.getlist(k) if k in LIST_KEYS else data.get(k) for k in data}
+            raise serializers.ValidationError(
+                {api_settings.NON_FIELD_ERRORS_KEY: _not_an_object(self, data)}
+            )
         errors = {}
         values = self.read_request(
-            data, errors, parse=admission.parse_job_request, key="job_request"
+            _as_dict(data), errors, parse=admission.parse_job_request, key="job_request"
         )
         if errors:
             raise serializers.ValidationError(errors)
         return values
+
+
+class GpuJobBatchSerializer(TeamClusterFields):
+    """Many jobs of one team on one cluster in one submission (a sweep): each job has the
+    fields of one submission but ``team`` and ``cluster``. A 400 names each bad job's fields
+    under ``jobs``, by the job's place in the list (``{}`` for a good one). Validated data:
+    ``team``, ``cluster`` and ``job_requests``."""
+
+    jobs = JobFieldsSerializer(
+        many=True,
+        help_text=f"From 1 to {specs.MAX_BATCH_JOBS} jobs, all stored or none.",
+    )
+
+    def to_internal_value(self, data):
+        if not isinstance(data, Mapping):
+            raise serializers.ValidationError(
+                {api_settings.NON_FIELD_ERRORS_KEY: _not_an_object(self, data)}
+            )
+        errors: dict = {}
+        values = self.read_team_and_cluster(data, errors)
+        items = data.get("jobs")
+        if not isinstance(items, list) or not 1 <= len(items) <= specs.MAX_BATCH_JOBS:
+            errors["jobs"] = [f"A list of 1 to {specs.MAX_BATCH_JOBS} jobs is required."]
+            raise serializers.ValidationError(errors)
+        team, cluster = values.get("team"), values.get("cluster")
+        requests: dict[int, specs.JobRequest] = {}
+        per_job: list[dict] = []
+        for index, item in enumerate(items):
+            per_job.append({})
+            if not isinstance(item, Mapping):
+                per_job[index] = {api_settings.NON_FIELD_ERRORS_KEY: _not_an_object(self, item)}
+                continue
+            try:
+                requests[index] = admission.parse_job_request(item, team=team, cluster=cluster)
+            except DjangoValidationError as error:
+                per_job[index] = error.message_dict
+        if any(per_job):
+            # One 400 names every bad field: the jobs whose shape is right are judged by the
+            # team's and the cluster's rules too (the service judges them when none is wrong).
+            if team is not None and cluster is not None:
+                refused = services.JobsRefused(
+                    admission.submission_refusals(
+                        team=team, cluster=cluster, job_requests=list(requests.values())
+                    )
+                )
+                for index, field_errors in zip(requests, refused.field_errors(), strict=True):
+                    per_job[index] = field_errors
+            errors["jobs"] = per_job
+        if errors:
+            raise serializers.ValidationError(errors)
+        return {**values, "job_requests": list(requests.values())}
+
+
+class GpuJobBatchResultSerializer(serializers.Serializer):
+    """The jobs a batch stored, in its order."""
+
+    jobs = GpuJobSerializer(many=True)
 
 
 class LogSerializer(serializers.Serializer):

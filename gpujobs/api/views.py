@@ -32,7 +32,7 @@ from gpujobs.manifests import GPU_CONTAINER
 from gpujobs.specs import DNS_SUBDOMAIN_RE
 from portal.openapi import ErrorSerializer
 from portal.params import whole_number
-from portal.rows import RowListMixin
+from portal.rows import RowListMixin, row_shape
 from tenants.api.filters import PortalFilterBackend, StableOrderingFilter
 from tenants.selectors import teams_visible_to
 
@@ -165,6 +165,29 @@ class GpuJobViewSet(
         job = services.job_submit(user=request.user, **serializer.validated_data)
         job = self.get_queryset().get(pk=job.pk)
         return Response(s.GpuJobSerializer(job).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        summary="Submit many GPU jobs of one team on one cluster at once",
+        description="A sweep in one call: each job is held to every rule of a single "
+        "submission, and they are stored all or none. A 400 names each refused job's fields "
+        "under `jobs`, by its place in the list (`{}` for a job that breaks no rule); under "
+        "quota only, jobs that fit one by one but not together are refused under `jobs`. "
+        "Each is then created on the cluster as a single submission is.",
+        request=s.GpuJobBatchSerializer,
+        responses={201: s.GpuJobBatchResultSerializer},
+    )
+    @action(detail=False, methods=["post"])
+    def batch(self, request):
+        serializer = s.GpuJobBatchSerializer(data=request.data, context={"request": request})
+        serializer.is_valid(raise_exception=True)
+        try:
+            jobs = services.job_submit_many(user=request.user, **serializer.validated_data)
+        except services.JobsRefused as refused:
+            raise ValidationError({"jobs": refused.field_errors()}) from None
+        shape = row_shape(s.GpuJobSerializer)
+        rows = shape.rows(self.get_queryset().filter(pk__in=[job.pk for job in jobs]))
+        items = shape.represent(rows.order_by("pk"), context=self.get_serializer_context())
+        return Response({"jobs": items}, status=status.HTTP_201_CREATED)
 
     @extend_schema(
         summary="Stop a job: its Job and pods are deleted and it shows cancelled",

@@ -420,7 +420,7 @@ def test_schema_describes_the_job_endpoints(api, outsider):
 
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_submissions_never_exceed_the_quota(monkeypatch):
-    monkeypatch.setattr(services, "enqueue_submit", lambda **kwargs: None)
+    monkeypatch.setattr(services, "enqueue_submits", lambda **kwargs: None)
     cluster = factories.ClusterFactory(name="race")
     factories.GpuCapacityFactory(cluster=cluster)
     team = factories.TeamFactory(slug="racers")
@@ -473,3 +473,132 @@ def test_services_refuse_a_viewer_directly(viewer, team, cluster, grant):
             cluster=cluster,
             job_request=JobRequest.parse({"name": "x", "image": "x", "gpus": 1}),
         )
+
+
+# --- many jobs in one submission ---------------------------------------------------------------
+
+
+def batch_body(*jobs, **overrides):
+    data = {"team": "vision", "cluster": "gpu-east", "jobs": list(jobs)}
+    data.update(overrides)
+    return data
+
+
+def job_fields(**overrides):
+    fields = body(**overrides)
+    del fields["team"], fields["cluster"]
+    return fields
+
+
+def test_member_submits_many_jobs_in_one_call(api, member, grant):
+    jobs = [job_fields(name=f"sweep-{i}", gpus=1, args=["--lr", f"{i}e-4"]) for i in range(3)]
+
+    response = api.as_user(member).post("/api/v1/jobs/batch/", batch_body(*jobs))
+
+    assert response.status_code == 201, response.data
+    made = response.data["jobs"]
+    assert [j["name"] for j in made] == ["sweep-0", "sweep-1", "sweep-2"]
+    assert [j["args"] for j in made] == [["--lr", "0e-4"], ["--lr", "1e-4"], ["--lr", "2e-4"]]
+    assert {j["state"] for j in made} == {"queued"}
+    assert made[0]["submitted_by"] == "mo-member"
+    # Each as the job's own page of the API shows it.
+    detail = api.as_user(member).get(f"/api/v1/jobs/{made[1]['id']}/").data
+    assert made[1] == detail
+    ids = [j["id"] for j in made]
+    audited = AuditEvent.objects.filter(action="gpu_job.submitted", target_id__in=ids)
+    assert sorted(audited.values_list("target_id", flat=True)) == sorted(ids)
+    assert {e.after["name"] for e in audited} == {"sweep-0", "sweep-1", "sweep-2"}
+
+
+def test_a_batch_with_a_bad_job_names_it_by_its_place_and_stores_none(api, member, grant, cluster):
+    cluster.allowed_registries = ["registry.example.com"]
+    cluster.allow_all_registries = False
+    cluster.save()
+    jobs = [
+        job_fields(name="good", gpus=1),
+        job_fields(name="bad", gpus=1, image="docker.io/evil/miner:1"),
+        job_fields(name="", gpus=0),
+    ]
+
+    response = api.as_user(member).post("/api/v1/jobs/batch/", batch_body(*jobs))
+
+    assert response.status_code == 400
+    first, second, third = response.data["jobs"]
+    assert first == {}
+    assert list(second) == ["image"]
+    assert "registry.example.com" in str(second["image"][0])
+    assert set(third) == {"name", "gpus"}
+    assert not GpuJob.objects.exists()
+    assert not AuditEvent.objects.filter(action="gpu_job.submitted").exists()
+
+
+def test_jobs_that_fit_one_by_one_but_not_together_are_refused_together(
+    api, member, grant, team, cluster
+):
+    jobs = [job_fields(name=f"j{i}", gpus=2) for i in range(3)]  # 6 of the grant's 4
+
+    response = api.as_user(member).post("/api/v1/jobs/batch/", batch_body(*jobs))
+
+    assert response.status_code == 400
+    assert response.data["jobs"] == [
+        "The team's GPU quota is used up: team vision has 4 × nvidia.com/gpu on cluster "
+        "gpu-east, 0 held by its unfinished jobs, so 4 left; these 3 jobs ask for 6, exceeding "
+        "it by 2."
+    ]
+    assert not GpuJob.objects.exists()
+
+
+def test_a_viewer_cannot_submit_a_batch(api, viewer, grant):
+    response = api.as_user(viewer).post("/api/v1/jobs/batch/", batch_body(job_fields(gpus=1)))
+
+    assert response.status_code == 403
+    assert not GpuJob.objects.exists()
+
+
+def test_a_batch_for_another_team_is_refused_naming_the_team(api, other_lead, grant):
+    response = api.as_user(other_lead).post("/api/v1/jobs/batch/", batch_body(job_fields(gpus=1)))
+
+    assert response.status_code == 400
+    assert "team" in response.data
+    assert not GpuJob.objects.exists()
+
+
+@pytest.mark.parametrize("jobs", [[], None, "a job", {"name": "x"}, [{}] * 1001])
+def test_a_batch_needs_a_list_of_1_to_1000_jobs(api, member, grant, jobs):
+    response = api.as_user(member).post("/api/v1/jobs/batch/", batch_body(jobs=jobs))
+
+    assert response.status_code == 400
+    assert response.data["jobs"] == ["A list of 1 to 1000 jobs is required."]
+
+
+def test_a_batch_item_that_is_not_an_object_is_named(api, member, grant):
+    response = api.as_user(member).post(
+        "/api/v1/jobs/batch/", batch_body(job_fields(gpus=1), ["not", "a", "job"])
+    )
+
+    assert response.status_code == 400
+    assert response.data["jobs"][0] == {}
+    assert "non_field_errors" in response.data["jobs"][1]
+
+
+def test_a_batch_costs_the_same_queries_for_any_number_of_alike_jobs(api, member, team, cluster):
+    factories.QuotaGrantFactory(
+        request__team=team,
+        request__cluster=cluster,
+        request__gpus=100,
+        request__starts_on=timezone.localdate(),
+    )
+    client = api.as_user(member)
+
+    def queries(count: int) -> tuple[int, int]:
+        """(reads and other statements, inserts): SQLite splits a large insert in several."""
+        jobs = [job_fields(name=f"q{i}", gpus=1, args=[str(i)]) for i in range(count)]
+        with CaptureQueriesContext(connections["default"]) as captured:
+            response = client.post("/api/v1/jobs/batch/", batch_body(*jobs))
+        assert response.status_code == 201, response.data
+        inserts = sum(1 for q in captured.captured_queries if q["sql"].startswith("INSERT"))
+        return len(captured) - inserts, inserts
+
+    few, many = queries(2), queries(40)
+    assert few[0] == many[0]
+    assert many[1] <= 4  # the jobs' rows and their audit events, in as few statements

@@ -209,3 +209,30 @@ def test_watcher_records_the_jobs_pods(make_gpu_team, gpu_cluster, core):
 
     assert job.pods == [p.metadata.name for p in job_pods(core, job)]
     assert GpuJob.objects.get(pk=job_id).kube_uid
+
+
+def test_a_batch_of_jobs_all_run_and_succeed(make_gpu_team, gpu_cluster, core):
+    gpu = make_gpu_team(gpus=3)
+    jobs = [
+        {
+            "name": f"sweep-{i}",
+            "image": "registry.example.com/ml/trainer:1.0",
+            "args": ["--seed", str(i)],
+            "gpus": 1,
+            "annotations": finishing(1),
+        }
+        for i in range(3)
+    ]
+
+    response = api_client_for(gpu.member).post(
+        "/api/v1/jobs/batch/",
+        {"team": gpu.team.slug, "cluster": gpu_cluster.name, "jobs": jobs},
+    )
+
+    assert response.status_code == 201, response.data
+    done = [wait_for_state(job["id"], "succeeded") for job in response.data["jobs"]]
+    assert [job.name for job in done] == ["sweep-0", "sweep-1", "sweep-2"]
+    for job in done:
+        (pod,) = job_pods(core, job)
+        assert pod.spec.node_name in gpu_nodes(core)  # never a CPU node
+        assert pod.spec.containers[0].args == ["--seed", job.name.removeprefix("sweep-")]

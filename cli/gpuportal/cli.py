@@ -253,7 +253,8 @@ def cmd_quota_list(ctx: Context) -> int:
 
 def read_job_file(path: str, stdin: TextIO) -> dict:
     """The job's fields from a YAML (or JSON) file, ``-`` for stdin: the body of
-    ``POST /api/v1/jobs/``. ``env`` may be a mapping of names to values."""
+    ``POST /api/v1/jobs/``, or with a list of jobs under ``jobs`` that of
+    ``POST /api/v1/jobs/batch/``. ``env`` may be a mapping of names to values."""
     try:
         text = stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
     except OSError as error:
@@ -264,22 +265,28 @@ def read_job_file(path: str, stdin: TextIO) -> dict:
         raise UsageError(f"{path} is not valid YAML: {error}") from None
     if not isinstance(spec, dict):
         raise UsageError(f"{path} must hold a mapping of the job's fields (name, image, gpus, ...)")
-    env = spec.get("env")
-    if isinstance(env, dict):
-        spec["env"] = [
-            {"name": str(k), "value": "" if v is None else str(v)} for k, v in env.items()
-        ]
+    for job in spec["jobs"] if isinstance(spec.get("jobs"), list) else [spec]:
+        env = job.get("env") if isinstance(job, dict) else None
+        if isinstance(env, dict):
+            job["env"] = [
+                {"name": str(k), "value": "" if v is None else str(v)} for k, v in env.items()
+            ]
     return spec
 
 
 def cmd_jobs_submit(ctx: Context) -> int:
     a = ctx.args
     spec = read_job_file(a.file, sys.stdin)
+    many = "jobs" in spec
+    if many and a.name:
+        raise UsageError("--name names one job; the file holds a list of jobs")
     for key in ("team", "cluster", "name"):
         if getattr(a, key):
             spec[key] = getattr(a, key)
-    job = ctx.api().post("jobs/", spec)
-    ctx.show(job, JOB_RECORD)
+    if many:
+        ctx.show(ctx.api().post("jobs/batch/", spec)["jobs"], JOB_COLUMNS)
+    else:
+        ctx.show(ctx.api().post("jobs/", spec), JOB_RECORD)
     return exits.OK
 
 
@@ -443,10 +450,12 @@ def build_parser() -> Parser:
     submit = job_commands.add_parser(
         "submit",
         parents=leaf,
-        help="submit a job described in a YAML file",
+        help="submit a job (or a list of jobs) described in a YAML file",
         description="Submit the job that FILE describes: a YAML mapping of the fields of "
         "POST /api/v1/jobs/ (team, cluster, name, image, command, args, env, gpus, gpu_model, "
-        "cpu_cores, memory_gib, max_runtime_seconds, priority, ...); env may be a mapping.",
+        "cpu_cores, memory_gib, max_runtime_seconds, priority, ...); env may be a mapping. "
+        "A file with team, cluster and a list of such jobs under jobs submits them all in one "
+        "call (POST /api/v1/jobs/batch/), all or none.",
     )
     submit.add_argument("-f", "--file", required=True, metavar="FILE", help="job YAML, - for stdin")
     submit.add_argument("--team", help="team slug (overrides the file's)")

@@ -97,6 +97,42 @@ def test_submit_beyond_the_teams_quota_exits_1_naming_gpus(
     assert not GpuJob.objects.filter(team=gpu.team).exists()
 
 
+def test_submit_a_list_of_jobs_in_one_call_all_or_none(cli, make_gpu_team, gpu_cluster, tmp_path):
+    gpu = make_gpu_team(gpus=2)
+    cli.login(gpu.member)
+    sweep = {
+        "team": gpu.team.slug,
+        "cluster": gpu_cluster.name,
+        "jobs": [
+            {
+                "name": f"sweep-{i}",
+                "image": "registry.example.com/ml/trainer:1.0",
+                "env": {"SEED": i},
+                "gpus": 1,
+            }
+            for i in range(2)
+        ],
+    }
+    good, bad = tmp_path / "sweep.yaml", tmp_path / "bad.yaml"
+    good.write_text(yaml.safe_dump(sweep))
+    sweep["jobs"][1]["gpus"] = 0
+    bad.write_text(yaml.safe_dump(sweep))
+
+    refused = cli("jobs", "submit", "-f", bad)
+    submitted = cli("jobs", "submit", "-f", good, "-o", "json")
+
+    assert refused.code == exits.BAD_INPUT
+    assert refused.err.startswith("gpuportal: jobs: [1] gpus: ")
+    assert submitted.code == exits.OK, submitted.err
+    made = submitted.json()
+    assert [j["name"] for j in made] == ["sweep-0", "sweep-1"]
+    stored = GpuJob.objects.filter(team=gpu.team).order_by("pk")
+    assert [job.env for job in stored] == [
+        [{"name": "SEED", "value": "0"}],
+        [{"name": "SEED", "value": "1"}],
+    ]
+
+
 @pytest.fixture(scope="module")
 def portal(postgres_database, tmp_path_factory):
     """The portal under gunicorn's asgi worker, on plain http (the client talks to it directly,

@@ -11,7 +11,6 @@ Objects go in and come out as plain dicts (the API's JSON).
 
 from __future__ import annotations
 
-import json
 import ssl
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -19,6 +18,7 @@ from dataclasses import dataclass, field
 from urllib.parse import quote
 
 import httpx
+import orjson
 from kubernetes.client import Configuration
 from kubernetes.client.rest import ApiException
 from kubernetes.watch.watch import iter_resp_lines
@@ -288,7 +288,7 @@ class WorkloadClient(KubeClient):
                     return
                 if not line:
                     continue
-                event = json.loads(line)
+                event = orjson.loads(line)
                 kind_of_event = event.get("type")
                 obj = event.get("object") or {}
                 if kind_of_event == "ERROR":

@@ -157,17 +157,22 @@ def preemptors(*, cluster_id: int, observations: Iterable[Observation]) -> dict[
     """Who preempted each preempted job, in words, by the preemptor's Job uid or
     ClusterQueue: a job of the portal ("job #12 of team vision (guaranteed)"), or another
     workload of a ClusterQueue."""
-    uids = {o.preemptor_job_uid for o in observations if o.preemptor_job_uid}
-    found = {
-        uid: f"job #{pk} of team {slug} ({priority})"
-        for pk, slug, priority, uid in GpuJob.objects.filter(
-            cluster_id=cluster_id, kube_uid__in=list(uids)
-        ).values_list("pk", "team__slug", "priority", "kube_uid")
-    }
+    preempted = [o for o in observations if o.preempted_at]
+    if not preempted:
+        return {}
+    uids = {o.preemptor_job_uid for o in preempted if o.preemptor_job_uid}
+    found = (
+        {
+            uid: f"job #{pk} of team {slug} ({priority})"
+            for pk, slug, priority, uid in GpuJob.objects.filter(
+                cluster_id=cluster_id, kube_uid__in=list(uids)
+            ).values_list("pk", "team__slug", "priority", "kube_uid")
+        }
+        if uids
+        else {}
+    )
     words = {}
-    for o in observations:
-        if not o.preempted_at:
-            continue
+    for o in preempted:
         key = o.preemptor_job_uid or o.preemptor_queue
         if o.preemptor_job_uid in found:
             words[key] = found[o.preemptor_job_uid]

@@ -40,6 +40,11 @@ from gpujobs import tracker as tracking
 
 logger = logging.getLogger(__name__)
 
+# The least time between two writes of job states: the changes that come meanwhile (a job's pod
+# scheduled, started and ready; many jobs at once) are written together, in one flush. What the
+# pages show lags the cluster by this much more at most.
+FLUSH_EVERY_SECONDS = 0.1
+
 
 class ClusterWatch(following.WorkloadWatch):
     """The threads that follow one cluster's jobs (and, with Kueue, read its queues)."""
@@ -103,6 +108,7 @@ class ClusterWatch(following.WorkloadWatch):
         dirty: set[tracking.Key] = set()
         deleted: dict[tracking.Key, str] = {}
         pending_lists: dict[str, object] = {}
+        last_flush = 0.0
         try:
             while not self.stopping():
                 try:
@@ -123,15 +129,28 @@ class ClusterWatch(following.WorkloadWatch):
                                 dirty.discard(key)
                             else:
                                 dirty.add(key)
-                    try:
-                        change = self.changes.get_nowait()
-                    except queue.Empty:
-                        change = None
+                    change = self._next_change(until=last_flush + FLUSH_EVERY_SECONDS)
                 if self.stopping():
                     return  # no write once this process no longer leads
                 self._flush(dirty, deleted, pending_lists)
+                last_flush = time.monotonic()
         finally:
             connection.close()
+
+    def _next_change(self, *, until: float):
+        """The next change waiting, or one coming before ``until`` (a monotonic time), or None:
+        the changes of a busy moment are gathered and written together, in one flush, rather
+        than a flush each."""
+        try:
+            return self.changes.get_nowait()
+        except queue.Empty:
+            wait = until - time.monotonic()
+            if wait <= 0:
+                return None
+        try:
+            return self.changes.get(timeout=wait)
+        except queue.Empty:
+            return None
 
     def _flush(self, dirty: set, deleted: dict, pending_lists: dict) -> None:
         try:

@@ -123,3 +123,33 @@ def test_events_are_chosen_by_field_and_jobs_and_pods_by_label():
     assert watcher.tracking.object_selectors("Pod") == {
         "label_selector": "app.kubernetes.io/managed-by=gpu-portal,gpuportal.io/job-id"
     }
+
+
+# --- changes close together are written together -------------------------------------------------
+
+
+def changes_of(*items) -> watcher.ClusterWatch:
+    watch = watcher.ClusterWatch.__new__(watcher.ClusterWatch)
+    watch.changes = watcher.queue.Queue()
+    for item in items:
+        watch.changes.put(item)
+    return watch
+
+
+def test_a_change_waiting_is_taken_at_once_even_past_the_window():
+    watch = changes_of("pod scheduled")
+
+    assert watch._next_change(until=watcher.time.monotonic() - 1) == "pod scheduled"
+
+
+def test_past_the_window_an_empty_queue_ends_the_gathering():
+    assert changes_of()._next_change(until=watcher.time.monotonic() - 1) is None
+
+
+def test_within_the_window_a_change_on_its_way_joins_the_same_write():
+    watch = changes_of()
+    later = threading.Timer(0.05, lambda: watch.changes.put("pod running"))
+    later.start()
+
+    assert watch._next_change(until=watcher.time.monotonic() + 5) == "pod running"
+    later.join()

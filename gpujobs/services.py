@@ -224,30 +224,51 @@ def job_cancel(*, actor: User, job: GpuJob) -> GpuJob:
     return locked
 
 
-def _send(task, **kwargs) -> None:
-    """Send a task; if the broker is unreachable, log it: the periodic resync catches up."""
+def _send(task, **kwargs) -> bool:
+    """Send a task; if the broker is unreachable, log it (the periodic resync catches up) and
+    say so."""
     try:
         task.delay(**kwargs)
     except OperationalError:
         logger.exception("Could not enqueue %s(%s); the resync will", task.name, kwargs)
+        return False
+    return True
+
+
+# A batch's jobs are created by at most this many tasks side by side (a worker's threads, or
+# several workers'), each creating its share one job after another: one message per share rather
+# than per job.
+SUBMIT_SHARES = 16
+
+
+def submit_shares(job_ids: Sequence[int], *, at_most: int = SUBMIT_SHARES) -> list[list[int]]:
+    """``job_ids`` in order, cut into at most ``at_most`` shares of nearly equal length."""
+    count = min(len(job_ids), at_most)
+    if count == 0:
+        return []
+    size, longer = divmod(len(job_ids), count)
+    shares, start = [], 0
+    for index in range(count):
+        end = start + size + (1 if index < longer else 0)
+        shares.append(list(job_ids[start:end]))
+        start = end
+    return shares
 
 
 def enqueue_submits(*, job_ids: Sequence[int]) -> None:
-    """Send each job's ``submit_job``; if the broker is unreachable, log it once: the periodic
-    resync enqueues the rest."""
-    from gpujobs.tasks import submit_job  # tasks import this module
+    """Send the tasks that create the jobs' Jobs: each job alone (``submit_job``), or a batch
+    in shares (``submit_jobs``). If the broker is unreachable, that is logged once: the
+    periodic resync enqueues the rest."""
+    from gpujobs.tasks import submit_job, submit_jobs  # tasks import this module
 
-    for index, job_id in enumerate(job_ids):
-        try:
-            submit_job.delay(job_id=job_id)
-        except OperationalError:
-            logger.exception(
-                "Could not enqueue %s for %d jobs (#%d on); the resync will",
-                submit_job.name,
-                len(job_ids) - index,
-                job_id,
-            )
-            return
+    for share in submit_shares(job_ids):
+        sent = (
+            _send(submit_job, job_id=share[0])
+            if len(share) == 1
+            else _send(submit_jobs, job_ids=share)
+        )
+        if not sent:
+            return  # the broker is away: the rest would fail alike
 
 
 def enqueue_delete(*, job_id: int) -> None:

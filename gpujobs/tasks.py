@@ -33,6 +33,22 @@ def submit_job(*, job_id: int) -> str:
     return services.job_create_on_cluster(job_id=job_id)
 
 
+@shared_task(acks_late=True)
+def submit_jobs(*, job_ids: list[int]) -> dict[int, str]:
+    """Create several jobs' Jobs on their clusters, one after another: a share of a batch
+    (``services.enqueue_submits`` splits a batch among the workers' threads). A job that fails
+    for a passing reason is handed to its own ``submit_job``, which retries it with backoff; a
+    second delivery finds the jobs already created (each is claimed before it is created)."""
+    outcomes = {}
+    for job_id in job_ids:
+        try:
+            outcomes[job_id] = services.job_create_on_cluster(job_id=job_id)
+        except (TransientKubeError, OperationalError) as error:
+            outcomes[job_id] = f"handed to submit_job to retry: {error}"
+            services.enqueue_submits(job_ids=[job_id])
+    return outcomes
+
+
 @shared_task(**RETRY)
 def delete_job(*, job_id: int) -> bool:
     """Delete a cancelled job's Job and pods."""

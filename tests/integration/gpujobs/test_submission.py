@@ -107,6 +107,26 @@ def test_submit_task_delivered_twice_creates_one_job(
     api_client_for(gpu.member).post(f"/api/v1/jobs/{job.pk}/cancel/")
 
 
+def test_a_share_of_a_batch_delivered_twice_creates_each_job_once(
+    running_services, make_gpu_team, gpu_cluster, batch
+):
+    gpu = make_gpu_team(gpus=3)
+    jobs = [queued_job(gpu, gpu_cluster, name=f"share-{i}") for i in range(3)]
+    job_ids = [job.pk for job in jobs]
+
+    tasks.submit_jobs.delay(job_ids=job_ids)
+    tasks.submit_jobs.delay(job_ids=job_ids)
+    for job_id in job_ids:
+        wait_for_state(job_id, "running", "succeeded")
+
+    made = kube_jobs(batch, gpu.namespace)
+    assert sorted(j.metadata.name for j in made) == sorted(
+        manifests.job_name(job_id) for job_id in job_ids
+    )
+    for job_id in job_ids:
+        api_client_for(gpu.member).post(f"/api/v1/jobs/{job_id}/cancel/")
+
+
 def test_queued_job_whose_message_was_lost_is_created_by_the_periodic_resync(
     running_services, make_gpu_team, gpu_cluster, batch
 ):

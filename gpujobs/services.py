@@ -297,7 +297,12 @@ class NamespaceNotReady(TransientKubeError):
     submission is retried (with backoff, then by the periodic resync) while it is created."""
 
 
-def job_create_on_cluster(*, job_id: int, kube: WorkloadClient | None = None) -> str:
+def job_create_on_cluster(
+    *,
+    job_id: int,
+    kube: WorkloadClient | None = None,
+    owned_namespaces: set[tuple[int, str]] | None = None,
+) -> str:
     """Create the job's Job on its cluster, once. Returns what happened, in words.
 
     A worker claims the job first (a conditional update on ``queued`` and an expired claim), so
@@ -323,8 +328,14 @@ def job_create_on_cluster(*, job_id: int, kube: WorkloadClient | None = None) ->
     try:
         kube = kube or WorkloadClient.for_cluster(job.cluster)
         # Never a Job in a namespace of the team's name that someone else made (raises
-        # NamespaceNotOwned); one not there yet is the "not found" below.
-        check_namespace_owned(kube, slug=job.team.slug)
+        # NamespaceNotOwned); one not there yet is the "not found" below. A share of a batch,
+        # created in a few seconds, reads each namespace once (``owned_namespaces``: the
+        # (cluster, namespace) pairs it found the portal's).
+        where = (job.cluster_id, job.team.slug)
+        if owned_namespaces is None or where not in owned_namespaces:
+            live = check_namespace_owned(kube, slug=job.team.slug)
+            if live is not None and owned_namespaces is not None:
+                owned_namespaces.add(where)
         job_obj, created = kube.create_job(manifests.stored_job_manifest(job))
     except WebhookUnavailable as error:
         # Kueue's webhooks refuse every Job while Kueue is down (failure policy Fail): the job

@@ -40,9 +40,12 @@ def submit_jobs(*, job_ids: list[int]) -> dict[int, str]:
     for a passing reason is handed to its own ``submit_job``, which retries it with backoff; a
     second delivery finds the jobs already created (each is claimed before it is created)."""
     outcomes = {}
+    owned_namespaces: set[tuple[int, str]] = set()
     for job_id in job_ids:
         try:
-            outcomes[job_id] = services.job_create_on_cluster(job_id=job_id)
+            outcomes[job_id] = services.job_create_on_cluster(
+                job_id=job_id, owned_namespaces=owned_namespaces
+            )
         except (TransientKubeError, OperationalError) as error:
             outcomes[job_id] = f"handed to submit_job to retry: {error}"
             services.enqueue_submits(job_ids=[job_id])

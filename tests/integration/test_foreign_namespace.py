@@ -17,6 +17,7 @@ import pytest
 from django.utils import timezone
 
 from gpujobs import services as job_services
+from gpujobs import tasks as job_tasks
 from gpujobs.models import GpuJob
 from monitoring import idle, promql
 from monitoring.models import IdlePod, IdlePolicy
@@ -154,6 +155,34 @@ def test_the_worker_creates_no_job_there_even_on_a_stale_record(team, cluster, m
     assert REFUSED in job.message
     created = batch.list_namespaced_job(team.slug, label_selector=f"gpuportal.io/job-id={job.pk}")
     assert created.items == []
+
+
+def test_a_share_of_a_batch_creates_no_job_there_even_on_a_stale_record(
+    team, cluster, member, batch
+):
+    believe_it_is_the_portals(team, cluster)
+    jobs = [
+        GpuJob.objects.create(
+            team=team,
+            cluster=cluster,
+            submitted_by=member,
+            name=f"sweep-{i}",
+            image="registry.example.com/ml/trainer:1",
+            gpus=1,
+            max_runtime_seconds=600,
+        )
+        for i in range(2)
+    ]
+
+    outcomes = job_tasks.submit_jobs(job_ids=[job.pk for job in jobs])
+
+    assert all(outcome.startswith("failed") for outcome in outcomes.values()), outcomes
+    for job in jobs:
+        job.refresh_from_db()
+        assert (job.state, job.reason) == ("failed", "SubmitFailed")
+        assert REFUSED in job.message
+        mine = f"gpuportal.io/job-id={job.pk}"
+        assert batch.list_namespaced_job(team.slug, label_selector=mine).items == []
 
 
 def test_the_teams_monitoring_shows_nothing_from_it(team, cluster, lead, client_as, api, foreign):

@@ -74,6 +74,8 @@ from tests.bench.helpers import (  # noqa: E402
 from tests.bench.summary import Goal, Summary  # noqa: E402
 
 JOBS = int(os.environ.get("BENCH_GPUJOBS", "500"))
+# Pairs of the portal's one call and kubectl's, each side's median reported.
+RUNS = int(os.environ.get("BENCH_GPUJOBS_RUNS", "3"))
 RUN_SECONDS = int(os.environ.get("BENCH_GPUJOBS_RUN_SECONDS", "5"))
 NODE_GPUS = 64
 NODE_PODS = 110  # the simulated nodes' pod capacity
@@ -421,6 +423,36 @@ PORTAL_SIDES = {
 }
 
 
+def kubectl_run(handle, kubectl: str, cluster: Cluster, namespace: str) -> dict:
+    """The same Jobs, created by one ``kubectl create -f`` in ``namespace`` of their own, and
+    followed until every one succeeded."""
+    api_client = handle.api_client()
+    make_namespace(client.CoreV1Api(api_client), namespace, gpus=None)
+    # The same watch of the pods as on the portal's side: what measuring costs the cluster and
+    # this process is paid on both sides.
+    pods = PodWatch(api_client, namespace)
+    pods.start()
+    if not pods.ready.wait(120):
+        sys.exit("could not list the benchmark's pods")
+    cpu = CpuMeter(names=SHARED_SERVICES)
+    cpu.start()
+    started = time.perf_counter()
+    result = kubectl_side(
+        kubectl, handle.kubeconfig, namespace, manifests.cluster_placement(cluster)
+    )
+    result["seconds_to_all_succeeded"] = round(
+        wait_kubectl_jobs_done(client.BatchV1Api(api_client), namespace, started), 2
+    )
+    result["cpu_seconds_to_all_succeeded"] = cpu.stop()
+    pods.stop.set()
+    return result
+
+
+def median_run(runs: list[dict], figure) -> dict:
+    """The run whose ``figure`` is the median (the lower of the two middle ones)."""
+    return sorted(runs, key=figure)[(len(runs) - 1) // 2]
+
+
 def portal_side(handle, core, cluster: Cluster, worker, watcher, *, slug: str, submit) -> dict:
     """Submit the jobs of a team of their own in namespace ``slug`` with ``submit``, and follow
     them until every one succeeded: throughput, lags, and the CPU the run took."""
@@ -463,15 +495,13 @@ def run() -> dict:
     handle = devcluster_api.up()
     kubectl = str(builder.binary("kubectl"))
     api_client = handle.api_client()
-    core, batch = client.CoreV1Api(api_client), client.BatchV1Api(api_client)
+    core = client.CoreV1Api(api_client)
     run_id = uuid.uuid4().hex[:6]
-    kubectl_ns = f"bench-gk-{run_id}"
-    portal_namespaces = {
-        "portal_one_call": f"bench-gb-{run_id}",
-        "portal_call_per_job": f"bench-gj-{run_id}",
-    }
+    portal_namespaces: list[str] = []
+    kubectl_namespaces: list[str] = []
     results: dict = {
         "jobs": JOBS,
+        "pairs_run": RUNS,
         "run_seconds_per_job": RUN_SECONDS,
         "worker_threads": WORKER_THREADS,
         "cpus": os.cpu_count(),
@@ -498,7 +528,6 @@ def run() -> dict:
             resource_name="nvidia.com/gpu",
             defaults={"allocatable": len(nodes) * NODE_GPUS},
         )
-        make_namespace(core, kubectl_ns, gpus=None)
 
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "GPUJOBS_TTL_SECONDS_AFTER_FINISHED": "600"}
         # One watcher: no leader election (its Lease would need deploy/namespace.yaml's
@@ -537,38 +566,50 @@ def run() -> dict:
         )
         worker, watcher = processes
 
-        # The like-with-like pair first, back to back: the portal's one call, then kubectl's.
-        log(f"submitting {JOBS} jobs through the API in one call")
-        results["portal_one_call"] = portal_side(
-            handle,
-            core,
-            cluster,
-            worker,
-            watcher,
-            slug=portal_namespaces["portal_one_call"],
-            submit=submit_in_one_call,
+        # The like-with-like pairs first, back to back: the portal's one call and kubectl's,
+        # in turn first (the machine's noise shows in the spread of the pairs).
+        pairs = []
+        for index in range(RUNS):
+            pair: dict = {}
+            first_kubectl = index % 2 == 1
+            for side in ("kubectl_create", "portal_one_call")[:: 1 if first_kubectl else -1]:
+                if side == "kubectl_create":
+                    namespace = f"bench-gk-{run_id}-{index}"
+                    kubectl_namespaces.append(namespace)
+                    log(f"pair {index + 1}/{RUNS}: the same Jobs with one kubectl create -f")
+                    pair[side] = kubectl_run(handle, kubectl, cluster, namespace)
+                else:
+                    namespace = f"bench-gb-{run_id}-{index}"
+                    portal_namespaces.append(namespace)
+                    log(f"pair {index + 1}/{RUNS}: {JOBS} jobs through the API in one call")
+                    pair[side] = portal_side(
+                        handle,
+                        core,
+                        cluster,
+                        worker,
+                        watcher,
+                        slug=namespace,
+                        submit=submit_in_one_call,
+                    )
+            pairs.append(pair)
+        results["pairs"] = pairs
+        results["portal_one_call"] = median_run(
+            [pair["portal_one_call"] for pair in pairs], lambda r: r["end_to_end"]["jobs_per_s"]
         )
-
-        log("creating the same Jobs with one kubectl create -f")
-        kubectl_cpu = CpuMeter(names=SHARED_SERVICES)
-        kubectl_cpu.start()
-        kubectl_started = time.perf_counter()
-        results["kubectl_create"] = kubectl_side(
-            kubectl, handle.kubeconfig, kubectl_ns, manifests.cluster_placement(cluster)
+        results["kubectl_create"] = median_run(
+            [pair["kubectl_create"] for pair in pairs], lambda r: r["jobs_per_s_creating"]
         )
-        results["kubectl_create"]["seconds_to_all_succeeded"] = round(
-            wait_kubectl_jobs_done(batch, kubectl_ns, kubectl_started), 2
-        )
-        results["kubectl_create"]["cpu_seconds_to_all_succeeded"] = kubectl_cpu.stop()
 
         log(f"submitting {JOBS} jobs through the API, a call each")
+        namespace = f"bench-gj-{run_id}"
+        portal_namespaces.append(namespace)
         results["portal_call_per_job"] = portal_side(
             handle,
             core,
             cluster,
             worker,
             watcher,
-            slug=portal_namespaces["portal_call_per_job"],
+            slug=namespace,
             submit=submit_one_by_one,
         )
         # Only like with like: an API-only figure (accepted and queued) is not divided by
@@ -584,10 +625,11 @@ def run() -> dict:
         for process in processes:
             stop(process)
         log("cleaning up: namespaces, nodes and the benchmark's rows")
-        for namespace in portal_namespaces.values():
+        for namespace in portal_namespaces:
             forget(namespace)
             delete_namespace(core, namespace)
-        delete_namespace(core, kubectl_ns)
+        for namespace in kubectl_namespaces:
+            delete_namespace(core, namespace)
         for name in nodes:
             patiently(
                 f"remove node {name}", lambda n=name: handle.remove_node(n, wait=False), log=log
@@ -619,9 +661,9 @@ def write(results: dict) -> None:
         f"({results['worker_threads']} threads) and the watcher, DEBUG off, PostgreSQL; "
         f"{results['cpus']} CPUs shared with everything else (load average "
         f"{results['load_average_at_start']} at the start, {results['load_average_at_end']} at "
-        "the end). API calls are made in-process (Django test client). In this order: the "
-        "portal's one call, kubectl's, the portal's call per job; each side's jobs in a "
-        "namespace of their own, each side followed until every job succeeded before the next.",
+        "the end). API calls are made in-process (Django test client). In this order: pairs of "
+        "the portal's one call and kubectl's, then the portal's call per job; each side's jobs "
+        "in a namespace of their own, each followed until every job succeeded before the next.",
         "",
         "| | jobs | seconds | jobs/s |",
         "| --- | ---: | ---: | ---: |",
@@ -641,6 +683,17 @@ def write(results: dict) -> None:
         f"| of which creating (first write to exit; before it, process start and discovery "
         f"{kc['start_and_discovery_seconds']} s) | {kc['jobs']} | {kc['apply_seconds']} "
         f"| {kc['jobs_per_s_creating']} |",
+        "",
+        f"The portal's one call and kubectl's ran as {results['pairs_run']} pairs, in turn "
+        "first; above, each side's median run. Each pair (jobs/s end to end, portal / kubectl "
+        "creating): "
+        + "; ".join(
+            f"{pair['portal_one_call']['end_to_end']['jobs_per_s']} / "
+            f"{pair['kubectl_create']['jobs_per_s_creating']}"
+            f" ({'kubectl' if index % 2 else 'portal'} first)"
+            for index, pair in enumerate(results["pairs"])
+        )
+        + ".",
         "",
         "Every job succeeded: "
         + "; ".join(
@@ -690,7 +743,8 @@ def write(results: dict) -> None:
     lines += [
         "",
         "The benchmark process is, on the portal's side, the API calls (in-process) and the "
-        "threads measuring the lags; on kubectl's side, the kubectl it ran.",
+        "threads measuring the lags; on kubectl's side, the kubectl it ran and the same watch "
+        "of the pods.",
     ]
     (RESULTS / "gpujobs.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
@@ -711,6 +765,7 @@ def record(board: Summary, results: dict) -> None:
             f"of which its worker, watcher and API call (with this benchmark's measuring) "
             f"{cpu_ms_per_job(portal_own_cpu(cpu))} ms; kubectl "
             f"{cpu_ms_per_job(sum(kubectl['cpu_seconds_to_all_succeeded'].values()))} ms. "
+            f"Each side's median of {results['pairs_run']} pairs. "
             f"A call per job: {each['end_to_end']['jobs_per_s']} jobs/s"
         ),
         portal=one["end_to_end"]["jobs_per_s"],

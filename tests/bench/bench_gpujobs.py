@@ -64,12 +64,13 @@ from tenants.models import Membership, QuotaGrant, QuotaRequest, Team  # noqa: E
 from tests.bench.helpers import (  # noqa: E402
     SHARED_SERVICES,
     CpuMeter,
+    delete_namespace,
+    make_namespace,
     patiently,
     percentile,
     run_kubectl,
     start,
     stop,
-    team_namespace_labels,
 )
 from tests.bench.summary import Goal, Summary  # noqa: E402
 
@@ -127,36 +128,6 @@ def add_bench_nodes(handle, run_id: str) -> list[str]:
 
     nodes.wait_for_ready(handle.api_client(), names)
     return names
-
-
-def make_namespace(core, name: str, *, gpus: int | None) -> None:
-    labels = team_namespace_labels(name)
-    core.create_namespace({"apiVersion": "v1", "metadata": {"name": name, "labels": labels}})
-    if gpus is None:
-        return
-    core.create_namespaced_resource_quota(
-        name,
-        {
-            "apiVersion": "v1",
-            "metadata": {"name": "gpu-portal-quota", "labels": labels},
-            "spec": {"hard": {"requests.nvidia.com/gpu": str(gpus), "pods": str(gpus + 100)}},
-        },
-    )
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        quota = core.read_namespaced_resource_quota("gpu-portal-quota", name)
-        if quota.status and quota.status.used is not None:
-            return
-        time.sleep(0.2)
-    sys.exit(f"the quota controller never counted usage in {name}")
-
-
-def delete_namespace(core, name: str) -> None:
-    patiently(
-        f"delete namespace {name}",
-        lambda: core.delete_namespace(name, propagation_policy="Background"),
-        log=log,
-    )
 
 
 class PodWatch(threading.Thread):
@@ -627,9 +598,9 @@ def run() -> dict:
         log("cleaning up: namespaces, nodes and the benchmark's rows")
         for namespace in portal_namespaces:
             forget(namespace)
-            delete_namespace(core, namespace)
+            delete_namespace(core, namespace, log=log)
         for namespace in kubectl_namespaces:
-            delete_namespace(core, namespace)
+            delete_namespace(core, namespace, log=log)
         for name in nodes:
             patiently(
                 f"remove node {name}", lambda n=name: handle.remove_node(n, wait=False), log=log

@@ -44,8 +44,13 @@ from gpujobs.models import GpuJob  # noqa: E402
 from gpujobs.observe import State  # noqa: E402
 from gpujobs.specs import JobRequest  # noqa: E402
 from tenants.models import Membership, Team  # noqa: E402
-from tests.bench.bench_gpujobs import delete_namespace, make_namespace  # noqa: E402
-from tests.bench.helpers import holding, start, stop  # noqa: E402
+from tests.bench.helpers import (  # noqa: E402
+    delete_namespace,
+    holding,
+    make_namespace,
+    start,
+    stop,
+)
 from tests.bench.summary import Goal, Summary  # noqa: E402
 
 JOBS = int(os.environ.get("BENCH_WATCHER_JOBS", "10000"))
@@ -104,7 +109,9 @@ def seed(cluster: Cluster, slug: str) -> tuple[Team, list[GpuJob]]:
         ],
         batch_size=1000,
     )
-    return team, list(GpuJob.objects.filter(team=team).select_related("team", "cluster"))
+    return team, list(
+        GpuJob.objects.filter(team=team).select_related("team", "cluster", "submitted_by")
+    )
 
 
 def create_jobs(kube: WorkloadClient, jobs: list[GpuJob]) -> float:
@@ -186,7 +193,7 @@ def run() -> dict:
             results["with_jobs"] = follow_watcher(env, logs, team)
         finally:
             log("cleaning up")
-            delete_namespace(core, slug)
+            delete_namespace(core, slug, log=log)
             GpuJob.objects.filter(team__slug=slug).delete()
             User.objects.filter(username=f"{slug}-member").delete()
             Team.objects.filter(slug=slug).delete()

@@ -271,3 +271,36 @@ def children_of(pid: int) -> list[int]:
                 if int(stat[stat.rindex(")") + 2 :].split()[1]) == pid:
                     children.append(int(entry.name))
     return children
+
+
+def make_namespace(core, name: str, *, gpus: int | None) -> None:
+    """A namespace the portal (under this run's name) owns for a team of that slug, with a
+    quota of ``gpus`` GPUs (none: no quota), once the quota controller counts in it."""
+    labels = team_namespace_labels(name)
+    core.create_namespace({"apiVersion": "v1", "metadata": {"name": name, "labels": labels}})
+    if gpus is None:
+        return
+    core.create_namespaced_resource_quota(
+        name,
+        {
+            "apiVersion": "v1",
+            "metadata": {"name": "gpu-portal-quota", "labels": labels},
+            "spec": {"hard": {"requests.nvidia.com/gpu": str(gpus), "pods": str(gpus + 100)}},
+        },
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        quota = core.read_namespaced_resource_quota("gpu-portal-quota", name)
+        if quota.status and quota.status.used is not None:
+            return
+        time.sleep(0.2)
+    sys.exit(f"the quota controller never counted usage in {name}")
+
+
+def delete_namespace(core, name: str, *, log: Callable[[str], None]) -> None:
+    """Delete a benchmark's namespace (what is in it goes with it)."""
+    patiently(
+        f"delete namespace {name}",
+        lambda: core.delete_namespace(name, propagation_policy="Background"),
+        log=log,
+    )

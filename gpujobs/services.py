@@ -102,8 +102,8 @@ def job_submit_many(
     """Store many jobs of one team on one cluster at once (a sweep), all or none: each is held
     to every rule ``job_submit`` holds one to (``JobsRefused`` names each job's bad fields), and
     under quota only they must fit what the team's quota leaves together (a ValidationError
-    under ``jobs``), checked under the team's row lock once. Each is created on the cluster
-    after commit by a task of its own, so that the workers create them in parallel."""
+    under ``jobs``), checked under the team's row lock once. After commit they are created on
+    the cluster in shares, side by side (``enqueue_submits``)."""
     _check_may_submit(user, team)
     per_job = admission.submission_refusals(team=team, cluster=cluster, job_requests=job_requests)
     if any(per_job):

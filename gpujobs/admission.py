@@ -270,6 +270,11 @@ def submission_refusals(
     return per_job
 
 
+def field_errors(errors: Errors) -> dict[str, list[str]]:
+    """Refusals by field as a 400 names a field's: a list of messages."""
+    return {key: [message] for key, message in errors.items()}
+
+
 def _refusals(*, team: Team, cluster: Cluster, request: JobRequest) -> Errors:
     errors = job_refusals(team=team, cluster=cluster, request=request)
     if errors:

@@ -93,7 +93,7 @@ class JobsRefused(Exception):
 
     def field_errors(self) -> list[dict[str, list[str]]]:
         """Each job's refusals as a 400 names a field's: a list of messages."""
-        return [{key: [message] for key, message in errors.items()} for errors in self.per_job]
+        return [admission.field_errors(errors) for errors in self.per_job]
 
 
 def job_submit_many(

@@ -12,7 +12,7 @@ from rest_framework.settings import api_settings
 
 from clusters.models import Cluster
 from clusters.vocabulary import DEFAULT_GPU_RESOURCE, GUARANTEED
-from gpujobs import admission, queue_reads, services, specs
+from gpujobs import admission, queue_reads, specs
 from gpujobs.images import MAX_IMAGE_LENGTH
 from gpujobs.manifests import job_name
 from gpujobs.models import GpuJob
@@ -346,13 +346,11 @@ class GpuJobBatchSerializer(TeamClusterFields):
             # One 400 names every bad field: the jobs whose shape is right are judged by the
             # team's and the cluster's rules too (the service judges them when none is wrong).
             if team is not None and cluster is not None:
-                refused = services.JobsRefused(
-                    admission.submission_refusals(
-                        team=team, cluster=cluster, job_requests=list(requests.values())
-                    )
+                refusals = admission.submission_refusals(
+                    team=team, cluster=cluster, job_requests=list(requests.values())
                 )
-                for index, field_errors in zip(requests, refused.field_errors(), strict=True):
-                    per_job[index] = field_errors
+                for index, refused in zip(requests, refusals, strict=True):
+                    per_job[index] = admission.field_errors(refused)
             errors["jobs"] = per_job
         if errors:
             raise serializers.ValidationError(errors)

@@ -25,6 +25,7 @@ bench`` (a scratch database, DEBUG off); it starts the devcluster if it is not r
 
 import contextlib
 import datetime
+import functools
 import json
 import os
 import statistics
@@ -536,6 +537,7 @@ def run() -> dict:
             )
         )
         worker, watcher = processes
+        run_portal = functools.partial(portal_side, handle, core, cluster, worker, watcher)
 
         # The like-with-like pairs first, back to back: the portal's one call and kubectl's,
         # in turn first (the machine's noise shows in the spread of the pairs).
@@ -553,15 +555,7 @@ def run() -> dict:
                     namespace = f"bench-gb-{run_id}-{index}"
                     portal_namespaces.append(namespace)
                     log(f"pair {index + 1}/{RUNS}: {JOBS} jobs through the API in one call")
-                    pair[side] = portal_side(
-                        handle,
-                        core,
-                        cluster,
-                        worker,
-                        watcher,
-                        slug=namespace,
-                        submit=submit_in_one_call,
-                    )
+                    pair[side] = run_portal(slug=namespace, submit=submit_in_one_call)
             pairs.append(pair)
         results["pairs"] = pairs
         results["portal_one_call"] = median_run(
@@ -574,15 +568,7 @@ def run() -> dict:
         log(f"submitting {JOBS} jobs through the API, a call each")
         namespace = f"bench-gj-{run_id}"
         portal_namespaces.append(namespace)
-        results["portal_call_per_job"] = portal_side(
-            handle,
-            core,
-            cluster,
-            worker,
-            watcher,
-            slug=namespace,
-            submit=submit_one_by_one,
-        )
+        results["portal_call_per_job"] = run_portal(slug=namespace, submit=submit_one_by_one)
         # Only like with like: an API-only figure (accepted and queued) is not divided by
         # kubectl's, which includes creating the Jobs.
         for side in PORTAL_SIDES:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from django.utils import timezone
 
@@ -63,37 +64,72 @@ class QueueStatus:
     as_of: datetime.datetime | None = None
 
 
-def _releases(
-    *, cluster: Cluster, flavor: str, team: Team | None, priority: str | None
-) -> list[waiting.Release]:
-    """The admitted jobs holding GPUs of the flavor, each with the time it ends at the latest
-    (its maximum run time after it was last admitted or started)."""
-    jobs = GpuJob.objects.filter(
-        cluster=cluster, admitted_flavor=flavor, state__in=ADMITTED_STATES
-    ).exclude(reason__in=WAITING_REASONS)
-    if team is not None:
-        jobs = jobs.filter(team=team)
-    if priority is not None:
-        jobs = jobs.filter(priority=priority)
-    releases = []
-    for admitted, started, runtime, gpus in jobs.values_list(
-        "admitted_at", "started_at", "max_runtime_seconds", "gpus"
-    ):
-        since = admitted or started
-        if since is not None:
-            releases.append(
-                waiting.Release(end_by=since + datetime.timedelta(seconds=runtime), gpus=gpus)
-            )
-    return releases
+class ClusterQueueReads:
+    """What the queue statuses of one cluster's waiting jobs read, read once for all of them:
+    the watcher's snapshot of Kueue, and, when a status estimates a start, the GPUs of the
+    portal's jobs pending there and what the admitted jobs hold. A list or a queue of any
+    number of waiting jobs costs at most three queries per cluster."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.snapshot = cluster_snapshot(cluster)
+
+    @cached_property
+    def pending_gpus(self) -> dict[int, int]:
+        """The GPUs each of the portal's jobs pending in Kueue asks for, by job id."""
+        ids = [p.job_id for p in self.snapshot.pending if p.job_id]
+        if not ids:
+            return {}
+        return dict(
+            GpuJob.objects.filter(cluster=self.cluster, pk__in=ids).values_list("pk", "gpus")
+        )
+
+    @cached_property
+    def _holdings(self) -> list[tuple[str, int, str, datetime.datetime, int]]:
+        """The admitted jobs holding GPUs: (flavor, team id, priority, end at the latest, GPUs);
+        a job ends at the latest its maximum run time after it was last admitted or started."""
+        jobs = GpuJob.objects.filter(cluster=self.cluster, state__in=ADMITTED_STATES).exclude(
+            reason__in=WAITING_REASONS
+        )
+        holdings = []
+        for flavor, team_id, priority, admitted, started, runtime, gpus in jobs.values_list(
+            "admitted_flavor",
+            "team_id",
+            "priority",
+            "admitted_at",
+            "started_at",
+            "max_runtime_seconds",
+            "gpus",
+        ):
+            since = admitted or started
+            if since is not None:
+                end_by = since + datetime.timedelta(seconds=runtime)
+                holdings.append((flavor, team_id, priority, end_by, gpus))
+        return holdings
+
+    def releases(
+        self, *, flavor: str, team: Team | None, priority: str | None
+    ) -> list[waiting.Release]:
+        """The admitted jobs holding GPUs of the flavor (of the team and priority, when given),
+        each with when it ends at the latest."""
+        return [
+            waiting.Release(end_by=end_by, gpus=gpus)
+            for held, team_id, kind, end_by, gpus in self._holdings
+            if held == flavor
+            and (team is None or team_id == team.pk)
+            and (priority is None or kind == priority)
+        ]
 
 
 def queue_status(
-    job: GpuJob, *, snapshot: Snapshot | None = None, now: datetime.datetime | None = None
+    job: GpuJob, *, reads: ClusterQueueReads | None = None, now: datetime.datetime | None = None
 ) -> QueueStatus | None:
-    """Where the job stands in Kueue's queues, or None when it does not wait there."""
+    """Where the job stands in Kueue's queues, or None when it does not wait there. ``reads``:
+    its cluster's, shared by the statuses of a page (read here when not given)."""
     if not waits_in_kueue(job):
         return None
-    snapshot = snapshot if snapshot is not None else cluster_snapshot(job.cluster)
+    reads = reads if reads is not None else ClusterQueueReads(job.cluster)
+    snapshot = reads.snapshot
     now = now or timezone.now()
     if job.state == State.QUEUED:
         return QueueStatus(why=job.message, kueue_admitting=False, as_of=job.state_changed_at)
@@ -109,18 +145,11 @@ def queue_status(
     places = waiting.positions(snapshot, job_id=job.pk, namespace=job.team.slug)
     estimate = None
     if explanation.flavor and not snapshot.kueue_error:
-        ahead = waiting.ahead_in_queue(snapshot, job_id=job.pk, namespace=job.team.slug)
-        gpus_of = dict(
-            GpuJob.objects.filter(
-                cluster=job.cluster, pk__in=[p.job_id for p in ahead if p.job_id]
-            ).values_list("pk", "gpus")
-        )
         guaranteed = job.priority == GUARANTEED
         estimate = waiting.estimated_start(
-            needed=waiting.needed_gpus(snapshot, facts, gpus_of=gpus_of),
+            needed=waiting.needed_gpus(snapshot, facts, gpus_of=reads.pending_gpus),
             free_now=explanation.free_now,
-            releases=_releases(
-                cluster=job.cluster,
+            releases=reads.releases(
                 flavor=explanation.flavor,
                 team=job.team if guaranteed else None,
                 priority=GUARANTEED if guaranteed else None,
@@ -137,16 +166,19 @@ def queue_status(
     )
 
 
-def queue_statuses(jobs: Iterable[GpuJob]) -> dict[int, QueueStatus]:
-    """The queue status of each waiting job, reading each cluster's snapshot once."""
-    snapshots: dict[int, Snapshot] = {}
+def queue_statuses(
+    jobs: Iterable[GpuJob], *, reads: dict[int, ClusterQueueReads] | None = None
+) -> dict[int, QueueStatus]:
+    """The queue status of each waiting job, by job id, reading each cluster's queue facts
+    once (into ``reads``, by cluster id, when given: a caller may share them further)."""
+    reads = {} if reads is None else reads
     statuses = {}
     for job in jobs:
         if not waits_in_kueue(job):
             continue
-        if job.cluster_id not in snapshots:
-            snapshots[job.cluster_id] = cluster_snapshot(job.cluster)
-        status = queue_status(job, snapshot=snapshots[job.cluster_id])
+        if job.cluster_id not in reads:
+            reads[job.cluster_id] = ClusterQueueReads(job.cluster)
+        status = queue_status(job, reads=reads[job.cluster_id])
         if status is not None:
             statuses[job.pk] = status
     return statuses
@@ -189,12 +221,9 @@ def team_queue(*, team: Team, cluster: Cluster, jobs=None) -> TeamQueue:
             "team", "cluster", "submitted_by"
         )
     jobs = [j for j in jobs if j.cluster_id == cluster.pk and not j.is_final]
-    snapshot = cluster_snapshot(cluster)
-    statuses = {}
-    for job in jobs:
-        status = queue_status(job, snapshot=snapshot)
-        if status is not None:
-            statuses[job.pk] = status
+    reads = ClusterQueueReads(cluster)
+    snapshot = reads.snapshot
+    statuses = queue_statuses(jobs, reads={cluster.pk: reads})
     return TeamQueue(
         team=team,
         cluster=cluster,

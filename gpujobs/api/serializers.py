@@ -169,23 +169,25 @@ class GpuJobSerializer(serializers.ModelSerializer):
         return {"namespace": job.team.slug, "job_name": job_name(job.pk), "uid": job.kube_uid}
 
     def prepare_rows(self, jobs: list) -> None:
-        """The jobs of a page of rows that wait in Kueue, read whole in one query: their queue
-        status reads their team and cluster."""
+        """The queue status of each job of a page of rows that waits in Kueue: those jobs read
+        whole in one query (their status reads their team and cluster), each cluster's queue
+        facts read once."""
         waiting = [job.pk for job in jobs if queue_reads.waits_in_kueue(job)]
-        self.context["waiting_jobs"] = (
-            GpuJob.objects.select_related("team", "cluster").in_bulk(waiting) if waiting else {}
+        whole = GpuJob.objects.select_related("team", "cluster").in_bulk(waiting) if waiting else {}
+        self.context["queue_statuses"] = queue_reads.queue_statuses(
+            whole.values(), reads=self.context.setdefault("queue_reads", {})
         )
 
     @extend_schema_field(QueueStatusSerializer(allow_null=True))
     def get_queue_status(self, job: GpuJob) -> dict | None:
         if not queue_reads.waits_in_kueue(job):
             return None
-        job = self.context.get("waiting_jobs", {}).get(job.pk, job)
-        # One read of each cluster's queues for a whole list.
-        snapshots = self.context.setdefault("queue_snapshots", {})
-        if job.cluster_id not in snapshots:
-            snapshots[job.cluster_id] = queue_reads.cluster_snapshot(job.cluster)
-        status = queue_reads.queue_status(job, snapshot=snapshots[job.cluster_id])
+        if "queue_statuses" in self.context:
+            status = self.context["queue_statuses"].get(job.pk)
+        else:
+            status = queue_reads.queue_statuses(
+                [job], reads=self.context.setdefault("queue_reads", {})
+            ).get(job.pk)
         return QueueStatusSerializer(status).data if status is not None else None
 
 

@@ -4,6 +4,8 @@ and its waiting jobs, and a waiting job's page why it waits and where it stands.
 the snapshot is written as the watcher writes it."""
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from clusters.models import QuotaMode
@@ -130,3 +132,106 @@ def test_a_waiting_jobs_page_says_why_and_where_it_stands(client_as, member, que
     )
     assert '<dd data-testid="queue-position-team">1 of 1</dd>' in html
     assert '<dd data-testid="queue-position-cluster">1 of 1 waiting</dd>' in html
+
+
+def wait_in_kueue(cluster, team, count, *, running):
+    """``count`` one-GPU jobs of the team waiting in its guaranteed queue, in that order, and
+    ``running`` admitted jobs holding 2 A100 each; the snapshot as the watcher writes it."""
+    cluster.quota_mode = QuotaMode.KUEUE
+    cluster.save()
+    now = timezone.now()
+    for _ in range(running):
+        factories.GpuJobFactory(
+            team=team,
+            cluster=cluster,
+            gpus=2,
+            gpu_model=A100,
+            state=GpuJob.State.RUNNING,
+            queue_name="guaranteed",
+            admitted_flavor=FLAVOR,
+            admitted_at=now,
+            started_at=now,
+            max_runtime_seconds=3600,
+        )
+    jobs = [
+        factories.GpuJobFactory(
+            team=team,
+            cluster=cluster,
+            name=f"waits-{i}",
+            gpus=1,
+            gpu_model=A100,
+            state=GpuJob.State.PENDING,
+            reason=Reason.IN_QUEUE,
+            queue_name="guaranteed",
+        )
+        for i in range(count)
+    ]
+    workloads = [
+        {
+            "metadata": {
+                "name": f"w{i}",
+                "namespace": team.slug,
+                "creationTimestamp": "2026-12-01T10:00:00Z",
+                "ownerReferences": [{"kind": "Job", "name": f"gpujob-{job.pk}"}],
+            },
+            "priority": 1000,
+            "localQueueName": "guaranteed",
+            "positionInClusterQueue": i,
+            "positionInLocalQueue": i,
+        }
+        for i, job in enumerate(jobs)
+    ]
+    used = 2 * running
+    fields = snapshot_fields(
+        cluster_queues=[
+            cluster_queue(
+                f"gpu-portal-{team.slug}", team.slug, nominal=8, used=used, pending=count
+            ),
+            cluster_queue(f"gpu-portal-{team.slug}-opportunistic", team.slug, nominal=0),
+        ],
+        resource_flavors=[
+            {"metadata": {"name": FLAVOR}, "spec": {"nodeLabels": {"nvidia.com/gpu.product": A100}}}
+        ],
+        pending={f"gpu-portal-{team.slug}": workloads},
+        portal_name="gpu-portal",
+        gpu_model_label="nvidia.com/gpu.product",
+    )
+    record_snapshot(cluster.pk, fields, now=now)
+    return jobs
+
+
+def test_the_waiting_jobs_status_costs_the_same_queries_for_a_few_or_many(
+    client_as, member, cluster, team
+):
+    """The jobs list and the team's queue read each cluster's queue facts once, not once per
+    waiting job; each job's status in the list is what its own page's API says."""
+    client = client_as(member)
+    queue_path = f"/api/v1/teams/{team.slug}/queue/?cluster={cluster.name}"
+
+    def queries(path):
+        with CaptureQueriesContext(connection) as captured:
+            response = client.get(path)
+        assert response.status_code == 200
+        return len(captured), response.json()
+
+    wait_in_kueue(cluster, team, 2, running=3)
+    few_list, few_queue = queries("/api/v1/jobs/?page_size=50")[0], queries(queue_path)[0]
+    GpuJob.objects.filter(team=team).delete()
+    jobs = wait_in_kueue(cluster, team, 12, running=3)
+    many_list, listed = queries("/api/v1/jobs/?page_size=50")
+    many_queue, queue = queries(queue_path)
+
+    assert (many_list, many_queue) == (few_list, few_queue)
+    statuses = {row["id"]: row["queue_status"] for row in listed["results"]}
+    assert len([s for s in statuses.values() if s]) == len(queue["waiting"]) == 12
+    for job in jobs:
+        alone = client.get(f"/api/v1/jobs/{job.pk}/").json()["queue_status"]
+        in_list = statuses[job.pk]
+        # An estimate may be "now", which moves between the two requests.
+        estimated = in_list.pop("estimated_start") is not None
+        assert estimated == (alone.pop("estimated_start") is not None)
+        assert in_list == alone
+        # 2 GPUs free and 6 released by the running jobs: the first 8 in the queue can start.
+        assert estimated == (in_list["position_in_team_queue"] <= 8)
+    positions = [statuses[job.pk]["position_in_team_queue"] for job in jobs]
+    assert positions == list(range(1, 13))

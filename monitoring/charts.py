@@ -15,9 +15,14 @@ from clusters.kube import KubeError
 from clusters.models import Cluster
 from monitoring import figures, promql
 from monitoring.figures import Axis
-from monitoring.metrics import metrics_config, pod_usage, unavailable_message
+from monitoring.metrics import (
+    metrics_config,
+    pod_usage,
+    recording_rules_cover,
+    unavailable_message,
+)
 from monitoring.parts import Chart, Part, aligned_span
-from monitoring.prometheus import PrometheusClient, PrometheusQueryError, Series
+from monitoring.prometheus import PrometheusClient, Series
 from tenants.selectors import owned_namespace_team_names
 
 UTILISATION_AXIS = Axis("Utilisation", "%", (0, 100))
@@ -370,18 +375,6 @@ def _ranking_part(
         build,
         lambda error: Chart.unavailable(key, title, error),
     )
-
-
-def recording_rules_cover(
-    prometheus: PrometheusClient, config: promql.MetricsConfig, *, start: float, end: float
-) -> bool:
-    """Whether the portal's recording rules were recording from ``start`` to ``end`` (the
-    series they keep say so). A Prometheus too old for the query's ``@`` says no."""
-    try:
-        query = promql.recording_rules_cover(config, start=start, end=end)
-        return bool(prometheus.query(query, at=end))
-    except PrometheusQueryError:
-        return False
 
 
 def utilisation_ranking_part(

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from clusters.models import Cluster
 from monitoring import promql
-from monitoring.prometheus import PrometheusClient, PrometheusError
+from monitoring.prometheus import PrometheusClient, PrometheusError, PrometheusQueryError
 from portal.validators import parse_label_matchers
 from tenants.models import Team
 from tenants.selectors import namespace_ownership
@@ -38,6 +38,18 @@ def prometheus_for(cluster: Cluster, *, cache_seconds: float | None = None) -> P
     """A client for the cluster's Prometheus (``PrometheusNotConfigured`` when it has none);
     its answers cached for ``cache_seconds`` (default ``MONITORING_CACHE_SECONDS``)."""
     return PrometheusClient(cluster.prometheus_url, cache_seconds=cache_seconds)
+
+
+def recording_rules_cover(
+    prometheus: PrometheusClient, config: promql.MetricsConfig, *, start: float, end: float
+) -> bool:
+    """Whether the portal's recording rules were recording from ``start`` to ``end`` (the
+    series they keep say so). A Prometheus too old for the query's ``@`` says no."""
+    try:
+        query = promql.recording_rules_cover(config, start=start, end=end)
+        return bool(prometheus.query(query, at=end))
+    except PrometheusQueryError:
+        return False
 
 
 def unavailable_message(error: PrometheusError) -> str:

@@ -443,20 +443,53 @@ def _period(period_seconds: float, resolution: int) -> str:
     return f"[{duration(max(period_seconds - 1, 1))}:{resolution}s]"
 
 
-def gpu_seconds_held(config: MetricsConfig, *, period_seconds: float, resolution: int, **filters):
+def _recorded_selector(
+    name: str, config: MetricsConfig, *, namespaces: Sequence[str] | None = None, held=False
+) -> str:
+    """A recorded per-namespace series, narrowed to some namespaces (each of its series is a
+    held namespace's already: the rules keep only those)."""
+    if namespaces is None:
+        return name
+    if not namespaces:
+        raise ValueError("an empty namespace list matches nothing; do not query")
+    return f"{name}{{{config.labels.namespace}=~{quote(regex_alternatives(namespaces))}}}"
+
+
+def gpu_seconds_held(
+    config: MetricsConfig,
+    *,
+    period_seconds: float,
+    resolution: int,
+    recorded: bool = False,
+    **filters,
+):
     """GPU-seconds held per namespace in the period (start, t] ending at the query's time t:
     the number of held GPUs sampled every ``resolution`` seconds, summed, times the
-    resolution."""
-    series = selector(config.utilisation_metric, config, **filters)
-    count = f"count {_by(config.labels.namespace)} ({series})"
+    resolution. With ``recorded``, the counts the recording rules keep per namespace (filters:
+    ``namespaces`` or ``held``) stand for counting every GPU's series."""
+    if recorded:
+        count = _recorded_selector(recorded_gpus_held(config), config, **filters)
+    else:
+        series = selector(config.utilisation_metric, config, **filters)
+        count = f"count {_by(config.labels.namespace)} ({series})"
     return f"sum_over_time(({count}){_period(period_seconds, resolution)}) * {resolution}"
 
 
-def gpu_seconds_used(config: MetricsConfig, *, period_seconds: float, resolution: int, **filters):
+def gpu_seconds_used(
+    config: MetricsConfig,
+    *,
+    period_seconds: float,
+    resolution: int,
+    recorded: bool = False,
+    **filters,
+):
     """Utilisation-weighted GPU-seconds per namespace: a GPU at 50% for an hour counts as half
-    a GPU-hour. Sampled like ``gpu_seconds_held``."""
-    series = selector(config.utilisation_metric, config, **filters)
-    busy = f"sum {_by(config.labels.namespace)} ({series})"
+    a GPU-hour. Sampled like ``gpu_seconds_held``, from the recorded sums with ``recorded``."""
+    if recorded:
+        busy = _recorded_selector(recorded_utilisation_sum(config), config, **filters)
+    else:
+        series = selector(config.utilisation_metric, config, **filters)
+        busy = f"sum {_by(config.labels.namespace)} ({series})"
     scale = resolution if config.utilisation_is_ratio else resolution / 100
     return f"sum_over_time(({busy}){_period(period_seconds, resolution)}) * {scale:g}"
 

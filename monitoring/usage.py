@@ -1,28 +1,28 @@
 """The usage report: GPU-hours granted, held and used per team, cluster and period.
 
 Granted hours come from the grants (``monitoring.reports``, pure arithmetic); held and used
-hours from Prometheus. ``usage_report(strict=True)``, behind the API, raises
-``PrometheusError`` (the API's 503); the pages get the granted hours and a message instead.
+hours from Prometheus (``monitoring.measured_hours``, which keeps their settled part).
+``usage_report(strict=True)``, behind the API, raises ``PrometheusError`` (the API's 503); the
+pages get the granted hours and a message instead.
 """
 
 from __future__ import annotations
 
 import datetime
 import functools
-import math
 import operator
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from django.conf import settings
 from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import QuerySet
 from django.utils import timezone
 
 from clusters.models import Cluster
-from monitoring import promql, reports, selectors, usage_budgets
+from monitoring import reports, selectors, usage_budgets
+from monitoring.measured_hours import measured_hours
 from monitoring.metrics import metrics_config, prometheus_for, unavailable_message
-from monitoring.prometheus import PrometheusClient, PrometheusError
+from monitoring.prometheus import PrometheusError
 from tenants.models import Department, QuotaGrant, Team
 from tenants.permissions import is_portal_admin
 from tenants.selectors import department_teams, teams_visible_to
@@ -54,39 +54,6 @@ class UsageReport:
 
     def csv(self) -> str:
         return reports.csv_text(self.rows, self.budgets)
-
-
-def _measured_hours(
-    prometheus: PrometheusClient,
-    config: promql.MetricsConfig,
-    period: reports.Period,
-    *,
-    at: datetime.datetime,
-    namespaces: list[str] | None,
-    idle_threshold_percent: float | None = None,
-) -> tuple[dict[str, float], ...]:
-    """GPU-hours held and used per namespace in the period up to ``at``, and with an idle
-    threshold also those held while under it."""
-    seconds = (at - period.start).total_seconds()
-    resolution = settings.MONITORING_USAGE_RESOLUTION_SECONDS
-    filters = {"namespaces": namespaces} if namespaces is not None else {"held": True}
-    builds = [promql.gpu_seconds_held, promql.gpu_seconds_used]
-    if idle_threshold_percent is not None:
-        builds.append(
-            functools.partial(promql.gpu_seconds_idle, threshold_percent=idle_threshold_percent)
-        )
-    measured = []
-    for build in builds:
-        query = build(config, period_seconds=seconds, resolution=resolution, **filters)
-        samples = prometheus.query(query, at=at.timestamp())
-        measured.append(
-            {
-                s.labels.get(config.labels.namespace, ""): s.value / 3600
-                for s in samples
-                if not math.isnan(s.value)
-            }
-        )
-    return tuple(measured)
 
 
 def usage_report(
@@ -202,11 +169,12 @@ def usage_rows(
                     for index, period in enumerate(periods):
                         at = min(period.end, now)
                         if at > period.start:
-                            measured[index] = _measured_hours(
+                            measured[index] = measured_hours(
                                 prometheus,
                                 config,
-                                period,
-                                at=at,
+                                start=period.start.timestamp(),
+                                end=at.timestamp(),
+                                now=now.timestamp(),
                                 namespaces=namespaces,
                                 idle_threshold_percent=(
                                     cluster.idle_utilization_percent if idle else None

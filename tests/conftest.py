@@ -223,6 +223,15 @@ def _fast_password_hashing():
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _usage_hours_measured_afresh():
+    """Tests backfill history into past periods of the one Prometheus they share, and the
+    cache outlives a test: hours another test kept for the same period would hide theirs. The
+    tests of the keeping turn it on, in a cache of their own (``shared_cache``)."""
+    with override_settings(MONITORING_USAGE_CACHE_SECONDS=0):
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _plain_static_storage():
     """Pages reference static files by name; the manifest storage used with DEBUG off needs
     collectstatic first, which tests have no reason to run (the production-server test does)."""

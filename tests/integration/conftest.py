@@ -145,6 +145,7 @@ def _start_worker(postgres_database, tmp_path_factory) -> subprocess.Popen:
         **os.environ,
         "DATABASE_URL": _database_url(postgres_database),
         "CELERY_BROKER_URL": broker,
+        "MONITORING_USAGE_CACHE_SECONDS": "0",  # as in the tests' own process
         "PYTHONUNBUFFERED": "1",
     }
     with open(log_path, "w") as log:

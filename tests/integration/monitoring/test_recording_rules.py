@@ -1,6 +1,7 @@
 """The portal's recording rules in the devcluster's Prometheus: the cluster page ranks teams by
-utilisation from the recorded per-namespace series when the rules were recording over the whole
-window, from every GPU's series otherwise, with the same figure; the exported rules are valid."""
+utilisation, and the usage report measures GPU-hours, from the recorded per-namespace series
+when the rules were recording over the whole window, from every GPU's series otherwise, with the
+same figures; the exported rules are valid."""
 
 import datetime
 import json
@@ -12,9 +13,10 @@ import pytest
 import yaml
 from django.utils import timezone
 
-from monitoring import charts, dashboards, promql
+from monitoring import dashboards, metrics, promql, usage
 from monitoring.metrics import metrics_config, prometheus_for
 from monitoring.prometheus import record_queries
+from tenants.models import Team
 from tests import factories
 
 from .pages import portal_namespace
@@ -53,9 +55,10 @@ def window(start: float, end: float) -> promql.Window:
     )
 
 
-def test_the_ranking_reads_the_recorded_series_only_where_the_rules_cover_the_window(
-    devcluster, core, metrics_cluster, namespace
+def test_the_ranking_and_usage_read_the_recorded_series_only_where_the_rules_cover_the_window(
+    devcluster, core, metrics_cluster, namespace, settings
 ):
+    settings.MONITORING_USAGE_RESOLUTION_SECONDS = 5  # the usage report samples as Prometheus
     team = factories.TeamFactory(slug=namespace, name="Recorded Team")
     portal_namespace(team, metrics_cluster)
     devcluster.load_prometheus_rules()
@@ -81,6 +84,28 @@ def test_the_ranking_reads_the_recorded_series_only_where_the_rules_cover_the_wi
     (query,) = utilisation_queries(records)
     assert query.startswith(f"sum_over_time({RECORDED_SUM}[")
 
+    # The usage report's GPU-hours: the same figures from either, two GPUs at 64% throughout.
+    raw_series, recorded_series = "DCGM_FI_DEV_GPU_UTIL{", "namespace:dcgm_fi_dev_gpu_util:"
+    for span, read, unread in (
+        (before_the_rules, raw_series, recorded_series),
+        (covered, recorded_series, raw_series),
+    ):
+        with record_queries() as records:
+            report = usage.teams_usage_report(
+                teams=Team.objects.filter(pk=team.pk),
+                every_team=False,
+                start=span.start,
+                end=span.end,
+            )
+        queries = [r.params["query"] for r in records if "sum_over_time((" in r.params["query"]]
+        assert len(queries) == 2
+        assert all(read in q and unread not in q for q in queries), queries
+        (row,) = report.rows
+        held = 2 * (span.end - span.start).total_seconds() / 3600
+        one_sample = 2 * 5 / 3600
+        assert row.held_gpu_hours == pytest.approx(held, abs=one_sample * 1.01)
+        assert row.used_gpu_hours == pytest.approx(0.64 * row.held_gpu_hours)
+
 
 def test_the_rules_do_not_cover_a_metric_they_do_not_record(devcluster, metrics_cluster):
     devcluster.load_prometheus_rules()
@@ -89,10 +114,10 @@ def test_the_rules_do_not_cover_a_metric_they_do_not_record(devcluster, metrics_
     now = timezone.now().timestamp()
     with prometheus_for(metrics_cluster) as prometheus:
         eventually(
-            lambda: charts.recording_rules_cover(prometheus, config, start=now, end=now),
+            lambda: metrics.recording_rules_cover(prometheus, config, start=now, end=now),
             what="the devcluster's rules recording",
         )
-        assert not charts.recording_rules_cover(prometheus, other, start=now, end=now)
+        assert not metrics.recording_rules_cover(prometheus, other, start=now, end=now)
 
 
 def test_the_cluster_wide_rules_file_is_valid_and_records_what_the_portal_reads(

@@ -6,11 +6,14 @@ does not restart the shared Prometheus (others' tests use it); Prometheus picks 
 up within a minute. The series are deleted again afterwards."""
 
 import datetime
+import re
 import uuid
 
 import pytest
 
 from devcluster.backfill import BackfillSpec
+from monitoring import measured_hours
+from monitoring.prometheus import record_queries
 from tests import factories
 
 from .pages import member_of
@@ -161,3 +164,83 @@ def test_a_department_admin_gets_its_teams_rows_of_the_whole_report(backfilled, 
     assert department.status_code == 200, department.content
     assert department.json()["rows"] == [r for r in whole["rows"] if r["team"] == team_a.slug]
     assert sum(r["held_gpu_hours"] for r in department.json()["rows"]) == pytest.approx(4 * 24)
+
+
+def hours_until(spec, namespace, until: int) -> tuple[float, float]:
+    """GPU-hours the backfill held and used in the namespace up to ``until``."""
+    samples = [
+        spec.utilisation(gpu, t)
+        for gpu in spec.gpu_list()
+        if gpu.namespace == namespace
+        for t in spec.timestamps()
+        if t <= until
+    ]
+    step_hours = spec.step_seconds / 3600
+    return len(samples) * step_hours, sum(samples) / 100 * step_hours
+
+
+def measured_spans(records) -> list[int]:
+    """The seconds each GPU-hour query of ``records`` sampled: ``[Ns:60s]`` is N + 1."""
+    return [
+        int(match.group(1)) + 1
+        for record in records
+        if (match := re.search(r"\[(\d+)s:\d+s\]\) \*", record.params["query"]))
+    ]
+
+
+def figures(response) -> dict:
+    assert response.status_code == 200, response.content
+    return {
+        (row["team"], kind): row[f"{kind}_gpu_hours"]
+        for row in response.json()["rows"]
+        for kind in ("held", "used")
+    }
+
+
+def test_a_periods_settled_hours_are_measured_once_then_only_what_came_after(
+    backfilled, teams, admin, api, settings, shared_cache
+):
+    params, _, _ = period_params(backfilled)
+    so_far = {"start": params["start"]}  # to now: the page's "this month so far"
+    closed_end = backfilled.end_timestamp - 3600
+    closed = {**so_far, "end": datetime.datetime.fromtimestamp(closed_end, UTC).isoformat()}
+    client = api.as_user(admin)
+    # Measured in one query each: what the kept and the newly measured pieces must add up to.
+    whole = figures(client.get("/api/v1/usage-report/", so_far))
+    whole_closed = figures(client.get("/api/v1/usage-report/", closed))
+    settings.MONITORING_USAGE_CACHE_SECONDS = 3600
+
+    with record_queries() as first_records:
+        first = figures(client.get("/api/v1/usage-report/", so_far))
+    with record_queries() as again_records:
+        again = figures(client.get("/api/v1/usage-report/", so_far))
+
+    # Measured once from the period's start to the last settled hour, then what came after.
+    longest_tail = measured_hours.SETTLED_STEP + measured_hours.SETTLED_AFTER + 300
+    assert max(measured_spans(first_records)) > 86400 - longest_tail
+    assert 0 < max(measured_spans(again_records)) <= longest_tail
+    assert first == pytest.approx(whole)
+    assert again == pytest.approx(whole)
+
+    with record_queries() as closed_records:
+        closed_first = figures(client.get("/api/v1/usage-report/", closed))
+    with record_queries() as closed_again_records:
+        closed_again = figures(client.get("/api/v1/usage-report/", closed))
+
+    # A period that ended is measured once and then costs no query at all; its figures are
+    # the backfill's, sample for sample.
+    assert measured_spans(closed_records)
+    assert closed_again_records == []
+    assert closed_first == pytest.approx(whole_closed)
+    assert closed_again == closed_first
+    for team in teams:
+        held, used = hours_until(backfilled, team.slug, closed_end)
+        assert closed_first[team.slug, "held"] == pytest.approx(held), team
+        assert closed_first[team.slug, "used"] == pytest.approx(used), team
+    assert closed_first[teams[0].slug, "held"] == pytest.approx(4 * 23)
+
+    # The closed period is kept beside the growing one, not in its place.
+    with record_queries() as later_records:
+        later = figures(client.get("/api/v1/usage-report/", so_far))
+    assert 0 < max(measured_spans(later_records)) <= longest_tail
+    assert later == pytest.approx(whole)

@@ -67,6 +67,19 @@ def test_a_ratio_metrics_average_is_scaled_to_percent_either_way():
         assert "gr_engine_active" in query.lower()
 
 
+def test_usage_hours_sample_the_recorded_counts_and_sums_as_they_would_every_gpus_series():
+    span = {"period_seconds": 3600, "resolution": 60}
+    held = promql.gpu_seconds_held(PERCENT, recorded=True, held=True, **span)
+    used = promql.gpu_seconds_used(RATIO, recorded=True, namespaces=["b", "a.x"], **span)
+    assert held == "sum_over_time((namespace:dcgm_fi_dev_gpu_util:count)[3599s:60s]) * 60"
+    assert used == (
+        'sum_over_time((namespace:dcgm_fi_prof_gr_engine_active:sum{namespace=~"a\\\\.x|b"})'
+        "[3599s:60s]) * 60"
+    )
+    raw = promql.gpu_seconds_used(RATIO, namespaces=["b", "a.x"], **span)
+    assert raw.endswith("[3599s:60s]) * 60")
+
+
 def test_the_rules_cover_a_window_when_they_were_recording_at_both_ends():
     query = promql.recording_rules_cover(PERCENT, start=100, end=700)
     series = (

@@ -142,8 +142,16 @@ def usage_rows(
     # (pk, slug, name) rows: a thousand model instances cost more than the query.
     team_list = list(teams.order_by("slug").values_list("pk", "slug", "name"))
     namespaces = None if every_team else sorted(slug for _, slug, _ in team_list)
-    # The teams as a subquery: a thousand ids spelt out in SQL cost more than the rows.
-    grants = selectors.grant_spans(QuotaGrant.objects.filter(team__in=teams))
+    # The teams as a subquery: a thousand ids spelt out in SQL cost more than the rows. Only
+    # the grants in force at some time in the report's range: the others grant nothing in any
+    # of its periods (a day of margin either side for time zones; the arithmetic decides).
+    grants = selectors.grant_spans(
+        QuotaGrant.objects.filter(
+            team__in=teams, starts_on__lte=(end + datetime.timedelta(days=1)).date()
+        )
+        .exclude(ends_on__lt=(start - datetime.timedelta(days=1)).date())
+        .exclude(ended_at__lte=start)
+    )
     if not team_list:
         return
     cluster_list = list((Cluster.objects.all() if clusters is None else clusters).order_by("name"))

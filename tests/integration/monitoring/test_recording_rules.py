@@ -8,7 +8,6 @@ import json
 import subprocess
 import time
 
-import httpx
 import pytest
 import yaml
 from django.utils import timezone
@@ -20,7 +19,7 @@ from tenants.models import Team
 from tests import factories
 
 from .pages import portal_namespace
-from .workloads import eventually, gpu_pod, prometheus_has, run_pod
+from .workloads import eventually, forget_the_rules_ran, gpu_pod, prometheus_has, run_pod
 
 pytestmark = [pytest.mark.integration, pytest.mark.devcluster]
 
@@ -35,17 +34,6 @@ def ranking(dashboard, key="rank-utilisation") -> dict:
 
 def utilisation_queries(records) -> list[str]:
     return [r.params["query"] for r in records if "_over_time(" in r.params["query"]]
-
-
-def forget_the_rules_ran(devcluster, start: float, end: float) -> None:
-    """Delete the series that says the rules were running, between ``start`` and ``end``: as
-    if Prometheus had not loaded them then. (A window of another session's starting then is
-    ranked from the raw series meanwhile, with the same figure.)"""
-    httpx.post(
-        f"{devcluster.prometheus_url}/api/v1/admin/tsdb/delete_series",
-        params={"match[]": promql.RECORDING_RULES_SERIES, "start": start, "end": end},
-        timeout=30,
-    ).raise_for_status()
 
 
 def window(start: float, end: float) -> promql.Window:

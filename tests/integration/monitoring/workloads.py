@@ -130,6 +130,20 @@ def delete_series(devcluster, selector: str) -> None:
     ).raise_for_status()
 
 
+def forget_the_rules_ran(devcluster, start: float, end: float) -> None:
+    """Delete the series that says the portal's recording rules were running, between
+    ``start`` and ``end``: as if Prometheus had not loaded them then, so that the portal reads
+    that time from every GPU's series. For a window of a test's own (another session's starting
+    then is read from the raw series meanwhile, with the same figures), and for history a test
+    backfilled, which the rules never evaluated: an operator backfills them after it
+    (``promtool tsdb create-blocks-from rules``), as the monitoring benchmark does."""
+    httpx.post(
+        f"{devcluster.prometheus_url}/api/v1/admin/tsdb/delete_series",
+        params={"match[]": "gpu_portal_recording_rules", "start": start, "end": end},
+        timeout=30,
+    ).raise_for_status()
+
+
 class OwnPrometheus:
     """Debian's Prometheus on a free port with data of its own: for a test that stops it, or
     that scrapes the DCGM simulator the way another setup would. ``scrape_configs`` is YAML

@@ -35,6 +35,7 @@ never restarts the shared Prometheus (new blocks load within a minute; rules by 
 old benchmark series are deleted before a new backfill.
 """
 
+import datetime
 import gzip
 import json
 import os
@@ -60,6 +61,7 @@ import httpx  # noqa: E402
 from django.contrib.auth.models import User  # noqa: E402
 from django.core.cache import cache  # noqa: E402
 from django.test import Client, override_settings  # noqa: E402
+from django.utils import timezone  # noqa: E402
 
 from clusters import inventory  # noqa: E402
 from clusters.models import Cluster, GpuCapacity  # noqa: E402
@@ -68,7 +70,7 @@ from devcluster.backfill import BackfillSpec  # noqa: E402
 from devcluster.settings import Settings  # noqa: E402
 from monitoring import promql  # noqa: E402
 from monitoring.metrics import metrics_config  # noqa: E402
-from monitoring.prometheus import record_queries  # noqa: E402
+from monitoring.prometheus import QueryRecord, record_queries  # noqa: E402
 from portal.heap import freeze_startup_objects  # noqa: E402
 from tenants.models import Membership, Team, TeamCluster  # noqa: E402
 from tests.bench.summary import Goal, Summary  # noqa: E402
@@ -373,6 +375,79 @@ def measure_page(client: Client, url: str, http: httpx.Client, name: str) -> dic
     }
 
 
+def usage_url() -> tuple[str, datetime.datetime]:
+    """The admins' usage report for the history's last whole days so far, in one period (the
+    page's "this month so far" on the 7th of a month), and where it starts."""
+    first_day = timezone.localdate() - datetime.timedelta(days=DAYS - 1)
+    start = datetime.datetime.combine(
+        first_day, datetime.time(), tzinfo=timezone.get_current_timezone()
+    )
+    return f"/monitoring/usage/?start={first_day.isoformat()}&bucket=total", start
+
+
+def usage_by_hand(cluster: Cluster, start: datetime.datetime) -> list:
+    """What an admin runs by hand for the same figures: GPU-hours held and used per namespace,
+    over every GPU's series, from the period's start to now (the page's own queries before it
+    read the recording rules and kept a period's settled hours)."""
+    config = metrics_config(cluster)
+    end = time.time()
+    span = {"period_seconds": end - start.timestamp(), "resolution": 60, "held": True}
+    return [
+        QueryRecord(
+            path="/api/v1/query",
+            params={"query": build(config, **span), "time": f"{end:.3f}"},
+            seconds=0.0,
+            cached=False,
+        )
+        for build in (promql.gpu_seconds_held, promql.gpu_seconds_used)
+    ]
+
+
+def measure_usage_page(client: Client, http: httpx.Client, cluster: Cluster) -> dict:
+    """The admins' usage page: cold (the cache emptied, so every period's hours are measured;
+    from the recording rules' series where they cover it) beside the PromQL an admin runs by
+    hand for the same figures, sent concurrently; warm (the page again: only what came after
+    the last settled hour is asked); the queries each sent."""
+    url, start = usage_url()
+    cache.clear()
+    client.get(url)  # warm connections, imports and the template cache
+    cold_times, raw_times, cold_queries, warm_times, warm_queries = [], [], [], [], []
+    for _ in range(REPEATS):
+        cache.clear()
+        with record_queries() as recorded:
+            started = time.perf_counter()
+            _, html = get(client, url)
+            cold_times.append(time.perf_counter() - started)
+        cold_queries.append(len(recorded))
+        raw_times.append(raw_seconds(http, usage_by_hand(cluster, start), concurrently=True))
+        with record_queries() as recorded:
+            started = time.perf_counter()
+            get(client, url)
+            warm_times.append(time.perf_counter() - started)
+        warm_queries.append(len([r for r in recorded if not r.cached]))
+    assert "GPU metrics are unavailable" not in html, (url, "Prometheus failed")
+    csv_lines = client.get(url.replace("/usage/", "/usage.csv")).content.decode().splitlines()
+    header = csv_lines[0].split(",")
+    held = {
+        cells[0]: float(cells[header.index("held_gpu_hours")])
+        for cells in (line.split(",") for line in csv_lines[1:])
+        if cells[0].startswith(NAMESPACE_PREFIX)
+    }
+    assert len(held) == TEAMS, ("not every benchmark team has a row", held)
+    assert all(held.values()), ("a benchmark team held nothing", held)
+    cold, raw = statistics.median(cold_times), statistics.median(raw_times)
+    return {
+        "url": url,
+        "page_ms": round(cold * 1000, 1),
+        "raw_promql_concurrent_ms": round(raw * 1000, 1),
+        "cold_ratio": round(cold / raw, 2),
+        "page_warm_ms": round(statistics.median(warm_times) * 1000, 1),
+        "cold_queries": max(cold_queries),
+        "warm_queries": max(warm_queries),
+        "promql_by_hand": [r.params["query"] for r in usage_by_hand(cluster, start)],
+    }
+
+
 # Pages name static files; the manifest storage used with DEBUG off would need collectstatic.
 PLAIN_STATIC = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
@@ -414,6 +489,9 @@ def run(summary: Summary) -> dict:
                     outcome = measure_page(clients[who], url, http, f"{page}-{window}")
                     results["pages"].append({"page": page, "window": window, **outcome})
                     record_rows(summary, page, window, outcome)
+            log("usage page")
+            results["usage"] = measure_usage_page(clients["admin"], http, cluster)
+            record_usage_rows(summary, results["usage"])
         timings = []
         for _ in range(REPEATS):
             started = time.perf_counter()
@@ -432,6 +510,24 @@ def record_rows(summary: Summary, page: str, window: str, outcome: dict) -> None
         portal=outcome["page_ms"],
         alternative=outcome["raw_promql_concurrent_ms"],
         alternative_is=f"its {outcome['queries']} PromQL queries, concurrently, raw",
+        unit="ms",
+        goal=Goal.ratio_at_most(COLD_GOAL),
+    )
+    summary.row(
+        f"{work}, warm",
+        portal=outcome["page_warm_ms"],
+        unit="ms",
+        goal=Goal.portal_at_most(WARM_GOAL_MS),
+    )
+
+
+def record_usage_rows(summary: Summary, outcome: dict) -> None:
+    work = f"usage page (admin), {DAYS} days so far, 256 GPUs"
+    summary.row(
+        f"{work}, cold",
+        portal=outcome["page_ms"],
+        alternative=outcome["raw_promql_concurrent_ms"],
+        alternative_is="GPU-hours held and used by hand: 2 PromQL queries, raw",
         unit="ms",
         goal=Goal.ratio_at_most(COLD_GOAL),
     )
@@ -481,6 +577,15 @@ def write(results: dict) -> None:
             f"{p['raw_promql_sequential_ms']} | {p['page_warm_ms']} | {p['html_kib']} | "
             f"{p['sent_kib']} | {p['values_drawn']:,} | {p['figure_bytes_per_value']} |"
         )
+    usage = results["usage"]
+    lines += [
+        "",
+        f"The admins' usage page ({usage['url']}, every team): cold {usage['page_ms']} ms "
+        f"({usage['cold_queries']} queries), beside {usage['raw_promql_concurrent_ms']} ms for "
+        f"the GPU-hours held and used by hand over every GPU's series ({usage['cold_ratio']}×); "
+        f"warm {usage['page_warm_ms']} ms ({usage['warm_queries']} queries: the hours since the "
+        "last settled hour).",
+    ]
     lines += [
         "",
         f"The cluster page also reads the cluster's nodes and pods from the Kubernetes API "

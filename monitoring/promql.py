@@ -446,8 +446,8 @@ def _period(period_seconds: float, resolution: int) -> str:
 def _recorded_selector(
     name: str, config: MetricsConfig, *, namespaces: Sequence[str] | None = None, held=False
 ) -> str:
-    """A recorded per-namespace series, narrowed to some namespaces (each of its series is a
-    held namespace's already: the rules keep only those)."""
+    """A recorded per-namespace series, narrowed to some namespaces. ``held`` (the filters'
+    other form) narrows nothing: the rules record held GPUs' namespaces only."""
     if namespaces is None:
         return name
     if not namespaces:

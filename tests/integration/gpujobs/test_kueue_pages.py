@@ -50,6 +50,23 @@ def cluster_queue(name, slug, *, nominal, used=0, borrowed=0, pending=0, borrowi
     }
 
 
+def pending_workload(job, name: str, *, position: int) -> dict:
+    """The job's Workload as the watcher's snapshot lists it pending in its team's guaranteed
+    queue, at ``position`` in both its queues."""
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": job.team.slug,
+            "creationTimestamp": "2026-12-01T10:00:00Z",
+            "ownerReferences": [{"kind": "Job", "name": f"gpujob-{job.pk}"}],
+        },
+        "priority": 1000,
+        "localQueueName": "guaranteed",
+        "positionInClusterQueue": position,
+        "positionInLocalQueue": position,
+    }
+
+
 @pytest.fixture
 def queues(cluster, team, other_team):
     """vision owns 4 A100 and lends 2 of them to speech's opportunistic job; one of vision's
@@ -66,18 +83,7 @@ def queues(cluster, team, other_team):
         reason=Reason.IN_QUEUE,
         queue_name="guaranteed",
     )
-    pending = {
-        "metadata": {
-            "name": "w",
-            "namespace": "vision",
-            "creationTimestamp": "2026-12-01T10:00:00Z",
-            "ownerReferences": [{"kind": "Job", "name": f"gpujob-{job.pk}"}],
-        },
-        "priority": 1000,
-        "localQueueName": "guaranteed",
-        "positionInClusterQueue": 0,
-        "positionInLocalQueue": 0,
-    }
+    pending = pending_workload(job, "w", position=0)
     fields = snapshot_fields(
         cluster_queues=[
             cluster_queue("gpu-portal-vision", "vision", nominal=4, used=2, pending=1),
@@ -166,21 +172,7 @@ def wait_in_kueue(cluster, team, count, *, running):
         )
         for i in range(count)
     ]
-    workloads = [
-        {
-            "metadata": {
-                "name": f"w{i}",
-                "namespace": team.slug,
-                "creationTimestamp": "2026-12-01T10:00:00Z",
-                "ownerReferences": [{"kind": "Job", "name": f"gpujob-{job.pk}"}],
-            },
-            "priority": 1000,
-            "localQueueName": "guaranteed",
-            "positionInClusterQueue": i,
-            "positionInLocalQueue": i,
-        }
-        for i, job in enumerate(jobs)
-    ]
+    workloads = [pending_workload(job, f"w{i}", position=i) for i, job in enumerate(jobs)]
     used = 2 * running
     fields = snapshot_fields(
         cluster_queues=[

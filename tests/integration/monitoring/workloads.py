@@ -11,6 +11,7 @@ import time
 import httpx
 from urllib3.exceptions import HTTPError
 
+from monitoring import promql
 from tenants.manifests import TEAM_LABEL
 from tests.integration import kube
 from tests.integration.conftest import free_port, wait_for
@@ -139,7 +140,7 @@ def forget_the_rules_ran(devcluster, start: float, end: float) -> None:
     (``promtool tsdb create-blocks-from rules``), as the monitoring benchmark does."""
     httpx.post(
         f"{devcluster.prometheus_url}/api/v1/admin/tsdb/delete_series",
-        params={"match[]": "gpu_portal_recording_rules", "start": start, "end": end},
+        params={"match[]": promql.RECORDING_RULES_SERIES, "start": start, "end": end},
         timeout=30,
     ).raise_for_status()
 

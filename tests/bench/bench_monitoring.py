@@ -21,7 +21,11 @@ benchmark then measures, through Django's test client:
   figures, the template, and on the cluster page the Kubernetes API read (run beside the queries);
 * warm: the same page again, everything the portal caches still there;
 * bytes: the page's HTML, and what goes over the wire with gzip, beside the number of values the
-  charts draw.
+  charts draw;
+* the admins' usage page over the history's last days so far: cold (every period's GPU-hours
+  measured, from the recording rules' series) beside the two queries an admin runs by hand for
+  the same figures over every GPU's series, and warm (only what came after the last settled
+  hour is asked).
 
 It also times the raw queries one after another, as the pages sent them before they ran them
 concurrently. Results go to ``bench-results/monitoring.{json,md}`` and rows to the summary table

@@ -308,6 +308,16 @@ def get(client: Client, url: str):
     return len(body), html
 
 
+def timed_get(client: Client, url: str) -> tuple[float, int, str, list]:
+    """``get`` timed: seconds, bytes sent, the HTML, and the queries it sent to Prometheus
+    (those its client answered from the cache left out)."""
+    with record_queries() as recorded:
+        started = time.perf_counter()
+        sent, html = get(client, url)
+        seconds = time.perf_counter() - started
+    return seconds, sent, html, [r for r in recorded if not r.cached]
+
+
 def profile(client: Client, url: str, name: str, *, cold: bool) -> None:
     try:
         from pyinstrument import Profiler
@@ -333,11 +343,8 @@ def measure_page(client: Client, url: str, http: httpx.Client, name: str) -> dic
     page_times, raw_times, decoded_times, sequential_times, records = [], [], [], [], []
     for _ in range(REPEATS):
         cache.clear()
-        with record_queries() as recorded:
-            started = time.perf_counter()
-            sent, html = get(client, url)
-            page_times.append(time.perf_counter() - started)
-        records = [r for r in recorded if not r.cached]
+        seconds, sent, html, records = timed_get(client, url)
+        page_times.append(seconds)
         raw_times.append(raw_seconds(http, records, concurrently=True))
         decoded_times.append(raw_seconds(http, records, concurrently=True, decode=True))
         sequential_times.append(raw_seconds(http, records, concurrently=False))
@@ -346,11 +353,8 @@ def measure_page(client: Client, url: str, http: httpx.Client, name: str) -> dic
     # counted, and the next is warm.
     warm_times = []
     for _ in range(REPEATS * 3):
-        with record_queries() as recorded:
-            started = time.perf_counter()
-            get(client, url)
-            seconds = time.perf_counter() - started
-        if not [r for r in recorded if not r.cached]:
+        seconds, _, _, sent_queries = timed_get(client, url)
+        if not sent_queries:
             warm_times.append(seconds)
         if len(warm_times) == REPEATS:
             break
@@ -418,17 +422,13 @@ def measure_usage_page(client: Client, http: httpx.Client, cluster: Cluster) -> 
     cold_times, raw_times, cold_queries, warm_times, warm_queries = [], [], [], [], []
     for _ in range(REPEATS):
         cache.clear()
-        with record_queries() as recorded:
-            started = time.perf_counter()
-            _, html = get(client, url)
-            cold_times.append(time.perf_counter() - started)
-        cold_queries.append(len(recorded))
+        seconds, _, html, sent_queries = timed_get(client, url)
+        cold_times.append(seconds)
+        cold_queries.append(len(sent_queries))
         raw_times.append(raw_seconds(http, usage_by_hand(cluster, start), concurrently=True))
-        with record_queries() as recorded:
-            started = time.perf_counter()
-            get(client, url)
-            warm_times.append(time.perf_counter() - started)
-        warm_queries.append(len([r for r in recorded if not r.cached]))
+        seconds, _, _, sent_queries = timed_get(client, url)
+        warm_times.append(seconds)
+        warm_queries.append(len(sent_queries))
     assert "GPU metrics are unavailable" not in html, (url, "Prometheus failed")
     csv_lines = client.get(url.replace("/usage/", "/usage.csv")).content.decode().splitlines()
     header = csv_lines[0].split(",")
@@ -492,10 +492,22 @@ def run(summary: Summary) -> dict:
                     log(f"{page} page, {window}")
                     outcome = measure_page(clients[who], url, http, f"{page}-{window}")
                     results["pages"].append({"page": page, "window": window, **outcome})
-                    record_rows(summary, page, window, outcome)
+                    record_rows(
+                        summary,
+                        f"{page} page, {window}, 256 GPUs x 7 days",
+                        outcome,
+                        alternative_is=(
+                            f"its {outcome['queries']} PromQL queries, concurrently, raw"
+                        ),
+                    )
             log("usage page")
             results["usage"] = measure_usage_page(clients["admin"], http, cluster)
-            record_usage_rows(summary, results["usage"])
+            record_rows(
+                summary,
+                f"usage page (admin), {DAYS} days so far, 256 GPUs",
+                results["usage"],
+                alternative_is="GPU-hours held and used by hand: 2 PromQL queries, raw",
+            )
         timings = []
         for _ in range(REPEATS):
             started = time.perf_counter()
@@ -507,31 +519,13 @@ def run(summary: Summary) -> dict:
     return results
 
 
-def record_rows(summary: Summary, page: str, window: str, outcome: dict) -> None:
-    work = f"{page} page, {window}, 256 GPUs x 7 days"
+def record_rows(summary: Summary, work: str, outcome: dict, *, alternative_is: str) -> None:
+    """A page's two rows: cold beside its raw PromQL, and warm."""
     summary.row(
         f"{work}, cold",
         portal=outcome["page_ms"],
         alternative=outcome["raw_promql_concurrent_ms"],
-        alternative_is=f"its {outcome['queries']} PromQL queries, concurrently, raw",
-        unit="ms",
-        goal=Goal.ratio_at_most(COLD_GOAL),
-    )
-    summary.row(
-        f"{work}, warm",
-        portal=outcome["page_warm_ms"],
-        unit="ms",
-        goal=Goal.portal_at_most(WARM_GOAL_MS),
-    )
-
-
-def record_usage_rows(summary: Summary, outcome: dict) -> None:
-    work = f"usage page (admin), {DAYS} days so far, 256 GPUs"
-    summary.row(
-        f"{work}, cold",
-        portal=outcome["page_ms"],
-        alternative=outcome["raw_promql_concurrent_ms"],
-        alternative_is="GPU-hours held and used by hand: 2 PromQL queries, raw",
+        alternative_is=alternative_is,
         unit="ms",
         goal=Goal.ratio_at_most(COLD_GOAL),
     )

@@ -89,8 +89,9 @@ def changes_to_record(
     preemptor: str = "",
 ) -> dict:
     """What to write to a job's row (as ``OBSERVED_FIELDS`` read it) for what the cluster
-    shows: nothing when the Job is not the job's own (another uid), when the job has finished,
-    or when the state would go back (but for a retried pod). ``preemptor`` names, in words,
+    shows: nothing when the Job is not the job's own (another uid) or when the state would go
+    back (but for a retried pod); of a finished job, only the facts it lacks and an
+    observation of the same outcome brings. ``preemptor`` names, in words,
     who preempted the job when ``observation`` says it was.
 
     A queued row that still holds the uid of its Job is having that Job replaced (its
@@ -100,6 +101,8 @@ def changes_to_record(
     current = row["state"]
     if current == State.QUEUED and row["kube_uid"] and kube_uid == row["kube_uid"]:
         return {}
+    if current in FINAL_STATES and observation.state == current:
+        return _facts_learned_late(row, observation)
     if not _may_move(current, observation.state):
         return {}
     changes: dict[str, Any] = {}
@@ -131,6 +134,22 @@ def changes_to_record(
         changes["kube_uid"] = kube_uid
     if row["submitted_at"] is None and observation.state != State.QUEUED:
         changes["submitted_at"] = now
+    return changes
+
+
+def _facts_learned_late(row: dict, observation: Observation) -> dict:
+    """What a finished job's row lacks and an observation of the same outcome now shows: the
+    watcher follows Jobs and pods on separate streams, so a Job's end can arrive before the
+    events of its pod (its node, exit code, start). Nothing the row holds is changed."""
+    changes: dict[str, Any] = {}
+    if observation.node and not row["node"]:
+        changes["node"] = observation.node
+    if observation.pods and not row["pods"]:
+        changes["pods"] = list(observation.pods)
+    if observation.exit_code is not None and row["exit_code"] is None:
+        changes["exit_code"] = observation.exit_code
+    if observation.started_at is not None and row["started_at"] is None:
+        changes["started_at"] = observation.started_at
     return changes
 
 

@@ -11,7 +11,7 @@ from gpujobs.models import GpuJob
 from tests.integration import conftest as integration
 from tests.integration.conftest import wait_for
 from tests.integration.gpujobs import fixtures
-from tests.integration.gpujobs.fixtures import finishing, job_pods, submit, wait_for_state
+from tests.integration.gpujobs.fixtures import finishing, job_pods, submit, wait_for_finish
 
 # The integration suite's fixtures: PostgreSQL, a Celery worker, the watcher, the devcluster.
 postgres_database = integration.postgres_database
@@ -103,5 +103,5 @@ def test_job_page_turns_succeeded_with_its_exit_code_without_a_reload(
     expect(page.get_by_test_id("job-state")).to_have_text("succeeded", timeout=LIVE_TIMEOUT_MS)
     expect(page.get_by_test_id("job-exit-code")).to_have_text("0")
     expect(page.get_by_test_id("job-finished")).not_to_have_text("—")
-    job = wait_for_state(job_id, "succeeded")
+    job = wait_for_finish(job_id, "succeeded")
     expect(page.get_by_test_id("job-node")).to_have_text(job.node)

@@ -261,6 +261,17 @@ def wait_for_state(job_id: int, *states: str, timeout: float = 90) -> GpuJob:
     )
 
 
+def wait_for_finish(job_id: int, state: str, *, timeout: float = 90) -> GpuJob:
+    """Wait for a job that ran to end in ``state`` with its pod's facts known (node, exit
+    code): the Job's end may reach the watcher before its pod's last events."""
+    return wait_for_job(
+        job_id,
+        lambda j: j.state == state and j.node and j.exit_code is not None,
+        timeout=timeout,
+        what=f"state {state}, its node and exit code known",
+    )
+
+
 def job_pods(core, job: GpuJob) -> list:
     return core.list_namespaced_pod(
         job.team.slug, label_selector=f"gpuportal.io/job-id={job.pk}"

@@ -13,6 +13,7 @@ from tests.integration.gpujobs.fixtures import (
     job_pods,
     read_or_none,
     submit,
+    wait_for_finish,
     wait_for_job,
     wait_for_state,
 )
@@ -39,10 +40,9 @@ def test_one_gpu_job_lands_on_a_gpu_node_runs_and_succeeds(make_gpu_team, gpu_cl
     )
     assert response.status_code == 201, response.data
     job_id = response.data["id"]
-    running = wait_for_state(job_id, "running", "succeeded")
-    job = wait_for_state(job_id, "succeeded")
+    job = wait_for_finish(job_id, "succeeded")
 
-    assert running.node in gpu_nodes(core)  # never a CPU node
+    assert job.node in gpu_nodes(core)  # never a CPU node
     node = core.read_node(job.node)
     assert node.metadata.labels["hardware-type"] == "gpu"
     assert job.exit_code == 0
@@ -56,7 +56,7 @@ def test_one_gpu_job_lands_on_a_gpu_node_runs_and_succeeds(make_gpu_team, gpu_cl
 def test_portal_shows_node_times_and_exit_code(make_gpu_team, gpu_cluster):
     gpu = make_gpu_team(gpus=1)
     job_id = submit(gpu.member, gpu.team, gpu_cluster, annotations=finishing(1)).data["id"]
-    job = wait_for_state(job_id, "succeeded")
+    job = wait_for_finish(job_id, "succeeded")
     client = Client()
     client.force_login(gpu.member)
 
@@ -79,7 +79,7 @@ def test_failing_job_shows_failed_with_its_exit_code(make_gpu_team, gpu_cluster)
     job_id = submit(gpu.member, gpu.team, gpu_cluster, annotations=finishing(1, exit_code=3)).data[
         "id"
     ]
-    job = wait_for_state(job_id, "failed")
+    job = wait_for_finish(job_id, "failed")
 
     assert job.exit_code == 3
     assert job.reason == "BackoffLimitExceeded"

@@ -1,5 +1,6 @@
 """What an observation changes on a job's row: states move forward only, finished jobs stay as
-they are, facts learned once are kept, and another Job of the same name is ignored."""
+they are (but learn the facts they lack), facts learned once are kept, and another Job of the
+same name is ignored."""
 
 import datetime
 
@@ -65,6 +66,28 @@ def test_finished_jobs_are_left_alone(final):
 )
 def test_states_never_go_back(current, seen):
     assert changes(row(state=current), Observation(state=seen)) == {}
+
+
+def test_a_finished_job_learns_the_facts_its_pods_events_bring_late():
+    """The Job's end came before its pod's events (separate watch streams)."""
+    current = row(state="succeeded", finished_at=NOW, message="Finished successfully.")
+    seen = Observation(
+        state="succeeded", node="gpu-node-1", pods=("p",), exit_code=0, started_at=STARTED
+    )
+
+    assert changes(current, seen) == {
+        "node": "gpu-node-1",
+        "pods": ["p"],
+        "exit_code": 0,
+        "started_at": STARTED,
+    }
+
+
+def test_a_finished_job_keeps_what_it_knows_and_ignores_another_outcome():
+    current = row(state="failed", node="gpu-node-1", pods=["p"], exit_code=3, started_at=STARTED)
+
+    assert changes(current, Observation(state="failed", node="gpu-node-2", exit_code=1)) == {}
+    assert changes(row(state="cancelled"), Observation(state="succeeded", node="n")) == {}
 
 
 def test_a_retried_pod_takes_a_running_job_back_to_pending():

@@ -1,5 +1,6 @@
 """Writing what the cluster shows when another writer moved the job's state between the read and
-the write: the submit task marking it submitted does not swallow the news, a stop still wins."""
+the write: the submit task marking it submitted does not swallow the news, a stop still wins;
+and when the Job's end reaches the watcher before its pod's events, the pod's facts still do."""
 
 import pytest
 from django.utils import timezone
@@ -7,6 +8,7 @@ from django.utils import timezone
 from gpujobs.models import GpuJob
 from gpujobs.observe import Observation
 from gpujobs.recording import OBSERVED_FIELDS, record_observation
+from gpujobs.tracker import Tracker
 from tests import factories
 
 pytestmark = [pytest.mark.integration]
@@ -51,3 +53,56 @@ def test_a_stop_written_after_the_read_still_wins(job):
 
     job.refresh_from_db()
     assert job.state == "cancelled"
+
+
+def test_a_jobs_end_seen_before_its_pod_still_records_the_pods_node_and_exit_code(job):
+    """The watcher follows Jobs and pods on separate streams: either may come first."""
+    tracker = Tracker(cluster_id=job.cluster_id, cluster_name="gpu")
+    labels = {"app.kubernetes.io/managed-by": "gpu-portal", "gpuportal.io/job-id": str(job.pk)}
+    meta = {"namespace": job.team.slug, "labels": labels}
+    tracker.state.apply(
+        "Job",
+        "MODIFIED",
+        {
+            "kind": "Job",
+            "metadata": {**meta, "name": f"gpujob-{job.pk}", "uid": "uid-1"},
+            "spec": {"backoffLimit": 0},
+            "status": {
+                "succeeded": 1,
+                "completionTime": "2026-03-10T10:05:00Z",
+                "conditions": [{"type": "Complete", "status": "True"}],
+            },
+        },
+    )
+    key = (job.team.slug, job.pk)
+
+    assert tracker.write_many([key]) == 1
+    job.refresh_from_db()
+    assert (job.state, job.node, job.exit_code) == ("succeeded", "", None)
+
+    finished = {"startedAt": "2026-03-10T10:00:00Z", "exitCode": 0}
+    tracker.state.apply(
+        "Pod",
+        "MODIFIED",
+        {
+            "kind": "Pod",
+            "metadata": {
+                **meta,
+                "name": f"gpujob-{job.pk}-abcde",
+                "creationTimestamp": "2026-03-10T09:59:58Z",
+                "ownerReferences": [{"kind": "Job", "controller": True, "uid": "uid-1"}],
+            },
+            "spec": {"nodeName": "gpu-node-3"},
+            "status": {
+                "phase": "Succeeded",
+                "containerStatuses": [{"name": "main", "state": {"terminated": finished}}],
+            },
+        },
+    )
+
+    assert tracker.write_many([key]) == 1
+    job.refresh_from_db()
+    assert (job.state, job.node, job.exit_code) == ("succeeded", "gpu-node-3", 0)
+    assert job.pods == [f"gpujob-{job.pk}-abcde"]
+    assert job.started_at.isoformat() == "2026-03-10T10:00:00+00:00"
+    assert tracker.write_many([key]) == 0  # nothing new the second time

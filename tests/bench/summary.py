@@ -103,7 +103,8 @@ class Summary:
     ) -> dict:
         """Record one comparison (``alternative`` None when the goal is the portal's own
         figure, with nothing to compare it to) and return it."""
-        ratio = round(portal / alternative, 2) if portal is not None and alternative else None
+        # Judged unrounded: 1.204 is not "at most 1.2" (the table shows three figures).
+        ratio = portal / alternative if portal is not None and alternative else None
         record = {
             "bench": self.bench,
             "run": self.run,

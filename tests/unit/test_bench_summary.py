@@ -23,6 +23,17 @@ def test_a_row_records_both_figures_their_ratio_the_goal_its_verdict_and_the_loa
     assert summary.read(rows) == [row]
 
 
+def test_a_ratio_just_above_its_goal_is_not_met_though_it_rounds_to_it(tmp_path):
+    run = Summary("monitoring", rows=tmp_path / "summary.jsonl")
+
+    row = run.row(
+        "page, cold", portal=120.4, alternative=100, unit="ms", goal=Goal.ratio_at_most(1.2)
+    )
+
+    assert row["met"] is False
+    assert summary._number(row["ratio"]) == "1.2"
+
+
 def test_goals_on_the_ratio_or_on_the_portals_own_figure_either_way():
     assert Goal.ratio_at_most(1.2).met(portal=110, ratio=1.1)
     assert not Goal.ratio_at_least(1.0).met(portal=9.8, ratio=0.43)

@@ -8,9 +8,10 @@ than ``SETTLED_AFTER`` in the past no scrape or rule evaluation changes any more
 part of a period is kept in Django's cache per period (for ``MONITORING_USAGE_CACHE_SECONDS``)
 and grown an hour at a time: a report asks Prometheus only for what came after it. An admin's
 month so far costs queries over its last hour or so, however late in the month, rather than
-over the whole month on every view; a period that ended costs none once measured. (History
+over the whole month on every view; a period that ended costs none once measured. History
 written into Prometheus afterwards, by a ``promtool`` backfill of a period already measured,
-shows once its kept hours expire or the cache is cleared.)
+shows once the kept hours are forgotten (``forget_kept_hours``, which ``manage.py
+forget_usage_hours`` runs) or expire.
 
 Each piece reads the portal's recording rules' per-namespace series where the rules were
 recording over it (a handful of series, however many GPUs), every GPU's series otherwise. The
@@ -23,6 +24,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
+import time
 
 from django.conf import settings
 from django.core.cache import cache
@@ -71,8 +73,16 @@ def measured_hours(
     settled = min(ends_at, growing_to)
     if keep_seconds <= 0 or settled <= start:
         return measure(start, end)
+    generation = _generation(prometheus.identity)
     key = functools.partial(
-        _cache_key, prometheus, config, resolution, namespaces, idle_threshold_percent, start
+        _cache_key,
+        prometheus,
+        config,
+        resolution,
+        namespaces,
+        idle_threshold_percent,
+        start,
+        generation=generation,
     )
     # A period settled to its end is kept under its end; one still growing under its start
     # only (its end is "now"), which the period, once settled, starts from.
@@ -148,6 +158,30 @@ def _on_grid(moment: float, *steps: int) -> int:
     return result
 
 
+def forget_kept_hours(prometheus: PrometheusClient) -> None:
+    """Measure every period of this Prometheus afresh from now on: after history was written
+    into periods already measured (a ``promtool`` backfill). What was kept is no longer read,
+    and expires in its time."""
+    _generation(prometheus.identity)
+    cache.incr(_generation_key(prometheus.identity))
+
+
+def _generation(identity: str) -> int:
+    """A Prometheus' generation: part of its hours' keys, bumped to forget them. It starts at
+    the time it was first needed, so that one lost from the cache never brings back the
+    hours of an earlier one."""
+    key = _generation_key(identity)
+    generation = cache.get(key)
+    if generation is None:
+        cache.add(key, time.time_ns(), timeout=None)
+        generation = cache.get(key)
+    return generation
+
+
+def _generation_key(identity: str) -> str:
+    return f"monitoring:usage-hours-generation:{identity}"
+
+
 def _cache_key(
     prometheus: PrometheusClient,
     config: promql.MetricsConfig,
@@ -156,13 +190,16 @@ def _cache_key(
     idle_threshold_percent: float | None,
     start: float,
     end: int | None,
+    *,
+    generation: int,
 ) -> str:
-    """Everything the hours depend on: which Prometheus, the layout and metric, the sampling,
-    the namespaces, the idle threshold, where the period starts and where it ends (None while
-    it grows)."""
+    """Everything the hours depend on: which Prometheus and its generation, the layout and
+    metric, the sampling, the namespaces, the idle threshold, where the period starts and
+    where it ends (None while it grows)."""
     depends_on = (
         CACHE_VERSION,
         prometheus.identity,
+        generation,
         config,
         resolution,
         None if namespaces is None else sorted(namespaces),

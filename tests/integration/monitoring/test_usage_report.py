@@ -6,10 +6,12 @@ does not restart the shared Prometheus (others' tests use it); Prometheus picks 
 up within a minute. The series are deleted again afterwards."""
 
 import datetime
+import io
 import re
 import uuid
 
 import pytest
+from django.core.management import CommandError, call_command
 
 from devcluster.backfill import BackfillSpec
 from monitoring import measured_hours
@@ -201,7 +203,7 @@ def figures(response) -> dict:
 
 
 def test_a_periods_settled_hours_are_measured_once_then_only_what_came_after(
-    backfilled, teams, admin, api, settings, shared_cache
+    backfilled, teams, admin, api, settings, shared_cache, metrics_cluster
 ):
     params, _, _ = period_params(backfilled)
     so_far = {"start": params["start"]}  # to now: the page's "this month so far"
@@ -247,3 +249,28 @@ def test_a_periods_settled_hours_are_measured_once_then_only_what_came_after(
         later = figures(client.get("/api/v1/usage-report/", so_far))
     assert 0 < max(measured_spans(later_records)) <= longest_tail
     assert later == pytest.approx(whole)
+
+    # After a backfill into periods already measured, an operator makes them measured afresh.
+    settings.MONITORING_CACHE_SECONDS = 0  # nor any Prometheus answer reused
+    out = io.StringIO()
+    call_command("forget_usage_hours", cluster=[metrics_cluster.name], stdout=out)
+    with record_queries() as forgotten_records:
+        forgotten = figures(client.get("/api/v1/usage-report/", closed))
+    with record_queries() as kept_again_records:
+        figures(client.get("/api/v1/usage-report/", closed))
+
+    assert out.getvalue() == f"{metrics_cluster.name}: usage hours will be measured afresh\n"
+    assert max(measured_spans(forgotten_records)) == max(measured_spans(closed_records))
+    assert forgotten == pytest.approx(closed_first)
+    assert kept_again_records == []
+
+
+def test_forgetting_kept_hours_names_an_unknown_cluster_and_needs_a_shared_cache(
+    metrics_cluster, settings, shared_cache
+):
+    with pytest.raises(CommandError, match="No cluster named nowhere"):
+        call_command("forget_usage_hours", cluster=[metrics_cluster.name, "nowhere"])
+
+    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    with pytest.raises(CommandError, match="each process's own memory"):
+        call_command("forget_usage_hours")

@@ -50,7 +50,7 @@ django.setup()
 
 from django.contrib.auth.models import User  # noqa: E402
 from django.db.models import Max, ProtectedError  # noqa: E402
-from django.test import Client, override_settings  # noqa: E402
+from django.test import override_settings  # noqa: E402
 from django.utils import timezone  # noqa: E402
 from kubernetes import client, watch  # noqa: E402
 
@@ -70,6 +70,7 @@ from tests.bench.helpers import (  # noqa: E402
     patiently,
     percentile,
     run_kubectl,
+    signed_in_client,
     start,
     stop,
 )
@@ -240,8 +241,7 @@ JOB_FIELDS = {
 @override_settings(ALLOWED_HOSTS=["testserver"])
 def submit_in_one_call(user: User, team: Team, cluster: Cluster) -> tuple[float, float]:
     """``POST /api/v1/jobs/batch/`` of every job: the portal's ``kubectl create -f`` of a list."""
-    api = Client()
-    api.force_login(user)
+    api = signed_in_client(user)
     body = {
         "team": team.slug,
         "cluster": cluster.name,
@@ -258,8 +258,7 @@ def submit_in_one_call(user: User, team: Team, cluster: Cluster) -> tuple[float,
 @override_settings(ALLOWED_HOSTS=["testserver"])
 def submit_one_by_one(user: User, team: Team, cluster: Cluster) -> tuple[float, float]:
     """``POST /api/v1/jobs/`` once per job, one after another."""
-    api = Client()
-    api.force_login(user)
+    api = signed_in_client(user)
     body = {"team": team.slug, "cluster": cluster.name, **JOB_FIELDS}
     started_wall = time.time()
     started = time.perf_counter()

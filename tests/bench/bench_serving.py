@@ -23,6 +23,7 @@ running.
 import datetime
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -61,6 +62,7 @@ from serving.specs import Probe, RevisionRequest  # noqa: E402
 from tenants.models import AuditEvent, Membership, QuotaGrant, QuotaRequest, Team  # noqa: E402
 from tests.bench.helpers import (  # noqa: E402
     patiently,
+    run_kubectl,
     signed_in_client,
     start,
     stop,
@@ -69,13 +71,14 @@ from tests.bench.helpers import (  # noqa: E402
 from tests.bench.summary import Goal, Summary  # noqa: E402
 
 REPLICAS = int(os.environ.get("BENCH_SERVING_REPLICAS", "10"))
-RUNS = int(os.environ.get("BENCH_SERVING_RUNS", "3"))
+RUNS = int(os.environ.get("BENCH_SERVING_RUNS", "9"))
 NODE_GPUS = 8
 BENCH_LABEL = "gpu-bench"
 CLUSTER_NAME = "bench-serving"
 TIMEOUT = float(os.environ.get("BENCH_SERVING_TIMEOUT", "300"))
 POLL_SECONDS = 0.02
 RESULTS = REPO_ROOT / "bench-results"
+KUBECTL_CACHE = Path(tempfile.gettempdir()) / f"bench-serving-kubectl-{os.getpid()}"
 IMAGE = "registry.example.com/bench/llm-server:1"
 
 
@@ -220,7 +223,8 @@ def kubectl_run(
 ) -> dict:
     """The same objects the portal makes for the service (its Deployment, its Services and,
     with the Gateway API, its HTTPRoute) applied with kubectl, and kubectl waiting for the
-    Deployment's rollout."""
+    Deployment's rollout. kubectl keeps its discovery cache from one run to the next (the
+    warm-up run fills it), as a user's does."""
     request = RevisionRequest(
         main=ContainerRequest(image=IMAGE, command=("python", "-m", "serve")),
         gpus=1,
@@ -242,11 +246,9 @@ def kubectl_run(
         path = file.name
     base = [kubectl, "--kubeconfig", str(kubeconfig), "-n", namespace]
     started = time.perf_counter()
-    applied = subprocess.run(
-        [*base, "apply", "--server-side", "-f", path], capture_output=True, text=True
+    applied = run_kubectl(
+        [*base, "apply", "--server-side", "-f", path], cache=KUBECTL_CACHE, fresh_cache=False
     )
-    if applied.returncode != 0:
-        sys.exit(f"kubectl apply failed:\n{applied.stderr[-2000:]}")
     applied_at = time.perf_counter()
     rolled = subprocess.run(
         [*base, "rollout", "status", f"deployment/{name}-r1", f"--timeout={int(TIMEOUT)}s"],
@@ -263,6 +265,8 @@ def kubectl_run(
     return {
         "seconds": round(seconds, 2),
         "apply_seconds": round(applied_at - started, 2),
+        "start_and_discovery_seconds": applied["start_and_discovery_seconds"],
+        "writing_seconds": applied["apply_seconds"],
         "objects": [o["kind"] for o in objects["items"]],
     }
 
@@ -395,11 +399,18 @@ def run() -> dict:
         ]
         results["portal_deployment_created_median_seconds"] = median(created) if created else None
         results["kubectl_apply_median_seconds"] = median([r["apply_seconds"] for r in kubectl_runs])
+        results["kubectl_start_and_discovery_median_seconds"] = median(
+            [r["start_and_discovery_seconds"] for r in kubectl_runs]
+        )
+        results["kubectl_writing_median_seconds"] = median(
+            [r["writing_seconds"] for r in kubectl_runs]
+        )
         results["portal_to_kubectl_time_ratio"] = round(portal_seconds / kubectl_seconds, 2)
     finally:
         for process in processes:
             stop(process)
         log("cleaning up: namespaces, nodes and the benchmark's rows")
+        shutil.rmtree(KUBECTL_CACHE, ignore_errors=True)
         forget(portal_ns)
         for namespace in (portal_ns, kubectl_ns):
             patiently(
@@ -442,6 +453,10 @@ def write(results: dict) -> None:
         f"| {results['portal_deployment_created_median_seconds']} |",
         "| kubectl: `kubectl apply` returned (its process start and discovery included) "
         f"| {results['kubectl_apply_median_seconds']} |",
+        "| kubectl: of which its process start and API discovery (a warm discovery cache) "
+        f"| {results['kubectl_start_and_discovery_median_seconds']} |",
+        "| kubectl: of which its writes, from the first "
+        f"| {results['kubectl_writing_median_seconds']} |",
         "",
         f"Portal / kubectl: **{results['portal_to_kubectl_time_ratio']}×**. The API call itself "
         f"(checks, quota under the team's lock, rows, enqueue): {results['portal_api_median_ms']} "
@@ -461,6 +476,11 @@ def record(board: Summary, results: dict) -> None:
         alternative_is="kubectl apply --server-side of the same objects + rollout status",
         unit="s",
         goal=Goal.ratio_at_most(1.0),
+        note=(
+            f"kubectl's process start and API discovery, warm cache: "
+            f"{results['kubectl_start_and_discovery_median_seconds']} s of its time; "
+            f"the portal's API call {results['portal_api_median_ms']} ms"
+        ),
     )
 
 

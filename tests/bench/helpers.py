@@ -233,12 +233,16 @@ def _klog_time(line: str) -> float | None:
     return stamp.timestamp()
 
 
-def run_kubectl(command: list[str], *, cache: Path, timeout: float | None = None) -> dict:
+def run_kubectl(
+    command: list[str], *, cache: Path, timeout: float | None = None, fresh_cache: bool = True
+) -> dict:
     """Run a kubectl command that writes (``apply``, ``create``) with a fresh discovery cache
-    and ``-v=6``: its whole time, that time split at the start of its first write into process
-    start plus API discovery and the writing itself, and its reads and writes. Exits the
-    benchmark if kubectl fails."""
-    shutil.rmtree(cache, ignore_errors=True)
+    (or, with ``fresh_cache`` False, the one an earlier run left in ``cache``) and ``-v=6``:
+    its whole time, that time split at the start of its first write into process start plus
+    API discovery and the writing itself, and its reads and writes. Exits the benchmark if
+    kubectl fails."""
+    if fresh_cache:
+        shutil.rmtree(cache, ignore_errors=True)
     wall_started = time.time()
     started = time.perf_counter()
     run = subprocess.run(

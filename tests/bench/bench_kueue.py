@@ -69,7 +69,7 @@ django.setup()
 from django.conf import settings  # noqa: E402
 from django.contrib.auth.models import User  # noqa: E402
 from django.db.models import ProtectedError  # noqa: E402
-from django.test import Client, override_settings  # noqa: E402
+from django.test import override_settings  # noqa: E402
 from django.utils import timezone  # noqa: E402
 from kubernetes import client, watch  # noqa: E402
 from kubernetes.client.rest import ApiException  # noqa: E402
@@ -91,6 +91,7 @@ from tests.bench.helpers import (  # noqa: E402
     holding,
     patiently,
     percentile,
+    signed_in_client,
     start,
     stop,
 )
@@ -483,10 +484,7 @@ def job_body(cluster: Cluster, slug: str, priority: str, name: str) -> dict:
 
 def portal_kueue_run(cluster, users, slugs, following) -> dict:
     order = workload(slugs)
-    clients = {}
-    for user, slug in zip(users, slugs, strict=True):
-        clients[slug] = Client()
-        clients[slug].force_login(user)
+    clients = {slug: signed_in_client(user) for user, slug in zip(users, slugs, strict=True)}
     keys, submitted_at = set(), {}
     sampler = Sampler(following, keys, lambda: len(submitted_at))
     started = time.time()
@@ -576,10 +574,7 @@ def portal_quota_run(cluster, users, slugs, following) -> dict:
     its first try."""
     counts = demands()
     backlog = {slug: counts[i] for i, slug in enumerate(slugs)}
-    clients = {}
-    for user, slug in zip(users, slugs, strict=True):
-        clients[slug] = Client()
-        clients[slug].force_login(user)
+    clients = {slug: signed_in_client(user) for user, slug in zip(users, slugs, strict=True)}
     keys, submitted_at = set(), {}
     refusals, refused_jobs, blocked, first_try = 0, 0, {}, {}
     sampler = Sampler(following, keys, lambda: len(submitted_at) + sum(backlog.values()))

@@ -1,3 +1,4 @@
+import re
 from decimal import Decimal
 
 from django.core.exceptions import ValidationError
@@ -47,6 +48,35 @@ def validate_allowed_registries(value) -> None:
             "a lower-case path: registry.example.com, localhost:5000, docker.io/library "
             "(Docker Hub's official images), docker.io/nvidia.",
             code="allowed_registries",
+        )
+
+
+# Kubernetes' own priority classes (system-cluster-critical, system-node-critical): a pod of
+# either may preempt anything on its node. Never allowed in a team namespace.
+SYSTEM_PRIORITY_CLASS_PREFIX = "system-"
+_PRIORITY_CLASS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+
+
+def validate_allowed_priority_classes(value) -> None:
+    """A list of PriorityClass names, none of Kubernetes' own ``system-*`` classes."""
+    if not isinstance(value, list) or not all(isinstance(entry, str) for entry in value):
+        raise ValidationError(
+            'Give a list of PriorityClass names, e.g. ["batch-low"].',
+            code="allowed_priority_classes",
+        )
+    bad = [entry for entry in value if not _PRIORITY_CLASS_NAME.match(entry)]
+    if bad:
+        raise ValidationError(
+            f"Not a PriorityClass name: {', '.join(repr(entry) for entry in bad[:5])}. Names "
+            "are lower-case letters, digits, '-' and '.', at most 253 characters.",
+            code="allowed_priority_classes",
+        )
+    system = [entry for entry in value if entry.startswith(SYSTEM_PRIORITY_CLASS_PREFIX)]
+    if system:
+        raise ValidationError(
+            f"{', '.join(system[:5])}: Kubernetes' {SYSTEM_PRIORITY_CLASS_PREFIX}* classes let a "
+            "pod preempt anything on its node, and are never allowed in team namespaces.",
+            code="allowed_priority_classes",
         )
 
 
@@ -136,6 +166,14 @@ class Cluster(models.Model):
     allow_all_registries = models.BooleanField(
         default=False,
         help_text="Allow images from any registry, whatever the list says.",
+    )
+    allowed_priority_classes = models.JSONField(
+        default=list,
+        blank=True,
+        validators=[validate_allowed_priority_classes],
+        help_text="PriorityClasses a pod in a team namespace may name (priorityClassName), e.g. "
+        '["batch-low"]. Empty allows none: the queue decides what runs first. Kubernetes\' '
+        "system-* classes are never allowed.",
     )
     pod_security_level = models.CharField(
         max_length=10,

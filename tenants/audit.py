@@ -42,6 +42,7 @@ AUDITED_FIELDS = {
         "user_prefix",
         "allowed_registries",
         "allow_all_registries",
+        "allowed_priority_classes",
         "pod_security_level",
     ],
     "TeamQueuePolicy": [

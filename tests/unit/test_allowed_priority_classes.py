@@ -1,0 +1,31 @@
+"""A cluster's allowed priority classes: names only, and never Kubernetes' own system-* classes."""
+
+import pytest
+from django.core.exceptions import ValidationError
+
+from clusters.models import validate_allowed_priority_classes
+
+
+def test_names_are_accepted():
+    validate_allowed_priority_classes(["batch-low", "inference.high", "a"])
+    validate_allowed_priority_classes([])
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ("batch-low", "Give a list of PriorityClass names"),
+        ([1], "Give a list of PriorityClass names"),
+        (["Batch"], "Not a PriorityClass name: 'Batch'"),
+        (["-low"], "Not a PriorityClass name"),
+        (["x" * 254], "Not a PriorityClass name"),
+        (["system-cluster-critical"], "system-cluster-critical: Kubernetes' system-* classes"),
+        (["ok", "system-node-critical"], "never allowed in team namespaces"),
+    ],
+)
+def test_bad_lists_are_refused_saying_why(value, says):
+    with pytest.raises(ValidationError) as refused:
+        validate_allowed_priority_classes(value)
+
+    assert says in refused.value.messages[0]
+    assert refused.value.code == "allowed_priority_classes"

@@ -65,9 +65,19 @@ def team_cluster_role_name(portal_name: str, role: str) -> str:
 
 # The ValidatingAdmissionPolicies the portal installs on each cluster, bound to the namespaces
 # it manages: one for pods (placement, registries, NVIDIA_* variables), one for secrets (no
-# service-account tokens). Each binding has its policy's name.
+# service-account tokens), and in Kueue mode two more that keep every GPU workload in the
+# team's queues: one for batch Jobs, one for the pod templates of Deployments, StatefulSets,
+# ReplicaSets and ReplicationControllers. Each binding has its policy's name.
 ADMISSION_POLICY_PODS = "team-pods"
 ADMISSION_POLICY_SECRETS = "team-secrets"
+ADMISSION_POLICY_QUEUED_JOBS = "team-queued-jobs"
+ADMISSION_POLICY_QUEUED_TEMPLATES = "team-queued-templates"
+ADMISSION_POLICIES = (
+    ADMISSION_POLICY_PODS,
+    ADMISSION_POLICY_SECRETS,
+    ADMISSION_POLICY_QUEUED_JOBS,
+    ADMISSION_POLICY_QUEUED_TEMPLATES,
+)
 
 
 def admission_policy_name(portal_name: str, policy: str) -> str:
@@ -115,6 +125,18 @@ GATEWAY_API_VERSION = "gateway.networking.k8s.io/v1"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 KUEUE_PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 KUEUE_API_VERSION = "kueue.x-k8s.io/v1beta2"
+# The scheduling gate Kueue's pod integration puts on each pod it queues, and lifts when it
+# admits the pod (a Deployment's pods, or a bare pod, labelled with a queue).
+KUEUE_ADMISSION_GATE = "kueue.x-k8s.io/admission"
+# Who Kueue's manager acts as: the ServiceAccount of Kueue's own install (its manifests and Helm
+# chart). Only Kueue may un-suspend a queued Job or lift a queued pod's gate.
+KUEUE_MANAGER_USER = "system:serviceaccount:kueue-system:kueue-controller-manager"
+# Who creates a Job's pods: the Job controller, as its own ServiceAccount when the controller
+# manager runs with --use-service-account-credentials (kubeadm's default), else as the manager.
+JOB_CONTROLLER_USERS = (
+    "system:serviceaccount:kube-system:job-controller",
+    "system:kube-controller-manager",
+)
 
 # A team's two LocalQueues in its namespace, one per kind of work (never ``default``: Kueue sends
 # every unlabelled Job of a namespace to a LocalQueue of that name). Guaranteed work runs inside

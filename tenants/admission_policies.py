@@ -30,8 +30,33 @@ namespace by anyone else (a member with kubectl, a controller acting for them):
   ``NVIDIA_VISIBLE_DEVICES=void``: on a GPU node a CUDA image's own ``NVIDIA_VISIBLE_DEVICES=all``
   would otherwise hand it every GPU of the node.
 
+* no pod may name a ``priorityClassName`` outside the cluster's allowed list (empty by
+  default: a ``system-*`` class would let a team's pods preempt anyone's);
+* in Kueue mode, every pod that asks for GPUs is Kueue's: either a batch Job's pod, created by
+  the Job controller (the Job itself held in the queue by ``<portal>-team-queued-jobs``), or a
+  pod Kueue's pod integration queued (labelled with one of the team's LocalQueues and held by
+  Kueue's scheduling gate, which only Kueue may lift); its priority label, if any, is its
+  queue's.
+
 ``<portal>-team-secrets``: no Secret of type ``kubernetes.io/service-account-token`` (a lasting
 token for a service account, which Kubernetes fills in for whoever creates the Secret).
+
+In Kueue mode only, two more keep every GPU workload in the team's queues:
+
+``<portal>-team-queued-jobs``, on every batch Job whose pods ask for GPUs: it names one of the
+team's LocalQueues (``kueue.x-k8s.io/queue-name``), a priority label only of that queue, is
+created suspended (Kueue's own webhook suspends it) and only Kueue un-suspends it, when it
+admits it.
+
+``<portal>-team-queued-templates``, on Deployments, StatefulSets, ReplicaSets and
+ReplicationControllers whose pods ask for GPUs: the pod template names one of the team's
+LocalQueues, so Kueue's pod integration queues each pod (and the pod rule above refuses it
+otherwise, with the same words, when the controller tries to make it).
+
+Why an admission policy rather than Kueue's ``manageJobsWithoutQueueName``: that setting would
+queue every pod of a team namespace, those that ask for no GPU too, and a workload Kueue does
+not integrate would still slip past; the policy refuses exactly the GPU work that bypasses the
+queue, at the API server, with a message that says how to submit it.
 
 Pod updates that leave the spec alone (labels, finalizers: the Job controller's, Kueue's) are
 not checked, so a pod that was there before the policy never gets stuck.
@@ -51,13 +76,22 @@ from clusters.image_references import (
 )
 from clusters.vocabulary import (
     ADMISSION_POLICY_PODS,
+    ADMISSION_POLICY_QUEUED_JOBS,
+    ADMISSION_POLICY_QUEUED_TEMPLATES,
     ADMISSION_POLICY_SECRETS,
     GPU_RESOURCE_PREFIXES,
+    JOB_CONTROLLER_USERS,
+    KUEUE_ADMISSION_GATE,
+    KUEUE_MANAGER_USER,
+    KUEUE_PRIORITY_CLASS_LABEL,
+    KUEUE_QUEUE_LABEL,
+    LOCAL_QUEUES,
     MANAGED_BY_LABEL,
     NO_GPUS,
     NVIDIA_ENV_PREFIX,
     NVIDIA_VISIBLE_DEVICES,
     admission_policy_name,
+    priority_class_name,
 )
 from tenants import manifests
 
@@ -78,6 +112,9 @@ class ClusterRules:
     gpu_taint_key: str = ""
     allowed_registries: tuple[str, ...] = ()
     allow_all_registries: bool = False
+    allowed_priority_classes: tuple[str, ...] = ()
+    kueue: bool = False  # the cluster's quota is Kueue's: GPU work goes through its queues
+    portal_url: str = ""  # where the refusals send members to submit instead
 
 
 def cluster_rules(
@@ -87,6 +124,9 @@ def cluster_rules(
     gpu_taint_key: str = "",
     allowed_registries: Iterable[str] = (),
     allow_all_registries: bool = False,
+    allowed_priority_classes: Iterable[str] = (),
+    kueue: bool = False,
+    portal_url: str = "",
 ) -> ClusterRules:
     return ClusterRules(
         portal_name=portal_name,
@@ -94,6 +134,9 @@ def cluster_rules(
         gpu_taint_key=gpu_taint_key,
         allowed_registries=tuple(allowed_registries),
         allow_all_registries=allow_all_registries,
+        allowed_priority_classes=tuple(sorted(set(allowed_priority_classes))),
+        kueue=kueue,
+        portal_url=portal_url,
     )
 
 
@@ -178,6 +221,70 @@ def _hides_gpus(container: str = "c") -> str:
     return (
         f"(has({container}.env) && {container}.env.exists(e, e.name == {cel_string(name)} && "
         f"has(e.value) && e.value == {cel_string(value)}))"
+    )
+
+
+def cel_list(values: Iterable[str]) -> str:
+    """A CEL list literal of strings."""
+    return "[" + ", ".join(cel_string(value) for value in values) + "]"
+
+
+def _label(obj: str, key: str) -> str:
+    """The value of label ``key`` of ``obj`` (CEL over its metadata), "" when it has none."""
+    return (
+        f"(has({obj}.metadata) && has({obj}.metadata.labels) && "
+        f"{cel_string(key)} in {obj}.metadata.labels ? "
+        f"{obj}.metadata.labels[{cel_string(key)}] : '')"
+    )
+
+
+def _template_asks_for_gpus(spec: str) -> str:
+    """Whether a pod spec (CEL path) has a container or init container that asks for GPUs."""
+    return (
+        f"{spec}.containers.exists(c, {_asks_for_gpus()}) || "
+        f"(has({spec}.initContainers) && {spec}.initContainers.exists(c, {_asks_for_gpus()}))"
+    )
+
+
+def _queue_validations(rules: ClusterRules, obj: str, what: str) -> list[dict]:
+    """``obj`` (a pod, or a pod template) names one of the team's LocalQueues, and a priority
+    label only of that queue."""
+    queue = _label(obj, KUEUE_QUEUE_LABEL)
+    priority = _label(obj, KUEUE_PRIORITY_CLASS_LABEL)
+    classes = " || ".join(
+        f"({queue} == {cel_string(kind)} && {priority} == "
+        f"{cel_string(priority_class_name(rules.portal_name, kind))})"
+        for kind in LOCAL_QUEUES
+    )
+    return [
+        {
+            "expression": f"{queue} in {cel_list(LOCAL_QUEUES)}",
+            "message": queue_refusal(rules, what),
+            "reason": "Forbidden",
+        },
+        {
+            "expression": f"{priority} == '' || {classes}",
+            "message": f"The priority of queued work is its queue's: {KUEUE_PRIORITY_CLASS_LABEL}="
+            + ", =".join(
+                f"{priority_class_name(rules.portal_name, kind)} in the {kind} queue"
+                for kind in LOCAL_QUEUES
+            )
+            + ", or none.",
+            "reason": "Forbidden",
+        },
+    ]
+
+
+def queue_refusal(rules: ClusterRules, what: str) -> str:
+    """What a member reads when GPU work would go around the team's queues."""
+    where = f" The portal submits jobs and services for you: {rules.portal_url}." * bool(
+        rules.portal_url
+    )
+    queues = " or ".join(f"{KUEUE_QUEUE_LABEL}={kind}" for kind in LOCAL_QUEUES)
+    return (
+        f"On this cluster Kueue admits every GPU workload through the team's queues: {what} "
+        f"{queues} (guaranteed runs within the team's quota and is never preempted; "
+        f"opportunistic borrows idle GPUs and may be preempted).{where}"
     )
 
 
@@ -318,6 +425,22 @@ def pod_rules(rules: ClusterRules) -> tuple[list[dict], list[dict]]:
             "reason": "Forbidden",
         },
     ]
+    allowed_classes = rules.allowed_priority_classes
+    validations.append(
+        {
+            "expression": "!has(object.spec.priorityClassName) || "
+            f"object.spec.priorityClassName == '' || "
+            f"object.spec.priorityClassName in {cel_list(allowed_classes)}",
+            "message": "Pods in team namespaces may not name a priorityClassName"
+            + (f" other than {', '.join(allowed_classes)}" if allowed_classes else "")
+            + ": the queue decides what runs first.",
+            "reason": "Forbidden",
+        }
+    )
+    if rules.kueue:
+        queued_variables, queued_validations = _queued_pod_rules(rules)
+        variables += queued_variables
+        validations += queued_validations
     if not rules.allow_all_registries:
         steps = [*_IMAGE_STEPS, ("refusedImages", _refused_images(rules.allowed_registries))]
         variables += [{"name": name, "expression": expression} for name, expression in steps]
@@ -335,6 +458,54 @@ def pod_rules(rules: ClusterRules) -> tuple[list[dict], list[dict]]:
     return variables, validations
 
 
+def _gated(obj: str) -> str:
+    return (
+        f"(has({obj}.spec.schedulingGates) && "
+        f"{obj}.spec.schedulingGates.exists(g, g.name == {cel_string(KUEUE_ADMISSION_GATE)}))"
+    )
+
+
+def _queued_pod_rules(rules: ClusterRules) -> tuple[list[dict], list[dict]]:
+    """(variables, validations) that keep a Kueue cluster's GPU pods Kueue's."""
+    variables = [
+        {
+            "name": "jobControllersPod",
+            "expression": f"request.userInfo.username in {cel_list(JOB_CONTROLLER_USERS)} && "
+            "has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists(o, "
+            "o.apiVersion == 'batch/v1' && o.kind == 'Job' && has(o.controller) && o.controller)",
+        },
+        {"name": "kueueGated", "expression": _gated("object")},
+    ]
+    queue_validation, priority_validation = _queue_validations(
+        rules, "object", "label the pod (or the pod template of its Deployment)"
+    )
+    queued = queue_validation["expression"]
+    validations = [
+        {
+            "expression": "request.operation != 'CREATE' || !variables.gpuPod || "
+            f"variables.jobControllersPod || (variables.kueueGated && {queued})",
+            "message": queue_validation["message"].replace(
+                "label the pod (or the pod template of its Deployment)",
+                "run it as a Job, or label the pod (or the pod template of its Deployment)",
+            ),
+            "reason": "Forbidden",
+        },
+        {
+            "expression": f"request.operation != 'UPDATE' || !{_gated('oldObject')} || "
+            "variables.kueueGated || "
+            f"request.userInfo.username == {cel_string(KUEUE_MANAGER_USER)}",
+            "message": f"Only Kueue lifts a queued pod's {KUEUE_ADMISSION_GATE} gate, when it "
+            "admits the pod.",
+            "reason": "Forbidden",
+        },
+        {
+            **priority_validation,
+            "expression": f"!variables.gpuPod || {priority_validation['expression']}",
+        },
+    ]
+    return variables, validations
+
+
 # --- objects -----------------------------------------------------------------------------------
 
 
@@ -342,25 +513,35 @@ def _labels(rules: ClusterRules) -> dict[str, str]:
     return {MANAGED_BY_LABEL: rules.portal_name}
 
 
-def _policy(rules: ClusterRules, name: str, *, resources: list[str], spec: dict) -> dict:
+def _policy(
+    rules: ClusterRules,
+    name: str,
+    *,
+    resources: list[str] | None = None,
+    resource_rules: list[dict] | None = None,
+    spec: dict,
+) -> dict:
+    """A policy on CREATE and UPDATE of ``resources`` (core v1), or of ``resource_rules``."""
+    if resource_rules is None:
+        resource_rules = [_resource_rule("", "v1", resources or [])]
     return {
         "apiVersion": API_VERSION,
         "kind": "ValidatingAdmissionPolicy",
         "metadata": {"name": name, "labels": _labels(rules)},
         "spec": {
             "failurePolicy": "Fail",
-            "matchConstraints": {
-                "resourceRules": [
-                    {
-                        "apiGroups": [""],
-                        "apiVersions": ["v1"],
-                        "operations": ["CREATE", "UPDATE"],
-                        "resources": resources,
-                    }
-                ]
-            },
+            "matchConstraints": {"resourceRules": resource_rules},
             **spec,
         },
+    }
+
+
+def _resource_rule(group: str, version: str, resources: list[str]) -> dict:
+    return {
+        "apiGroups": [group],
+        "apiVersions": [version],
+        "operations": ["CREATE", "UPDATE"],
+        "resources": resources,
     }
 
 
@@ -421,9 +602,92 @@ def secrets_policy(rules: ClusterRules) -> dict:
     )
 
 
+def _queue_labels_changed() -> str:
+    return " || ".join(
+        f"{_label('object', key)} != {_label('oldObject', key)}"
+        for key in (KUEUE_QUEUE_LABEL, KUEUE_PRIORITY_CLASS_LABEL)
+    )
+
+
+def queued_jobs_policy(rules: ClusterRules) -> dict:
+    """Kueue mode: a GPU Job waits in one of the team's queues until Kueue admits it."""
+    suspended = "(has(object.spec.suspend) && object.spec.suspend)"
+    was_suspended = "(has(oldObject.spec.suspend) && oldObject.spec.suspend)"
+    return _policy(
+        rules,
+        admission_policy_name(rules.portal_name, ADMISSION_POLICY_QUEUED_JOBS),
+        resource_rules=[_resource_rule("batch", "v1", ["jobs"])],
+        spec={
+            # Only GPU Jobs, and of their updates only those that change the spec or the queue
+            # labels: the garbage collector's finalizers on a Job from before Kueue mode pass.
+            "matchConditions": [
+                {
+                    "name": "asks-for-gpus",
+                    "expression": _template_asks_for_gpus("object.spec.template.spec"),
+                },
+                {
+                    "name": "spec-or-queue-written",
+                    "expression": "request.operation == 'CREATE' || "
+                    f"object.spec != oldObject.spec || {_queue_labels_changed()}",
+                },
+            ],
+            "validations": [
+                *_queue_validations(rules, "object", "label the Job"),
+                {
+                    "expression": f"request.operation != 'CREATE' || {suspended}",
+                    "message": "A queued Job starts suspended, and Kueue un-suspends it when it "
+                    "admits it (Kueue did not suspend this one: is it running?).",
+                    "reason": "Forbidden",
+                },
+                {
+                    "expression": f"request.operation != 'UPDATE' || !{was_suspended} || "
+                    f"{suspended} || "
+                    f"request.userInfo.username == {cel_string(KUEUE_MANAGER_USER)}",
+                    "message": "Only Kueue un-suspends a queued Job, when it admits it.",
+                    "reason": "Forbidden",
+                },
+            ],
+        },
+    )
+
+
+def queued_templates_policy(rules: ClusterRules) -> dict:
+    """Kueue mode: the GPU pods of Deployments, StatefulSets, ReplicaSets and
+    ReplicationControllers are labelled with one of the team's queues, so that Kueue's pod
+    integration holds each until it admits it."""
+    template = "object.spec.template"
+    return _policy(
+        rules,
+        admission_policy_name(rules.portal_name, ADMISSION_POLICY_QUEUED_TEMPLATES),
+        resource_rules=[
+            _resource_rule("apps", "v1", ["deployments", "statefulsets", "replicasets"]),
+            _resource_rule("", "v1", ["replicationcontrollers"]),
+        ],
+        spec={
+            # Scaling, and the controllers' own bookkeeping, leave the template alone.
+            "matchConditions": [
+                {
+                    "name": "asks-for-gpus",
+                    "expression": f"has({template}) && has({template}.spec) && "
+                    f"({_template_asks_for_gpus(template + '.spec')})",
+                },
+                {
+                    "name": "template-written",
+                    "expression": "request.operation == 'CREATE' || "
+                    "object.spec.template != oldObject.spec.template",
+                },
+            ],
+            "validations": _queue_validations(rules, template, "label the pod template"),
+        },
+    )
+
+
 def admission_objects(rules: ClusterRules) -> list[dict]:
     """The policies and their bindings, each policy before its binding."""
     objects = []
-    for policy in (pods_policy(rules), secrets_policy(rules)):
+    policies = [pods_policy(rules), secrets_policy(rules)]
+    if rules.kueue:
+        policies += [queued_jobs_policy(rules), queued_templates_policy(rules)]
+    for policy in policies:
         objects += [policy, _binding(rules, policy["metadata"]["name"])]
     return [manifests.with_hash(obj) for obj in objects]

@@ -134,6 +134,9 @@ def admission_rules(cluster: Cluster) -> admission_policies.ClusterRules:
         gpu_taint_key=cluster.gpu_taint_key,
         allowed_registries=registry_entries(cluster.allowed_registries or []),
         allow_all_registries=cluster.allow_all_registries,
+        allowed_priority_classes=cluster.allowed_priority_classes or [],
+        kueue=cluster.quota_mode == QuotaMode.KUEUE,
+        portal_url=settings.PORTAL_BASE_URL,
     )
 
 

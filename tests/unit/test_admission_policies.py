@@ -100,3 +100,132 @@ def test_the_secrets_policy_refuses_service_account_tokens():
 
     (validation,) = policy["spec"]["validations"]
     assert "kubernetes.io/service-account-token" in validation["expression"]
+
+
+def policies(rules=RULES):
+    return {
+        o["metadata"]["name"]: o
+        for o in admission_policies.admission_objects(rules)
+        if o["kind"] == "ValidatingAdmissionPolicy"
+    }
+
+
+KUEUE_RULES = admission_policies.cluster_rules(
+    portal_name="gpu-portal",
+    gpu_node_selector={"hardware-type": "gpu"},
+    gpu_taint_key="nvidia.com/gpu",
+    allowed_registries=["registry.example.com"],
+    kueue=True,
+    portal_url="https://gpus.example.com",
+)
+
+
+def test_kueue_mode_adds_the_queue_policies_and_quota_mode_has_none():
+    assert sorted(objects(KUEUE_RULES)) == [
+        "gpu-portal-team-pods",
+        "gpu-portal-team-queued-jobs",
+        "gpu-portal-team-queued-templates",
+        "gpu-portal-team-secrets",
+    ]
+    assert not any("queued" in name for name in objects(RULES))
+
+
+def test_the_queued_jobs_policy_checks_gpu_batch_jobs_only():
+    spec = policies(KUEUE_RULES)["gpu-portal-team-queued-jobs"]["spec"]
+
+    assert spec["failurePolicy"] == "Fail"
+    (rule,) = spec["matchConstraints"]["resourceRules"]
+    assert (rule["apiGroups"], rule["resources"]) == (["batch"], ["jobs"])
+    conditions = {c["name"]: c["expression"] for c in spec["matchConditions"]}
+    assert "nvidia.com/gpu" in conditions["asks-for-gpus"]
+    assert "object.spec != oldObject.spec" in conditions["spec-or-queue-written"]
+
+
+def test_only_kueue_may_unsuspend_a_queued_job():
+    spec = policies(KUEUE_RULES)["gpu-portal-team-queued-jobs"]["spec"]
+
+    (unsuspend,) = [v for v in spec["validations"] if "un-suspends a queued" in v["message"]]
+    assert (
+        "request.userInfo.username == 'system:serviceaccount:kueue-system:kueue-controller-manager'"
+    ) in unsuspend["expression"]
+
+
+def test_a_refusal_names_the_queues_and_the_portal():
+    spec = policies(KUEUE_RULES)["gpu-portal-team-queued-jobs"]["spec"]
+
+    message = spec["validations"][0]["message"]
+    assert "kueue.x-k8s.io/queue-name=guaranteed" in message
+    assert "kueue.x-k8s.io/queue-name=opportunistic" in message
+    assert "https://gpus.example.com" in message
+
+
+def test_the_priority_label_must_be_its_queues():
+    spec = policies(KUEUE_RULES)["gpu-portal-team-queued-jobs"]["spec"]
+
+    (priority,) = [v for v in spec["validations"] if "priority of queued work" in v["message"]]
+    assert "== 'gpu-portal-guaranteed'" in priority["expression"]
+    assert "== 'gpu-portal-opportunistic'" in priority["expression"]
+    assert "gpu-portal-guaranteed in the guaranteed queue" in priority["message"]
+
+
+def test_the_templates_policy_covers_every_pod_controller_but_jobs_and_ignores_scaling():
+    spec = policies(KUEUE_RULES)["gpu-portal-team-queued-templates"]["spec"]
+
+    resources = {
+        (tuple(r["apiGroups"]), resource)
+        for r in spec["matchConstraints"]["resourceRules"]
+        for resource in r["resources"]
+    }
+    assert resources == {
+        (("apps",), "deployments"),
+        (("apps",), "statefulsets"),
+        (("apps",), "replicasets"),
+        (("",), "replicationcontrollers"),
+    }
+    conditions = {c["name"]: c["expression"] for c in spec["matchConditions"]}
+    assert conditions["template-written"].endswith(
+        "object.spec.template != oldObject.spec.template"
+    )
+
+
+def test_in_kueue_mode_a_gpu_pod_is_a_jobs_or_gated_by_kueue():
+    validations = pods_policy(KUEUE_RULES)["spec"]["validations"]
+    variables = {v["name"]: v["expression"] for v in pods_policy(KUEUE_RULES)["spec"]["variables"]}
+
+    assert "system:serviceaccount:kube-system:job-controller" in variables["jobControllersPod"]
+    assert "o.kind == 'Job'" in variables["jobControllersPod"]
+    assert "kueue.x-k8s.io/admission" in variables["kueueGated"]
+    (queued,) = [v for v in validations if "variables.jobControllersPod" in v["expression"]]
+    validations = [v for v in validations if "message" in v]
+    assert queued["message"].startswith(
+        "On this cluster Kueue admits every GPU workload through the team's queues: run it as a Job"
+    )
+    (gate,) = [v for v in validations if "lifts a queued pod's" in v["message"]]
+    assert "oldObject.spec.schedulingGates" in gate["expression"]
+
+
+def test_quota_mode_pods_have_no_queue_rules():
+    variables = [v["name"] for v in pods_policy()["spec"]["variables"]]
+
+    assert "jobControllersPod" not in variables
+    assert not any(
+        "Kueue" in v["message"] for v in pods_policy()["spec"]["validations"] if "message" in v
+    )
+
+
+def test_no_priority_class_is_allowed_unless_the_cluster_lists_it():
+    (none,) = [
+        v for v in pods_policy()["spec"]["validations"] if "priorityClassName" in v["expression"]
+    ]
+    listed = admission_policies.cluster_rules(
+        portal_name="gpu-portal", allowed_priority_classes=["batch-low", "batch-low", "a"]
+    )
+    (some,) = [
+        v
+        for v in pods_policy(listed)["spec"]["validations"]
+        if "priorityClassName" in v["expression"]
+    ]
+
+    assert "object.spec.priorityClassName in []" in none["expression"]
+    assert "object.spec.priorityClassName in ['a', 'batch-low']" in some["expression"]
+    assert "other than a, batch-low" in some["message"]

@@ -40,6 +40,18 @@ def portal_api(portal_kubeconfig):
             "admissionregistration.k8s.io",
             "gpu-portal-team-secrets",
         ),
+        (
+            "patch",
+            "validatingadmissionpolicies",
+            "admissionregistration.k8s.io",
+            "gpu-portal-team-queued-jobs",
+        ),
+        (
+            "create",
+            "validatingadmissionpolicybindings",
+            "admissionregistration.k8s.io",
+            "gpu-portal-team-queued-templates",
+        ),
         ("list", "nodes", "", None),
         ("patch", "clusterqueues", "kueue.x-k8s.io", None),
         ("delete", "localqueues", "kueue.x-k8s.io", None),

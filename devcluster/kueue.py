@@ -39,7 +39,10 @@ def prepare(settings: Settings) -> None:
         server_names=manifests.serving_names(),
         server_ips=["127.0.0.1"],
     )
-    identity = pki.ensure_issued(ca, settings.pki_dir / "clients", "kueue", manifests.USER)
+    # Named after the identity: a devcluster started before Kueue's user changed gets a new one.
+    identity = pki.ensure_issued(
+        ca, settings.pki_dir / "clients", "kueue-controller-manager", manifests.USER
+    )
     kubeconfig.write(
         settings.kubeconfig_dir / "kueue.kubeconfig",
         settings.apiserver_url,

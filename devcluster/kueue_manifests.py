@@ -10,13 +10,18 @@ local differences:
 * the webhooks (admission and CRD conversion) are called at ``https://127.0.0.1:<port>`` with a
   serving certificate from the devcluster's CA, instead of through a Service with certificates
   Kueue makes itself (internal cert management needs the certificate Secret mounted into a pod);
-* the manager authenticates as the minted user ``devcluster:kueue``, bound to Kueue's own roles;
+* the manager authenticates as a minted user named as Kueue's own ServiceAccount
+  (``system:serviceaccount:kueue-system:kueue-controller-manager``), bound to Kueue's own
+  roles: the portal's admission policies let only that identity un-suspend a queued Job or
+  lift a queued pod's gate, as on a cluster where Kueue runs in a pod;
 * the visibility API's Service is of type ExternalName pointing at 127.0.0.1, which the API
   server's aggregator resolves to ``https://127.0.0.1:<visibility port>``.
 
 Only the webhooks of the enabled integrations (FRAMEWORKS) and of Kueue's own kinds are
 registered: Kueue answers the others with no-op handlers, and Kueue's Helm chart leaves them
-`Ignore` for that case.
+`Ignore` for that case. The pod-based integrations' webhooks (pods, Deployments) are called only
+for objects labelled with a queue: every other pod, CPU pods and quota-mode namespaces' included,
+is created without Kueue, and while Kueue is down.
 """
 
 from __future__ import annotations
@@ -28,18 +33,23 @@ from pathlib import Path
 import yaml
 
 NAMESPACE = "kueue-system"
-USER = "devcluster:kueue"
+# Kueue's own ServiceAccount, as its manifests and Helm chart install it (see the docstring).
+USER = "system:serviceaccount:kueue-system:kueue-controller-manager"
 NAME_PREFIX = "kueue-"
 GROUP = "kueue.x-k8s.io"
 VISIBILITY_GROUP = "visibility.kueue.x-k8s.io"
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 LABELS = {"app.kubernetes.io/name": "kueue", "devcluster.gpuportal.io/managed": "true"}
-# The job kinds Kueue manages here; each enables that integration's webhooks too.
-FRAMEWORKS = ("batch/job",)
+# The job kinds Kueue manages here; each enables that integration's webhooks too. The portal
+# submits batch Jobs, and its inference services are Deployments whose pods Kueue queues one by
+# one (the pod integration, which the Deployment integration needs).
+FRAMEWORKS = ("batch/job", "pod", "deployment")
 # How Kueue's kustomization names the namespace it rewrites to the real one.
 _PLACEHOLDER_NAMESPACE = "system"
 # Pod-based integrations never act on these namespaces (Kueue's own webhook kustomization).
 _POD_BASED = {"pod", "deployment", "statefulset"}
+# ... and are called only for objects labelled with a queue (see the docstring).
+_QUEUED_OBJECTS_SELECTOR = {"matchExpressions": [{"key": QUEUE_NAME_LABEL, "operator": "Exists"}]}
 _SYSTEM_NAMESPACES_SELECTOR = {
     "matchExpressions": [
         {
@@ -72,8 +82,8 @@ def configuration(
 ) -> dict:
     """Kueue's Configuration (config.kueue.x-k8s.io/v1beta2).
 
-    Jobs without the queue-name label are left alone, so a cluster in `quota only` mode works
-    as if Kueue were absent. Fair sharing is on (a ClusterQueue's `fairSharing.weight` counts and
+    Jobs and pods without the queue-name label are left alone, so a cluster in `quota only` mode
+    works as if Kueue were absent. Fair sharing is on (a ClusterQueue's `fairSharing.weight` counts and
     borrowing workloads of a cohort are preempted to give a lender back its nominal quota, with
     the ClusterQueue's `preemption` policies); waitForPodsReady is off. Controller concurrency
     and client rates are those of Kueue's own default configuration.
@@ -89,6 +99,7 @@ def configuration(
         "leaderElection": {"leaderElect": False},
         "internalCertManagement": {"enable": False},
         "manageJobsWithoutQueueName": False,
+        "managedJobsNamespaceSelector": copy.deepcopy(_SYSTEM_NAMESPACES_SELECTOR),
         "integrations": {"frameworks": list(FRAMEWORKS)},
         "fairSharing": {
             "preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]
@@ -188,6 +199,7 @@ def webhook_configurations(
             webhook["clientConfig"] = _client_config(webhook_url, path, ca)
             if framework in _POD_BASED:
                 webhook["namespaceSelector"] = copy.deepcopy(_SYSTEM_NAMESPACES_SELECTOR)
+                webhook["objectSelector"] = copy.deepcopy(_QUEUED_OBJECTS_SELECTOR)
             webhooks.append(webhook)
         config["metadata"]["name"] = NAME_PREFIX + config["metadata"]["name"]
         config["webhooks"] = webhooks

@@ -359,7 +359,7 @@ def test_the_minted_identity_kueue_runs_as_is_bound_to_kueues_own_role(k8s):
     binding = rbac.read_cluster_role_binding("kueue-manager-rolebinding")
 
     assert binding.role_ref.name == "kueue-manager-role"
-    assert [(s.kind, s.name) for s in binding.subjects] == [("User", "devcluster:kueue")]
+    assert [(s.kind, s.name) for s in binding.subjects] == [("User", "system:serviceaccount:kueue-system:kueue-controller-manager")]
 
 
 def test_a_member_reads_the_queue_positions_of_their_own_namespace_only(

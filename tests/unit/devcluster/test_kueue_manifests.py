@@ -179,6 +179,26 @@ def test_a_pod_based_integration_leaves_the_system_namespaces_alone(components):
     assert set(expression["values"]) == {"kube-system", "kueue-system"}
 
 
+def test_a_pod_based_integration_is_called_only_for_objects_labelled_with_a_queue(components):
+    """Every other pod is created without Kueue, also while Kueue is down."""
+    (config,) = manifests.webhook_configurations(components / "webhook", URL, CA, ("pod",))
+
+    (pod_hook,) = [h for h in config["webhooks"] if h["name"] == "mpod.kb.io"]
+    assert pod_hook["objectSelector"] == {
+        "matchExpressions": [{"key": "kueue.x-k8s.io/queue-name", "operator": "Exists"}]
+    }
+    (job_config,) = manifests.webhook_configurations(
+        components / "webhook", URL, CA, ("batch/job",)
+    )
+    assert all("objectSelector" not in hook for hook in job_config["webhooks"])
+
+
+def test_kueue_runs_as_the_identity_the_portals_policies_trust_to_admit():
+    from clusters.vocabulary import KUEUE_MANAGER_USER
+
+    assert manifests.USER == KUEUE_MANAGER_USER
+
+
 def test_kueues_roles_are_prefixed_and_bound_to_the_minted_user(components):
     objects = manifests.rbac([components / "rbac", components / "visibility"])
 
@@ -190,7 +210,7 @@ def test_kueues_roles_are_prefixed_and_bound_to_the_minted_user(components):
     binding = by_name[("ClusterRoleBinding", "kueue-manager-rolebinding")]
     assert binding["roleRef"]["name"] == "kueue-manager-role"
     assert binding["subjects"] == [
-        {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "devcluster:kueue"}
+        {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": manifests.USER}
     ]
     reader = by_name[("RoleBinding", "kueue-visibility-server-auth-reader")]
     assert reader["metadata"]["namespace"] == "kube-system"
@@ -218,7 +238,7 @@ def test_the_configuration_listens_on_loopback_and_leaves_unlabelled_jobs_alone(
     )
 
     assert config["manageJobsWithoutQueueName"] is False
-    assert config["integrations"]["frameworks"] == ["batch/job"]
+    assert config["integrations"]["frameworks"] == ["batch/job", "pod", "deployment"]
     assert config["internalCertManagement"] == {"enable": False}
     assert config["leaderElection"] == {"leaderElect": False}
     assert "waitForPodsReady" not in config

@@ -117,16 +117,22 @@ def labels(spec: JobSpec, placement: Placement) -> dict[str, str]:
     }
 
 
-def queue_labels(spec: JobSpec, placement: Placement) -> dict[str, str]:
-    """Kueue's labels on a queued Job: its LocalQueue and its WorkloadPriorityClass."""
-    if not spec.queue:
+def kueue_labels(*, queue: str, priority: str, portal_name: str) -> dict[str, str]:
+    """Kueue's labels on queued work (a Job, a Deployment and its pods): the team's LocalQueue
+    it waits in and the WorkloadPriorityClass it runs at; none without a queue."""
+    if not queue:
         return {}
     return {
-        KUEUE_QUEUE_LABEL: spec.queue,
-        KUEUE_PRIORITY_CLASS_LABEL: priority_class_name(
-            placement.portal_name, spec.request.priority
-        ),
+        KUEUE_QUEUE_LABEL: queue,
+        KUEUE_PRIORITY_CLASS_LABEL: priority_class_name(portal_name, priority),
     }
+
+
+def queue_labels(spec: JobSpec, placement: Placement) -> dict[str, str]:
+    """Kueue's labels on a queued Job: its LocalQueue and its WorkloadPriorityClass."""
+    return kueue_labels(
+        queue=spec.queue, priority=spec.request.priority, portal_name=placement.portal_name
+    )
 
 
 def ownership_selector(portal_name: str) -> str:

@@ -20,7 +20,7 @@ import datetime
 import re
 from dataclasses import dataclass, replace
 
-from clusters.vocabulary import DEFAULT_GPU_RESOURCE, KUEUE_QUEUE_LABEL
+from clusters.vocabulary import DEFAULT_GPU_RESOURCE, KUEUE_ADMISSION_GATE, KUEUE_QUEUE_LABEL
 from gpujobs.manifests import GPU_CONTAINER
 
 
@@ -67,6 +67,8 @@ class Reason:
 
 
 QUOTA_USED_UP = "The team's GPU quota is used up"
+# The scheduler's reason for a pod it leaves alone while the pod has scheduling gates.
+SCHEDULING_GATED = "SchedulingGated"
 NO_GPU_NODE = "No GPU node has enough free GPUs"
 IMAGE_PULL_REASONS = frozenset(
     {
@@ -218,6 +220,11 @@ def scheduling_message(detail: str) -> tuple[str, str]:
     )
 
 
+def _kueue_gated(pod: dict) -> bool:
+    gates = (pod.get("spec") or {}).get("schedulingGates") or []
+    return any(gate.get("name") == KUEUE_ADMISSION_GATE for gate in gates)
+
+
 def pod_waiting_reason(pod: dict) -> tuple[str, str]:
     """Why a pod that is not running yet waits: the scheduler, the image, or just starting.
     Any workload's pod (a job's, a service replica's)."""
@@ -225,6 +232,8 @@ def pod_waiting_reason(pod: dict) -> tuple[str, str]:
         (c for c in _status(pod).get("conditions") or [] if c.get("type") == "PodScheduled"), None
     )
     if scheduled and scheduled.get("status") == "False":
+        if scheduled.get("reason") == SCHEDULING_GATED and _kueue_gated(pod):
+            return Reason.IN_QUEUE, "Waiting in the team's queue for Kueue to admit it."
         return scheduling_message(scheduled.get("message") or scheduled.get("reason") or "")
     for container in _container_statuses(pod):
         waiting = (container.get("state") or {}).get("waiting") or {}

@@ -19,6 +19,11 @@ What the cluster gets:
   (``<name>``) whose backend weights are the revisions' weights (attached to the cluster's
   gateway when the portal is told of one: ``SERVING_GATEWAY``).
 
+On a cluster whose quota Kueue enforces (``ServiceSpec.queue``), each Deployment and its pods
+carry the team's guaranteed LocalQueue and priority class: Kueue's pod integration holds each
+replica at its scheduling gate until the team's queue admits it, so a service counts in the
+queue beside the team's jobs (the cluster refuses GPU pods that go around the queues).
+
 Every object carries the portal's ownership label, the team label and the service-id label (a
 revision's also the revision label), so the reconcile and the watcher find them with one label
 selector, and a hash of what was applied, so a field the portal stops setting counts as a change.
@@ -31,6 +36,7 @@ from typing import TYPE_CHECKING
 
 from clusters.vocabulary import (
     GATEWAY_API_VERSION,
+    GUARANTEED,
     MANAGED_BY_LABEL,
     REVISION_LABEL,
     SERVICE_ID_LABEL,
@@ -43,6 +49,7 @@ from gpujobs.manifests import (
     gpu_node_affinity,
     gpu_toleration,
     hide_gpus,
+    kueue_labels,
 )
 from serving import traffic
 from serving.specs import ProbeKind, RevisionRequest
@@ -80,7 +87,9 @@ class RevisionSpec:
 class ServiceSpec:
     """A service as the builder takes it: its id and name, the team's namespace, its live
     revisions (stable first), whether it is stopped, how traffic is split (``traffic``'s
-    routings) and the gateway an HTTPRoute attaches to (``namespace/name``, or none)."""
+    routings), the gateway an HTTPRoute attaches to (``namespace/name``, or none) and the
+    team's LocalQueue its replicas wait in (none when the cluster enforces quota without
+    Kueue)."""
 
     service_id: int
     name: str
@@ -90,6 +99,7 @@ class ServiceSpec:
     stopped: bool = False
     gateway: str = ""
     placement: Placement = field(default_factory=Placement)
+    queue: str = ""
 
 
 def revision_object_name(name: str, number: int) -> str:
@@ -152,19 +162,22 @@ def sidecar_container(request: RevisionRequest) -> dict:
 
 def deployment(spec: ServiceSpec, revision: RevisionSpec, replicas: int) -> dict:
     request = revision.request
-    pod_labels = labels(spec, revision.number)
+    queued = kueue_labels(
+        queue=spec.queue, priority=spec.queue, portal_name=spec.placement.portal_name
+    )
+    pod_labels = {**labels(spec, revision.number), **queued}
     containers = [server_container(request)]
     if request.sidecar is not None:
         containers.append(sidecar_container(request))
     template_metadata: dict = {"labels": dict(pod_labels)}
     if request.annotations:
         template_metadata["annotations"] = dict(request.annotations)
+    metadata = _metadata(spec, revision_object_name(spec.name, revision.number), revision.number)
+    metadata["labels"].update(queued)
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": _metadata(
-            spec, revision_object_name(spec.name, revision.number), revision.number
-        ),
+        "metadata": metadata,
         "spec": {
             "replicas": replicas,
             "revisionHistoryLimit": REVISION_HISTORY_LIMIT,
@@ -273,6 +286,7 @@ def service_objects(spec: ServiceSpec) -> list[dict]:
 def stored_spec(service_row: InferenceService, *, routing: str, gateway: str = "") -> ServiceSpec:
     """The spec of a stored service (reads its live revisions; select its team and cluster
     with it)."""
+    from clusters.models import QuotaMode
     from serving.models import Revision
 
     live = list(
@@ -298,4 +312,5 @@ def stored_spec(service_row: InferenceService, *, routing: str, gateway: str = "
         stopped=service_row.state == service_row.State.STOPPED,
         gateway=gateway,
         placement=cluster_placement(service_row.cluster),
+        queue=GUARANTEED if service_row.cluster.quota_mode == QuotaMode.KUEUE else "",
     )

@@ -5,7 +5,7 @@ import datetime
 
 import pytest
 
-from gpujobs.observe import QUOTA_USED_UP, Reason, State, observe
+from gpujobs.observe import QUOTA_USED_UP, Reason, State, observe, pod_waiting_reason
 
 UTC = datetime.UTC
 
@@ -234,6 +234,27 @@ def test_unschedulable_for_another_reason_shows_the_scheduler_message():
 
     assert seen.reason == Reason.UNSCHEDULABLE
     assert "didn't match Pod's node affinity" in seen.message
+
+
+def test_a_pod_at_kueues_gate_waits_in_the_teams_queue():
+    gated = pod(
+        conditions=[{"type": "PodScheduled", "status": "False", "reason": "SchedulingGated"}]
+    )
+    gated["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
+
+    assert pod_waiting_reason(gated) == (
+        Reason.IN_QUEUE,
+        "Waiting in the team's queue for Kueue to admit it.",
+    )
+
+
+def test_a_pod_at_someone_elses_gate_is_not_said_to_be_in_the_queue():
+    gated = pod(
+        conditions=[{"type": "PodScheduled", "status": "False", "reason": "SchedulingGated"}]
+    )
+    gated["spec"]["schedulingGates"] = [{"name": "example.com/other"}]
+
+    assert pod_waiting_reason(gated)[0] == Reason.UNSCHEDULABLE
 
 
 @pytest.mark.parametrize("reason", ["ErrImagePull", "ImagePullBackOff", "InvalidImageName"])

@@ -177,3 +177,23 @@ def test_a_deleted_service_wants_nothing():
         )
         == []
     )
+
+
+def test_in_kueue_mode_a_revision_and_its_pods_wait_in_the_guaranteed_queue():
+    (deployment,) = by_kind(
+        manifests.service_objects(spec(queue="guaranteed")), "Deployment"
+    ).values()
+
+    queued = {
+        "kueue.x-k8s.io/queue-name": "guaranteed",
+        "kueue.x-k8s.io/priority-class": "gpu-portal-guaranteed",
+    }
+    assert queued.items() <= deployment["metadata"]["labels"].items()
+    assert queued.items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+    assert not queued.keys() & deployment["spec"]["selector"]["matchLabels"].keys()
+
+
+def test_without_kueue_a_revision_carries_no_queue_labels():
+    (deployment,) = by_kind(manifests.service_objects(spec()), "Deployment").values()
+
+    assert "kueue.x-k8s.io/queue-name" not in str(deployment)

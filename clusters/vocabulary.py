@@ -70,12 +70,12 @@ def team_cluster_role_name(portal_name: str, role: str) -> str:
 # ReplicaSets and ReplicationControllers. Each binding has its policy's name.
 ADMISSION_POLICY_PODS = "team-pods"
 ADMISSION_POLICY_SECRETS = "team-secrets"
-ADMISSION_POLICY_QUEUED_JOBS = "team-queued-jobs"
+ADMISSION_POLICY_JOBS = "team-jobs"
 ADMISSION_POLICY_QUEUED_TEMPLATES = "team-queued-templates"
 ADMISSION_POLICIES = (
     ADMISSION_POLICY_PODS,
     ADMISSION_POLICY_SECRETS,
-    ADMISSION_POLICY_QUEUED_JOBS,
+    ADMISSION_POLICY_JOBS,
     ADMISSION_POLICY_QUEUED_TEMPLATES,
 )
 
@@ -112,6 +112,18 @@ DEFAULT_GPU_TAINT_KEY = "nvidia.com/gpu"
 NVIDIA_ENV_PREFIX = "NVIDIA_"
 NVIDIA_VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
 NO_GPUS = "void"
+# Annotations container runtimes and device plugins read to hand a container devices or change
+# how it runs (CRI-O's io.kubernetes.cri-o.Devices, CDI device requests, Kata's and containerd's
+# own): no workload in a team namespace may carry them.
+RUNTIME_ANNOTATION_PREFIXES = (
+    "io.kubernetes.cri-o.",
+    "io.katacontainers.",
+    "io.containerd.",
+    "cdi.k8s.io/",
+    "nvidia.cdi.k8s.io/",
+)
+# The longest a GPU job may run (its Job's, or a bare GPU pod's, activeDeadlineSeconds).
+MAX_RUNTIME_SECONDS = 30 * 24 * 3600
 
 # --- Gateway API --------------------------------------------------------------------------------
 

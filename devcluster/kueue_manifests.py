@@ -83,10 +83,10 @@ def configuration(
     """Kueue's Configuration (config.kueue.x-k8s.io/v1beta2).
 
     Jobs and pods without the queue-name label are left alone, so a cluster in `quota only` mode
-    works as if Kueue were absent. Fair sharing is on (a ClusterQueue's `fairSharing.weight` counts and
-    borrowing workloads of a cohort are preempted to give a lender back its nominal quota, with
-    the ClusterQueue's `preemption` policies); waitForPodsReady is off. Controller concurrency
-    and client rates are those of Kueue's own default configuration.
+    works as if Kueue were absent. Fair sharing is on (a ClusterQueue's `fairSharing.weight`
+    counts and borrowing workloads of a cohort are preempted to give a lender back its nominal
+    quota, with the ClusterQueue's `preemption` policies); waitForPodsReady is off. Controller
+    concurrency and client rates are those of Kueue's own default configuration.
     """
     return {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",

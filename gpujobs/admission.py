@@ -26,7 +26,7 @@ from django.core.exceptions import ValidationError
 
 from billing.enforcement import budget_refusal
 from clusters.models import Cluster, QuotaMode
-from clusters.vocabulary import GUARANTEED, PORTAL_PREFIX
+from clusters.vocabulary import GUARANTEED, PORTAL_PREFIX, RUNTIME_ANNOTATION_PREFIXES
 from gpujobs import selectors
 from gpujobs.images import registry_refusal
 from gpujobs.observe import QUOTA_USED_UP
@@ -89,6 +89,12 @@ def check_gpus(*, cluster: Cluster, gpu_resource: str, gpu_model: str, errors: E
 
 def check_annotations(annotations: EnvPairs, *, errors: Errors, what: str = "jobs") -> None:
     for key, _ in annotations:
+        if key.startswith(RUNTIME_ANNOTATION_PREFIXES):
+            errors["annotations"] = (
+                f"{key} asks the container runtime for devices or another way to run; {what} "
+                "get GPUs only from what they ask for."
+            )
+            return
         prefix = key.rpartition("/")[0]
         if prefix == PORTAL_PREFIX or any(
             prefix == domain or prefix.endswith(f".{domain}")

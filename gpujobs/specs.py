@@ -30,6 +30,7 @@ from clusters.vocabulary import (
     DEFAULT_GPU_RESOURCE,
     GUARANTEED,
     LOCAL_QUEUES,
+    MAX_RUNTIME_SECONDS,
     NVIDIA_ENV_PREFIX,
     OPPORTUNISTIC,
 )
@@ -41,7 +42,6 @@ EnvPairs = tuple[tuple[str, str], ...]
 # Bounds: anything beyond them is a mistake, and must be refused before the database.
 MAX_GPUS_PER_JOB = 1024
 MAX_BACKOFF_LIMIT = 10
-MAX_RUNTIME_SECONDS = 30 * 24 * 3600
 MAX_NAME_LENGTH = 63
 MAX_BATCH_JOBS = 1000  # jobs in one batch submission
 MAX_LIST_ITEMS = 256

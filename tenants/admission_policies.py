@@ -33,7 +33,7 @@ namespace by anyone else (a member with kubectl, a controller acting for them):
 * no pod may name a ``priorityClassName`` outside the cluster's allowed list (empty by
   default: a ``system-*`` class would let a team's pods preempt anyone's);
 * in Kueue mode, every pod that asks for GPUs is Kueue's: either a batch Job's pod, created by
-  the Job controller (the Job itself held in the queue by ``<portal>-team-queued-jobs``), or a
+  the Job controller (the Job itself held in the queue by ``<portal>-team-jobs``), or a
   pod Kueue's pod integration queued (labelled with one of the team's LocalQueues and held by
   Kueue's scheduling gate, which only Kueue may lift); its priority label, if any, is its
   queue's.
@@ -43,7 +43,7 @@ token for a service account, which Kubernetes fills in for whoever creates the S
 
 In Kueue mode only, two more keep every GPU workload in the team's queues:
 
-``<portal>-team-queued-jobs``, on every batch Job whose pods ask for GPUs: it names one of the
+``<portal>-team-jobs``, on every batch Job whose pods ask for GPUs: it names one of the
 team's LocalQueues (``kueue.x-k8s.io/queue-name``), a priority label only of that queue, is
 created suspended (Kueue's own webhook suspends it) and only Kueue un-suspends it, when it
 admits it.
@@ -75,8 +75,8 @@ from clusters.image_references import (
     REFERENCE_PATTERN,
 )
 from clusters.vocabulary import (
+    ADMISSION_POLICY_JOBS,
     ADMISSION_POLICY_PODS,
-    ADMISSION_POLICY_QUEUED_JOBS,
     ADMISSION_POLICY_QUEUED_TEMPLATES,
     ADMISSION_POLICY_SECRETS,
     GPU_RESOURCE_PREFIXES,
@@ -87,9 +87,11 @@ from clusters.vocabulary import (
     KUEUE_QUEUE_LABEL,
     LOCAL_QUEUES,
     MANAGED_BY_LABEL,
+    MAX_RUNTIME_SECONDS,
     NO_GPUS,
     NVIDIA_ENV_PREFIX,
     NVIDIA_VISIBLE_DEVICES,
+    RUNTIME_ANNOTATION_PREFIXES,
     admission_policy_name,
     priority_class_name,
 )
@@ -100,6 +102,19 @@ SERVICE_ACCOUNT_TOKEN = "kubernetes.io/service-account-token"
 HIDE_GPUS = (NVIDIA_VISIBLE_DEVICES, NO_GPUS)
 NVIDIA_PREFIX = NVIDIA_ENV_PREFIX
 CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
+# The volume kinds Pod Security's restricted level allows (the rest of that level is left to the
+# namespace's own Pod Security level, so images that run as root keep working under baseline).
+ALLOWED_VOLUME_TYPES = (
+    "configMap",
+    "csi",
+    "downwardAPI",
+    "emptyDir",
+    "ephemeral",
+    "image",
+    "persistentVolumeClaim",
+    "projected",
+    "secret",
+)
 
 
 @dataclass(frozen=True)
@@ -425,6 +440,35 @@ def pod_rules(rules: ClusterRules) -> tuple[list[dict], list[dict]]:
             "reason": "Forbidden",
         },
     ]
+    validations += [
+        {
+            "expression": "!has(object.spec.volumes) || object.spec.volumes.all(v, "
+            + " || ".join(f"has(v.{kind})" for kind in ALLOWED_VOLUME_TYPES)
+            + ")",
+            "message": "Volumes in team namespaces are of the kinds Pod Security's restricted "
+            f"level allows: {', '.join(ALLOWED_VOLUME_TYPES)} (a PersistentVolumeClaim for "
+            "network storage: no inline NFS, iSCSI, RBD, CephFS and the like).",
+            "reason": "Forbidden",
+        },
+        {
+            "expression": "!has(object.metadata.annotations) || "
+            "object.metadata.annotations.all(k, "
+            + " && ".join(f"!k.startsWith({cel_string(p)})" for p in RUNTIME_ANNOTATION_PREFIXES)
+            + ")",
+            "message": "Pods in team namespaces may not carry container-runtime or device "
+            f"annotations ({', '.join(p + '*' for p in RUNTIME_ANNOTATION_PREFIXES)}): GPUs "
+            "and devices come only from the resources a container asks for.",
+            "reason": "Forbidden",
+        },
+        {
+            # A controller's pods (a Job's, a Deployment's) run as long as it says; a pod of its
+            # own asking for GPUs needs a deadline, as a Job does.
+            **_runtime_validation("object.spec.activeDeadlineSeconds"),
+            "expression": "!variables.gpuPod || (has(object.metadata.ownerReferences) && "
+            "object.metadata.ownerReferences.exists(o, has(o.controller) && o.controller)) || "
+            + _runtime_validation("object.spec.activeDeadlineSeconds")["expression"],
+        },
+    ]
     allowed_classes = rules.allowed_priority_classes
     validations.append(
         {
@@ -609,17 +653,46 @@ def _queue_labels_changed() -> str:
     )
 
 
-def queued_jobs_policy(rules: ClusterRules) -> dict:
-    """Kueue mode: a GPU Job waits in one of the team's queues until Kueue admits it."""
+def _runtime_validation(deadline: str) -> dict:
+    """``deadline`` (a CEL path to an ``activeDeadlineSeconds``) is set, within the maximum."""
+    return {
+        "expression": f"has({deadline}) && {deadline} <= {MAX_RUNTIME_SECONDS}",
+        "message": f"GPU work has a maximum run time: set {deadline.removeprefix('object.')} "
+        f"(at most {MAX_RUNTIME_SECONDS} seconds, {MAX_RUNTIME_SECONDS // 86400} days).",
+        "reason": "Forbidden",
+    }
+
+
+def jobs_policy(rules: ClusterRules) -> dict:
+    """A GPU Job has a maximum run time; in Kueue mode it waits in one of the team's queues
+    until Kueue admits it."""
     suspended = "(has(object.spec.suspend) && object.spec.suspend)"
     was_suspended = "(has(oldObject.spec.suspend) && oldObject.spec.suspend)"
+    validations = [_runtime_validation("object.spec.activeDeadlineSeconds")]
+    if rules.kueue:
+        validations += [
+            *_queue_validations(rules, "object", "label the Job"),
+            {
+                "expression": f"request.operation != 'CREATE' || {suspended}",
+                "message": "A queued Job starts suspended, and Kueue un-suspends it when it "
+                "admits it (Kueue did not suspend this one: is it running?).",
+                "reason": "Forbidden",
+            },
+            {
+                "expression": f"request.operation != 'UPDATE' || !{was_suspended} || "
+                f"{suspended} || "
+                f"request.userInfo.username == {cel_string(KUEUE_MANAGER_USER)}",
+                "message": "Only Kueue un-suspends a queued Job, when it admits it.",
+                "reason": "Forbidden",
+            },
+        ]
     return _policy(
         rules,
-        admission_policy_name(rules.portal_name, ADMISSION_POLICY_QUEUED_JOBS),
+        admission_policy_name(rules.portal_name, ADMISSION_POLICY_JOBS),
         resource_rules=[_resource_rule("batch", "v1", ["jobs"])],
         spec={
             # Only GPU Jobs, and of their updates only those that change the spec or the queue
-            # labels: the garbage collector's finalizers on a Job from before Kueue mode pass.
+            # labels: the garbage collector's finalizers on a Job from before pass.
             "matchConditions": [
                 {
                     "name": "asks-for-gpus",
@@ -631,22 +704,7 @@ def queued_jobs_policy(rules: ClusterRules) -> dict:
                     f"object.spec != oldObject.spec || {_queue_labels_changed()}",
                 },
             ],
-            "validations": [
-                *_queue_validations(rules, "object", "label the Job"),
-                {
-                    "expression": f"request.operation != 'CREATE' || {suspended}",
-                    "message": "A queued Job starts suspended, and Kueue un-suspends it when it "
-                    "admits it (Kueue did not suspend this one: is it running?).",
-                    "reason": "Forbidden",
-                },
-                {
-                    "expression": f"request.operation != 'UPDATE' || !{was_suspended} || "
-                    f"{suspended} || "
-                    f"request.userInfo.username == {cel_string(KUEUE_MANAGER_USER)}",
-                    "message": "Only Kueue un-suspends a queued Job, when it admits it.",
-                    "reason": "Forbidden",
-                },
-            ],
+            "validations": validations,
         },
     )
 
@@ -685,9 +743,9 @@ def queued_templates_policy(rules: ClusterRules) -> dict:
 def admission_objects(rules: ClusterRules) -> list[dict]:
     """The policies and their bindings, each policy before its binding."""
     objects = []
-    policies = [pods_policy(rules), secrets_policy(rules)]
+    policies = [pods_policy(rules), secrets_policy(rules), jobs_policy(rules)]
     if rules.kueue:
-        policies += [queued_jobs_policy(rules), queued_templates_policy(rules)]
+        policies.append(queued_templates_policy(rules))
     for policy in policies:
         objects += [policy, _binding(rules, policy["metadata"]["name"])]
     return [manifests.with_hash(obj) for obj in objects]

@@ -71,8 +71,9 @@ def gpu_pod(
     gpu_model: str | None = None,
 ) -> dict:
     """A pod asking for ``gpus`` nvidia.com/gpu (and ``cpu``/``memory`` unless None), placed
-    on GPU nodes by the seed's affinity and tolerating their taint; with ``gpu_model``, only
-    on nodes of that model (the devcluster has A100 and H100 nodes)."""
+    on GPU nodes by the seed's affinity and tolerating their taint, with a deadline as every
+    bare GPU pod in a team namespace needs; with ``gpu_model``, only on nodes of that model (the
+    devcluster has A100 and H100 nodes)."""
     amounts = {"cpu": cpu, "memory": memory, "nvidia.com/gpu": str(gpus)}
     amounts = {resource: value for resource, value in amounts.items() if value is not None}
     affinity = GPU_AFFINITY
@@ -94,6 +95,7 @@ def gpu_pod(
         },
         "spec": {
             "restartPolicy": "Never",
+            "activeDeadlineSeconds": 3600,
             "affinity": affinity,
             "tolerations": [GPU_TOLERATION],
             "containers": [

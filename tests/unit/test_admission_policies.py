@@ -17,10 +17,14 @@ def objects(rules=RULES):
     return {o["metadata"]["name"]: o for o in admission_policies.admission_objects(rules)}
 
 
-def test_two_policies_each_bound_to_the_namespaces_the_portal_manages():
+def test_three_policies_each_bound_to_the_namespaces_the_portal_manages():
     made = objects()
 
-    assert sorted(made) == ["gpu-portal-team-pods", "gpu-portal-team-secrets"]
+    assert sorted(made) == [
+        "gpu-portal-team-jobs",
+        "gpu-portal-team-pods",
+        "gpu-portal-team-secrets",
+    ]
     by_kind = {}
     for obj in admission_policies.admission_objects(RULES):
         by_kind.setdefault(obj["kind"], []).append(obj)
@@ -120,18 +124,22 @@ KUEUE_RULES = admission_policies.cluster_rules(
 )
 
 
-def test_kueue_mode_adds_the_queue_policies_and_quota_mode_has_none():
+def test_kueue_mode_adds_the_templates_policy_and_quota_mode_has_none():
     assert sorted(objects(KUEUE_RULES)) == [
+        "gpu-portal-team-jobs",
         "gpu-portal-team-pods",
-        "gpu-portal-team-queued-jobs",
         "gpu-portal-team-queued-templates",
         "gpu-portal-team-secrets",
     ]
     assert not any("queued" in name for name in objects(RULES))
+    assert not any(
+        "queue-name" in v["expression"]
+        for v in policies(RULES)["gpu-portal-team-jobs"]["spec"]["validations"]
+    )
 
 
-def test_the_queued_jobs_policy_checks_gpu_batch_jobs_only():
-    spec = policies(KUEUE_RULES)["gpu-portal-team-queued-jobs"]["spec"]
+def test_the_jobs_policy_checks_gpu_batch_jobs_only():
+    spec = policies(KUEUE_RULES)["gpu-portal-team-jobs"]["spec"]
 
     assert spec["failurePolicy"] == "Fail"
     (rule,) = spec["matchConstraints"]["resourceRules"]
@@ -142,7 +150,7 @@ def test_the_queued_jobs_policy_checks_gpu_batch_jobs_only():
 
 
 def test_only_kueue_may_unsuspend_a_queued_job():
-    spec = policies(KUEUE_RULES)["gpu-portal-team-queued-jobs"]["spec"]
+    spec = policies(KUEUE_RULES)["gpu-portal-team-jobs"]["spec"]
 
     (unsuspend,) = [v for v in spec["validations"] if "un-suspends a queued" in v["message"]]
     assert (
@@ -151,16 +159,21 @@ def test_only_kueue_may_unsuspend_a_queued_job():
 
 
 def test_a_refusal_names_the_queues_and_the_portal():
-    spec = policies(KUEUE_RULES)["gpu-portal-team-queued-jobs"]["spec"]
+    spec = policies(KUEUE_RULES)["gpu-portal-team-jobs"]["spec"]
 
-    message = spec["validations"][0]["message"]
+    (queue,) = [
+        v
+        for v in spec["validations"]
+        if "queue-name" in v["expression"] and "in [" in v["expression"]
+    ]
+    message = queue["message"]
     assert "kueue.x-k8s.io/queue-name=guaranteed" in message
     assert "kueue.x-k8s.io/queue-name=opportunistic" in message
     assert "https://gpus.example.com" in message
 
 
 def test_the_priority_label_must_be_its_queues():
-    spec = policies(KUEUE_RULES)["gpu-portal-team-queued-jobs"]["spec"]
+    spec = policies(KUEUE_RULES)["gpu-portal-team-jobs"]["spec"]
 
     (priority,) = [v for v in spec["validations"] if "priority of queued work" in v["message"]]
     assert "== 'gpu-portal-guaranteed'" in priority["expression"]
@@ -229,3 +242,34 @@ def test_no_priority_class_is_allowed_unless_the_cluster_lists_it():
     assert "object.spec.priorityClassName in []" in none["expression"]
     assert "object.spec.priorityClassName in ['a', 'batch-low']" in some["expression"]
     assert "other than a, batch-low" in some["message"]
+
+
+def test_gpu_jobs_and_bare_gpu_pods_have_a_maximum_run_time_in_both_modes():
+    (job_deadline,) = policies()["gpu-portal-team-jobs"]["spec"]["validations"]
+    (pod_deadline,) = [
+        v
+        for v in pods_policy()["spec"]["validations"]
+        if "activeDeadlineSeconds" in v["expression"]
+    ]
+
+    assert job_deadline["expression"] == (
+        "has(object.spec.activeDeadlineSeconds) && object.spec.activeDeadlineSeconds <= 2592000"
+    )
+    assert (
+        "set spec.activeDeadlineSeconds (at most 2592000 seconds, 30 days)"
+        in (job_deadline["message"])
+    )
+    # A controller's pods are exempt: their Job (or Deployment) says how long they run.
+    assert "o.controller" in pod_deadline["expression"]
+
+
+def test_only_restricted_volume_kinds_and_no_runtime_annotations():
+    validations = pods_policy()["spec"]["validations"]
+    (volumes,) = [v for v in validations if "object.spec.volumes" in v["expression"]]
+    (annotations,) = [v for v in validations if "annotations" in v["expression"]]
+
+    assert "has(v.persistentVolumeClaim)" in volumes["expression"]
+    assert "nfs" not in volumes["expression"]
+    assert "hostPath" not in volumes["expression"]
+    assert "!k.startsWith('io.kubernetes.cri-o.')" in annotations["expression"]
+    assert "!k.startsWith('cdi.k8s.io/')" in annotations["expression"]

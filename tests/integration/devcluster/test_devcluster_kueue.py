@@ -131,6 +131,7 @@ def queued_job(name, queue, gpus, *, complete_after=None):
         "spec": {
             "suspend": True,
             "backoffLimit": 0,
+            "activeDeadlineSeconds": 3600,
             "template": {
                 "metadata": {"annotations": annotations},
                 "spec": {
@@ -359,7 +360,9 @@ def test_the_minted_identity_kueue_runs_as_is_bound_to_kueues_own_role(k8s):
     binding = rbac.read_cluster_role_binding("kueue-manager-rolebinding")
 
     assert binding.role_ref.name == "kueue-manager-role"
-    assert [(s.kind, s.name) for s in binding.subjects] == [("User", "system:serviceaccount:kueue-system:kueue-controller-manager")]
+    assert [(s.kind, s.name) for s in binding.subjects] == [
+        ("User", "system:serviceaccount:kueue-system:kueue-controller-manager")
+    ]
 
 
 def test_a_member_reads_the_queue_positions_of_their_own_namespace_only(

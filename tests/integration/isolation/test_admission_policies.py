@@ -25,11 +25,14 @@ GPU_LIMITS = {"limits": {"nvidia.com/gpu": "1"}}
 VOID = {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}
 
 
-def gpu_pod(name: str, *, placed=True, tolerated=True, **spec) -> dict:
+def gpu_pod(name: str, *, placed=True, tolerated=True, deadline: int | None = 3600, **spec):
     """A pod asking for a GPU, placed on GPU nodes and tolerating their taint unless told not
-    to; ``spec`` replaces parts of its spec."""
+    to, with the ``deadline`` (seconds; None: none) every bare GPU pod needs; ``spec``
+    replaces parts of its spec."""
     pod = cpu_pod(name)
     pod["spec"]["containers"][0]["resources"] = copy.deepcopy(GPU_LIMITS)
+    if deadline is not None:
+        pod["spec"]["activeDeadlineSeconds"] = deadline
     if placed:
         pod["spec"]["affinity"] = copy.deepcopy(GPU_AFFINITY)
     if tolerated:
@@ -174,6 +177,54 @@ REFUSED = {
         ),
         "envFrom needs a prefix",
     ),
+    "a bare GPU pod without a deadline": (
+        gpu_pod("endless", deadline=None),
+        "GPU work has a maximum run time",
+    ),
+    "a bare GPU pod with a deadline beyond the maximum": (
+        gpu_pod("too-long", deadline=31 * 86400),
+        "at most 2592000 seconds",
+    ),
+    "an inline NFS volume": (
+        cpu_pod("nfs", volumes=[{"name": "data", "nfs": {"server": "10.0.0.1", "path": "/"}}]),
+        "Volumes in team namespaces are of the kinds",
+    ),
+    "an inline iSCSI volume": (
+        cpu_pod(
+            "iscsi",
+            volumes=[
+                {
+                    "name": "data",
+                    "iscsi": {"targetPortal": "10.0.0.1:3260", "iqn": "iqn.x:y", "lun": 0},
+                }
+            ],
+        ),
+        "Volumes in team namespaces are of the kinds",
+    ),
+    "CRI-O's device annotation": (
+        {
+            **cpu_pod("devices"),
+            "metadata": {
+                "name": "devices",
+                "annotations": {"io.kubernetes.cri-o.Devices": "/dev/nvidia0"},
+            },
+        },
+        "container-runtime or device annotations",
+    ),
+    "a CDI device annotation": (
+        {
+            **cpu_pod("cdi"),
+            "metadata": {
+                "name": "cdi",
+                "annotations": {"cdi.k8s.io/gpu": "nvidia.com/gpu=all"},
+            },
+        },
+        "container-runtime or device annotations",
+    ),
+    "a system priority class": (
+        cpu_pod("critical", priorityClassName="system-cluster-critical"),
+        "may not name a priorityClassName",
+    ),
     "a CPU container beside a GPU one that does not hide the GPUs": (
         gpu_pod(
             "sidecar",
@@ -204,6 +255,13 @@ ACCEPTED = {
         "gpu-selected", placed=False, nodeSelector={"hardware-type": "gpu"}
     ),
     "a CPU pod": cpu_pod("cpu"),
+    "a pod with a claim and scratch space": cpu_pod(
+        "volumes",
+        volumes=[
+            {"name": "data", "persistentVolumeClaim": {"claimName": "data"}},
+            {"name": "scratch", "emptyDir": {}},
+        ],
+    ),
     "an official Docker Hub image": cpu_pod("busybox", image="busybox:1.36"),
     "GPUs hidden with NVIDIA_VISIBLE_DEVICES=void": cpu_pod(
         "void", containers=[{"name": "main", "image": IMAGE, "env": [VOID]}]

@@ -47,11 +47,12 @@ def gpu_pod_spec(gpus: int = 1, **spec) -> dict:
 
 
 def gpu_pod(name: str, *, labels: dict | None = None, gpus: int = 1, **spec) -> dict:
+    """A bare GPU pod, with the deadline every bare GPU pod needs."""
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "labels": dict(labels or {})},
-        "spec": gpu_pod_spec(gpus, **spec),
+        "spec": gpu_pod_spec(gpus, activeDeadlineSeconds=3600, **spec),
     }
 
 
@@ -327,8 +328,7 @@ def test_in_quota_mode_gpu_jobs_need_no_queue_but_priority_classes_are_still_ref
     admission = client.AdmissionregistrationV1Api(k8s)
 
     assert (
-        read_or_none(admission.read_validating_admission_policy, f"{portal.name}-team-queued-jobs")
-        is None
+        read_or_none(admission.read_validating_admission_policy, f"{portal.name}-team-jobs") is None
     )
     create(mo, team.slug, gpu_job("unqueued"), dry_run="All")
     status, message = refusal(

@@ -357,7 +357,12 @@ def queued_job(name, portal, gpus, *, kind="guaranteed", gpu_model=None):
                 KUEUE_PRIORITY_CLASS_LABEL: f"{portal.name}-{kind}",
             },
         },
-        "spec": {"suspend": True, "backoffLimit": 0, "template": {"spec": spec}},
+        "spec": {
+            "suspend": True,
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": 3600,
+            "template": {"spec": spec},
+        },
     }
 
 

@@ -44,7 +44,7 @@ def portal_api(portal_kubeconfig):
             "patch",
             "validatingadmissionpolicies",
             "admissionregistration.k8s.io",
-            "gpu-portal-team-queued-jobs",
+            "gpu-portal-team-jobs",
         ),
         (
             "create",

@@ -195,7 +195,11 @@ REFUSED = {
             volumes=[
                 {
                     "name": "data",
-                    "iscsi": {"targetPortal": "10.0.0.1:3260", "iqn": "iqn.x:y", "lun": 0},
+                    "iscsi": {
+                        "targetPortal": "10.0.0.1:3260",
+                        "iqn": "iqn.2001-04.com.example:storage.disk1",
+                        "lun": 0,
+                    },
                 }
             ],
         ),

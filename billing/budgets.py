@@ -6,9 +6,7 @@ counts the held hours shared to that model's grants (``billing.pricing.held_by_m
 
 from __future__ import annotations
 
-import csv
 import datetime
-import io
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -21,6 +19,7 @@ from billing import periods
 from billing.amounts import read_amount
 from billing.models import Budget
 from billing.statements import department_ancestors, monthly_statement
+from portal import spreadsheets
 from tenants.audit import audit, snapshot
 from tenants.models import AuditEvent, Department, Team
 from tenants.permissions import is_portal_admin
@@ -240,9 +239,4 @@ CSV_HEADER = [
 
 def csv_text(rows: Iterable[Mapping]) -> str:
     """Budgets with their spending (as the API gives them) as CSV, one line per budget."""
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(CSV_HEADER)
-    for row in rows:
-        writer.writerow(["" if row[name] is None else row[name] for name in CSV_HEADER])
-    return out.getvalue()
+    return spreadsheets.csv_text(CSV_HEADER, ([row[name] for name in CSV_HEADER] for row in rows))

@@ -7,9 +7,7 @@ of queries does not grow with the teams or the months."""
 
 from __future__ import annotations
 
-import csv
 import datetime
-import io
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -22,6 +20,7 @@ from billing.models import Price
 from billing.periods import add_months
 from clusters.models import Cluster
 from monitoring.usage import UsageReport, usage_rows
+from portal import spreadsheets
 from tenants.models import Department, Team
 
 
@@ -230,11 +229,9 @@ def _cells(c: pricing.Costing) -> list[str]:
 
 def csv_text(statement: Statement) -> str:
     """The statement as CSV: a line per team, cluster and month, then per department and month."""
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(CSV_HEADER)
+    lines = []
     for line in sorted(statement.lines, key=lambda x: (x.month, x.team_slug, x.cluster)):
-        writer.writerow(
+        lines.append(
             [
                 "team",
                 line.team_slug,
@@ -245,7 +242,7 @@ def csv_text(statement: Statement) -> str:
             ]
         )
     for line in statement.departments:
-        writer.writerow(
+        lines.append(
             [
                 "department",
                 line.department_slug,
@@ -255,4 +252,4 @@ def csv_text(statement: Statement) -> str:
                 *_cells(line.costing),
             ]
         )
-    return out.getvalue()
+    return spreadsheets.csv_text(CSV_HEADER, lines)

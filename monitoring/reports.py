@@ -10,12 +10,12 @@ range). Per team, cluster and period it gives GPU-hours
 
 from __future__ import annotations
 
-import csv
 import datetime
-import io
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+
+from portal import spreadsheets
 
 BUCKETS = ("day", "week", "month", "total")
 MAX_PERIODS = 400
@@ -236,11 +236,6 @@ CSV_HEADER = [
 BudgetFigures = tuple[float, float | None]
 
 
-def _text(value: str) -> str:
-    """A text cell a spreadsheet will not run as a formula."""
-    return f"'{value}" if value[:1] in ("=", "+", "-", "@") else value
-
-
 def _number(value: float | None, decimals: int = 3) -> str:
     return "" if value is None else f"{value:.{decimals}f}"
 
@@ -252,15 +247,13 @@ def csv_text(
     """The report as CSV, one line per row; empty cells where Prometheus could not answer.
     ``budgets`` gives (team slug, period start) its budget and spending (empty cells: none)."""
     budgets = budgets or {}
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(CSV_HEADER)
+    lines = []
     for row in rows:
         budget, spent = budgets.get((row.team_slug, row.period.start), (None, None))
-        writer.writerow(
+        lines.append(
             [
                 row.team_slug,
-                _text(row.team_name),
+                row.team_name,
                 row.cluster,
                 row.period.start.isoformat(),
                 row.period.end.isoformat(),
@@ -272,4 +265,4 @@ def csv_text(
                 _number(spent),
             ]
         )
-    return out.getvalue()
+    return spreadsheets.csv_text(CSV_HEADER, lines)

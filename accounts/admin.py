@@ -23,7 +23,9 @@ class ApiTokenAdmin(admin.ModelAdmin):
 @admin.register(OidcIdentity)
 class OidcIdentityAdmin(admin.ModelAdmin):
     """Who signed in through single sign-on, when last, and the groups they had then. Read-only:
-    the provider decides; deleting one unlinks the account (the next sign-in links it again)."""
+    the provider decides; deleting one unlinks the account for good (the next sign-in of that
+    subject is refused until the account is renamed or deleted: single sign-on never links an
+    account by its username)."""
 
     list_display = ["user", "subject", "last_sign_in_at"]
     search_fields = ["user__username", "subject"]

@@ -10,3 +10,7 @@ class AccountsConfig(AppConfig):
 
     def ready(self) -> None:
         from accounts import checks  # noqa: F401  (registers the system checks)
+        from accounts.receivers import on_user_lost_access
+        from tenants.signals import user_lost_access
+
+        user_lost_access.connect(on_user_lost_access, dispatch_uid="accounts-revoke-tokens")

@@ -15,10 +15,19 @@ LAST_USED_PRECISION = datetime.timedelta(minutes=1)
 
 
 def api_token_create(
-    *, user: User, name: str = "", lifetime: datetime.timedelta | None = None
+    *,
+    user: User,
+    name: str = "",
+    lifetime: datetime.timedelta | None = None,
+    scope: str = ApiToken.Scope.READ_WRITE,
 ) -> tuple[ApiToken, str]:
     """A new token for ``user`` and its secret, which the caller shows once. ``lifetime``
-    defaults to ``PORTAL_API_TOKEN_DAYS`` and may not exceed ``PORTAL_API_TOKEN_MAX_DAYS``."""
+    defaults to ``PORTAL_API_TOKEN_DAYS`` and may not exceed ``PORTAL_API_TOKEN_MAX_DAYS``;
+    ``scope`` is read-write or read-only."""
+    if scope not in ApiToken.Scope.values:
+        raise ValidationError(
+            {"scope": f"Must be one of: {', '.join(ApiToken.Scope.values)}."}, code="invalid"
+        )
     longest = datetime.timedelta(days=settings.PORTAL_API_TOKEN_MAX_DAYS)
     if lifetime is None:
         lifetime = datetime.timedelta(days=settings.PORTAL_API_TOKEN_DAYS)
@@ -32,12 +41,18 @@ def api_token_create(
             f"You have {active} active API tokens, the most allowed: revoke one first.",
             code="too_many",
         )
-    return ApiToken.objects.create(user=user, expiry=lifetime, name=name)
+    return ApiToken.objects.create(user=user, expiry=lifetime, name=name, scope=scope)
 
 
 def api_token_revoke(*, token: ApiToken) -> None:
     """Revoke a token: it stops working at once. The caller has checked it is the user's."""
     token.delete()
+
+
+def api_tokens_revoke_all(*, user: User) -> int:
+    """Revoke every token of the user (they lost access); how many there were."""
+    deleted, _ = ApiToken.objects.filter(user=user).delete()
+    return deleted
 
 
 def api_token_mark_used(*, token: ApiToken) -> None:

@@ -6,9 +6,10 @@ username), so a refusal changes nothing; then, in one transaction, it finds or c
 records their identity and sign-in, and applies their groups (``tenants.group_sync``).
 
 Which portal user a sign-in is: the one linked to the provider's subject (``sub``); else, the
-first time, the user of that username, unless that account has a password of its own (a local
-or break-glass account is never taken over by a provider's user of the same name); else a new
-user, with no password.
+first time, a new user of that username, with no password. A first sign-in is never linked to
+an account that exists already by its username alone (a local or break-glass account, or one an
+admin made, is never taken over by a provider's user of the same name): it is refused, and an
+admin renames or deletes that account.
 
 ``sso_expire_stale_sign_ins`` (the periodic sync) withdraws what the groups of a sign-in older than
 ``OIDC_SIGN_IN_MAX_AGE_HOURS`` gave: without the user's sign-in the portal cannot read their
@@ -125,19 +126,16 @@ def _sign_in(
 
 
 def _first_sign_in_user(*, username: str, claims: Mapping[str, Any]) -> User:
-    existing = User.objects.select_for_update().filter(username=username).first()
-    if existing is None:
-        return User.objects.create_user(username, email=_text(claims, "email"))
-    if OidcIdentity.objects.filter(user=existing).exists():
+    if User.objects.filter(username=username).exists():
+        if OidcIdentity.objects.filter(user__username=username).exists():
+            raise _refuse(
+                f"The username {username} belongs to another single sign-on account; ask an admin."
+            )
         raise _refuse(
-            f"The username {username} belongs to another single sign-on account; ask an admin."
+            f"The portal account {username} was not made by single sign-on, so it is not "
+            "linked to your sign-in by its name: ask an admin to rename or delete it."
         )
-    if existing.has_usable_password():
-        raise _refuse(
-            f"The portal account {username} signs in with its password, not single sign-on; "
-            "ask an admin to remove its password to link it."
-        )
-    return existing
+    return User.objects.create_user(username, email=_text(claims, "email"))
 
 
 def _text(claims: Mapping[str, Any], name: str, limit: int = 150) -> str:

@@ -20,7 +20,10 @@ def api_tokens(request: HttpRequest) -> HttpResponse:
         if form.is_valid():
             try:
                 token, secret = services.api_token_create(
-                    user=request.user, name=form.cleaned_data["name"], lifetime=form.lifetime
+                    user=request.user,
+                    name=form.cleaned_data["name"],
+                    lifetime=form.lifetime,
+                    scope=form.cleaned_data["scope"],
                 )
             except ValidationError as error:
                 form.add_error(None, error)

@@ -29,6 +29,7 @@ from tenants.group_mapping import (
 from tenants.models import AuditEvent, Membership, Team
 from tenants.reconcile_triggers import request_reconcile_on_team_clusters
 from tenants.services import check_cluster_identity
+from tenants.signals import user_lost_access
 
 logger = logging.getLogger(__name__)
 Action = AuditEvent.Action
@@ -93,6 +94,8 @@ def user_groups_sync(
             changed[slug] = None
         for slug in sorted(changed):
             request_reconcile_on_team_clusters(team=teams[slug])  # its RoleBindings change
+        if changes.remove and not Membership.objects.filter(user=locked).exists():
+            user_lost_access.send(sender=User, user=locked, why=f"{why}: no membership left")
         admin = _set_admin(locked, desired.admin, why=why)
         for skipped in desired.skipped:
             logger.error("Group sync of %s skipped a mapping entry: %s", locked, skipped.reason)

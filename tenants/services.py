@@ -30,6 +30,7 @@ from tenants.reconcile_triggers import (
     request_reconcile_on_team_clusters,
 )
 from tenants.selectors import user_team_ids
+from tenants.signals import user_lost_access
 
 Action = AuditEvent.Action
 RequestState = QuotaRequest.State
@@ -132,6 +133,8 @@ def user_access_changed(*, actor: User | None, user: User, before: dict) -> None
     else:
         action = Action.USER_RENAMED
     audit(actor=actor, action=action, target=user, team=None, before=before, after=after)
+    if not user.is_active and before["is_active"]:
+        user_lost_access.send(sender=User, user=user, why="deactivated")
     for team in Team.objects.filter(pk__in=user_team_ids(user=user)).order_by("pk"):
         request_reconcile_on_team_clusters(team=team)
 

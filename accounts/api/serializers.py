@@ -11,6 +11,11 @@ class TokenLoginSerializer(serializers.Serializer):
     name = serializers.CharField(
         max_length=100, required=False, default="", help_text="What the token is for."
     )
+    scope = serializers.ChoiceField(
+        choices=ApiToken.Scope.choices,
+        default=ApiToken.Scope.READ_WRITE,
+        help_text="read-only: the token may only read (GET, HEAD, OPTIONS).",
+    )
 
 
 class NewTokenSerializer(serializers.Serializer):
@@ -20,6 +25,7 @@ class NewTokenSerializer(serializers.Serializer):
     token = serializers.CharField(help_text="Send as `Authorization: Token <token>`.")
     prefix = serializers.CharField()
     expiry = serializers.DateTimeField()
+    scope = serializers.CharField()
 
 
 class ApiTokenSerializer(serializers.ModelSerializer):
@@ -28,7 +34,7 @@ class ApiTokenSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = ApiToken
-        fields = ["id", "name", "prefix", "created", "expiry", "last_used_at", "current"]
+        fields = ["id", "name", "prefix", "scope", "created", "expiry", "last_used_at", "current"]
         read_only_fields = fields
 
     def get_current(self, token: ApiToken) -> bool:
@@ -37,5 +43,11 @@ class ApiTokenSerializer(serializers.ModelSerializer):
 
 def new_token_data(token: ApiToken, secret: str) -> dict:
     return NewTokenSerializer(
-        {"id": token.pk, "token": secret, "prefix": token.token_key, "expiry": token.expiry}
+        {
+            "id": token.pk,
+            "token": secret,
+            "prefix": token.token_key,
+            "expiry": token.expiry,
+            "scope": token.scope,
+        }
     ).data

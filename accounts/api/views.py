@@ -48,7 +48,7 @@ class TokenLoginView(APIView):
             raise ValidationError(
                 {"non_field_errors": ["Unable to sign in with these credentials."]}
             )
-        token, secret = services.api_token_create(user=user, name=data["name"])
+        token, secret = services.api_token_create(user=user, name=data["name"], scope=data["scope"])
         return Response(s.new_token_data(token, secret))
 
 

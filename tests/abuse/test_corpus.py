@@ -344,11 +344,16 @@ ENDPOINTS = [
         "post",
         lambda w: "/api/v1/auth/token/",
         "anonymous",
-        lambda w: {"username": w["lead"].username, "password": "correct-horse-battery"},
+        lambda w: {
+            "username": w["lead"].username,
+            "password": "correct-horse-battery",
+            "scope": "read-only",
+        },
         # Wrong credentials are one error for both fields: which one was wrong is not told.
         {
             "username": F("id", names=("username", "non_field_errors")),
             "password": F("id", names=("password", "non_field_errors")),
+            "scope": F("id"),
         },
     ),
 ]

@@ -116,6 +116,52 @@ def test_a_user_holds_a_bounded_number_of_tokens(lead, settings):
     assert ApiToken.objects.filter(user=lead).count() == 2
 
 
+def test_a_read_only_token_reads_and_changes_nothing(lead):
+    made = sign_in("lena-lead", name="dashboard", scope="read-only").data
+    other = sign_in("lena-lead", name="ci").data
+    client = client_with(made["token"])
+
+    read = client.get("/api/v1/me/")
+    write = client.post("/api/v1/quota-requests/", {}, format="json")
+    revoke = client.delete(f"/api/v1/tokens/{other['id']}/")
+
+    assert made["scope"] == "read-only"
+    assert read.status_code == 200
+    assert write.status_code == 403
+    assert "This API token is read-only: it cannot POST" in write.data["detail"]
+    assert revoke.status_code == 403
+    assert ApiToken.objects.filter(pk=other["id"]).exists()
+    listed = client.get("/api/v1/tokens/").data
+    rows = listed["results"] if isinstance(listed, dict) else listed
+    assert {t["name"]: t["scope"] for t in rows} == {"dashboard": "read-only", "ci": "read-write"}
+
+
+def test_a_token_of_an_unknown_scope_is_refused_naming_the_field(lead):
+    response = sign_in("lena-lead", scope="admin")
+
+    assert response.status_code == 400
+    assert "scope" in response.data
+    assert not ApiToken.objects.exists()
+
+
+def test_deactivating_a_user_revokes_their_tokens_for_good(lead, admin):
+    from tenants import services
+    from tenants.audit import snapshot
+
+    secret = sign_in("lena-lead").data["token"]
+    before = snapshot(lead)
+    lead.is_active = False
+    lead.save()
+    services.user_access_changed(actor=admin, user=lead, before=before)
+    before = snapshot(lead)
+    lead.is_active = True
+    lead.save()
+    services.user_access_changed(actor=admin, user=lead, before=before)
+
+    assert not ApiToken.objects.filter(user=lead).exists()
+    assert client_with(secret).get("/api/v1/me/").status_code == 401
+
+
 # --- the page ------------------------------------------------------------------------------------
 
 
@@ -161,6 +207,16 @@ def test_page_lists_and_revokes_only_the_users_own_tokens(client_as, lead, other
     assert revoked.status_code == 302
     assert not ApiToken.objects.filter(pk=mine["id"]).exists()
     assert ApiToken.objects.filter(pk=theirs["id"]).exists()
+
+
+def test_page_makes_a_read_only_token(client_as, lead):
+    made = client_as(lead).post(
+        "/account/tokens/", {"name": "grafana", "scope": "read-only", "expires_in_days": "10"}
+    )
+
+    assert made.status_code == 200
+    assert "It can only read" in made.content.decode()
+    assert ApiToken.objects.get(user=lead).scope == "read-only"
 
 
 def test_token_page_needs_a_signed_in_user(client):

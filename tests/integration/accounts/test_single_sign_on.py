@@ -153,14 +153,26 @@ def test_a_password_account_of_the_same_name_is_not_taken_over(mapping):
     local = factories.UserFactory(username="lena")
     with pytest.raises(sso.SignInRefused) as refusal:
         sso.sso_sign_in(claims=claims())
-    assert "signs in with its password" in str(refusal.value)
+    assert "was not made by single sign-on" in str(refusal.value)
     assert roles_of(local) == {}
     assert not OidcIdentity.objects.exists()
 
 
-def test_an_account_without_password_is_linked_at_first_sign_in(mapping):
-    existing = User.objects.create_user("lena")  # no password: made for single sign-on
-    assert sso.sso_sign_in(claims=claims()).pk == existing.pk
+def test_an_account_without_password_is_not_linked_by_its_username_either(mapping):
+    existing = User.objects.create_user("lena")  # no password, but not made by single sign-on
+
+    with pytest.raises(sso.SignInRefused, match="ask an admin to rename or delete it"):
+        sso.sso_sign_in(claims=claims())
+    assert roles_of(existing) == {}
+    assert not OidcIdentity.objects.exists()
+
+
+def test_an_account_made_by_single_sign_on_is_linked_by_its_subject_only(mapping):
+    first = sso.sso_sign_in(claims=claims(groups=[]))
+
+    assert sso.sso_sign_in(claims=claims(groups=[])).pk == first.pk
+    with pytest.raises(sso.SignInRefused, match="belongs to another single sign-on account"):
+        sso.sso_sign_in(claims={**claims(groups=[]), "sub": "someone-else"})
 
 
 def test_a_deactivated_user_is_refused(mapping):
@@ -169,6 +181,21 @@ def test_a_deactivated_user_is_refused(mapping):
     with pytest.raises(sso.SignInRefused, match="deactivated"):
         sso.sso_sign_in(claims=claims(groups=[]))
     assert roles_of(user) == {"vision": "lead"}
+
+
+def test_a_sync_that_leaves_a_user_in_no_team_revokes_their_tokens(mapping):
+    from accounts.models import ApiToken
+    from accounts.services import api_token_create
+
+    user = sso.sso_sign_in(claims=claims())
+    api_token_create(user=user, name="ci")
+    sso.sso_sign_in(claims=claims(groups=["gpu-vision-leads"]))  # still in the team
+    assert ApiToken.objects.filter(user=user).count() == 1
+
+    sso.sso_sign_in(claims=claims(groups=[]))
+
+    assert roles_of(user) == {}
+    assert not ApiToken.objects.filter(user=user).exists()
 
 
 def test_admin_group_grants_and_revokes_portal_admin(mapping):

@@ -164,7 +164,7 @@ def test_an_account_with_a_password_is_not_taken_over_by_the_providers_user(
     answer = keycloak_sign_in(live_server.url, "ada", "ada-password")
 
     assert signed_in_as(answer) is None
-    assert "signs in with its password, not single sign-on" in answer.text
+    assert "was not made by single sign-on" in answer.text
     local.refresh_from_db()
     assert not local.is_staff
     assert not OidcIdentity.objects.exists()

@@ -1,4 +1,5 @@
-"""`python -m devcluster {build,keycloak-build,up,down,status,env,mint,backfill,update-gomod}`.
+"""`python -m devcluster {build,keycloak-build,up,down,status,env,mint,install-portal,backfill,
+update-gomod}`.
 
 Only `up` and `env` print to stdout, and only `export` lines, so `eval "$(python -m devcluster
 up)"` works; progress and diagnostics go to stderr.
@@ -12,7 +13,16 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-from devcluster import backfill, builder, cluster, credentials, gateway_api, keycloak, versions
+from devcluster import (
+    backfill,
+    builder,
+    cluster,
+    credentials,
+    gateway_api,
+    keycloak,
+    portal_install,
+    versions,
+)
 from devcluster.gpu_models import KNOWN_MODELS
 from devcluster.settings import INSTANCE_PORT_STEP, MAX_INSTANCE, check_instance, current
 
@@ -125,6 +135,11 @@ def cmd_env(args: argparse.Namespace) -> int:
 
 def cmd_mint(args: argparse.Namespace) -> int:
     print(credentials.mint(args.user, args.group or [], output=args.output))
+    return 0
+
+
+def cmd_install_portal(args: argparse.Namespace) -> int:
+    print(portal_install.install(output=args.output))
     return 0
 
 
@@ -248,6 +263,14 @@ def build_parser() -> argparse.ArgumentParser:
     mint.add_argument("--group", action="append", help="a group (O=); repeatable")
     mint.add_argument("--output", type=Path, help="where to write the kubeconfig")
     mint.set_defaults(handler=cmd_mint)
+
+    install_portal = commands.add_parser(
+        "install-portal",
+        help="apply deploy/ (the portal's RBAC, team roles, confinement) and print the path of "
+        "a kubeconfig for the portal's ServiceAccount",
+    )
+    install_portal.add_argument("--output", type=Path, help="where to write the kubeconfig")
+    install_portal.set_defaults(handler=cmd_install_portal)
 
     fill = commands.add_parser("backfill", help="load deterministic DCGM history into Prometheus")
     fill.add_argument("--days", type=float, default=7.0)

@@ -273,4 +273,11 @@ def api_path(obj: dict) -> str:
     base = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
     metadata = obj["metadata"]
     scope = f"/namespaces/{metadata['namespace']}" if metadata.get("namespace") else ""
-    return f"{base}{scope}/{obj['kind'].lower()}s/{metadata['name']}"
+    return f"{base}{scope}/{plural(obj['kind'])}/{metadata['name']}"
+
+
+def plural(kind: str) -> str:
+    """The resource name of a kind the devcluster applies (``ValidatingAdmissionPolicy`` ->
+    ``validatingadmissionpolicies``)."""
+    kind = kind.lower()
+    return f"{kind[:-1]}ies" if kind.endswith("y") else f"{kind}s"

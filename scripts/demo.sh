@@ -27,7 +27,10 @@ stop() {
 trap stop EXIT INT TERM
 
 .venv/bin/python manage.py migrate --noinput -v0
-.venv/bin/python manage.py seed_demo --kubeconfig "$KUBECONFIG" --prometheus-url "$PROMETHEUS_URL"
+# The portal as a company installs it: deploy/'s RBAC, team roles and confinement, and the portal
+# acting as its ServiceAccount (its least-privilege, confined identity), not as the cluster admin.
+portal_kubeconfig="$(.venv/bin/python -m devcluster install-portal --output "$STATE/portal.kubeconfig")"
+.venv/bin/python manage.py seed_demo --kubeconfig "$portal_kubeconfig" --prometheus-url "$PROMETHEUS_URL"
 # The jobs wait in Redis for the worker started below.
 .venv/bin/python manage.py seed_demo_jobs
 # A week of GPU history for the teams' pods (only what is missing since the last run), then an
@@ -59,6 +62,7 @@ cat <<MSG
                and /monitoring/usage/ as admin
   API docs:    http://127.0.0.1:$PORT/api/v1/docs/
   Cluster:     export KUBECONFIG=$KUBECONFIG   (kubectl: $(.venv/bin/python -c "from devcluster import builder; print(builder.bin_dir())")/kubectl)
+               a member's own: .venv/bin/python -m devcluster mint portal:lena  (the team roles, as in a company)
   Prometheus:  $PROMETHEUS_URL
   Logs:        $STATE/  (worker.log, beat.log, watcher.log)    Stop with Ctrl-C.
 

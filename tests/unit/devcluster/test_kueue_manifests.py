@@ -263,3 +263,9 @@ def test_api_paths_follow_the_group_scope_and_plural():
 
     assert manifests.api_path(namespaced) == "/api/v1/namespaces/n/services/s"
     assert manifests.api_path(cluster_wide) == "/apis/apiregistration.k8s.io/v1/apiservices/v1.x"
+
+
+def test_plurals_of_the_kinds_the_devcluster_applies():
+    assert manifests.plural("ValidatingAdmissionPolicy") == "validatingadmissionpolicies"
+    assert manifests.plural("ClusterRoleBinding") == "clusterrolebindings"
+    assert manifests.plural("Namespace") == "namespaces"

@@ -31,6 +31,10 @@ DESIRED_HASH_ANNOTATION = f"{PORTAL_PREFIX}/desired-hash"
 # An inference service's objects (Deployments, Services, HTTPRoute) and pods: the service's id in
 # the portal; a revision's Deployment, Service and pods also the revision's number.
 SERVICE_ID_LABEL = f"{PORTAL_PREFIX}/service-id"
+# On a team namespace whose team an admin allowed Services reachable from outside the cluster
+# (NodePort, LoadBalancer, externalIPs), with the value ``allowed``; the services policy reads it.
+EXTERNAL_SERVICES_LABEL = f"{PORTAL_PREFIX}/external-services"
+EXTERNAL_SERVICES_ALLOWED = "allowed"
 REVISION_LABEL = f"{PORTAL_PREFIX}/revision"
 # What owns a pod the idle policy may stop, when it is no Job: an inference service (stopped by
 # scaling it to zero, through the portal, never by deleting its pods).
@@ -65,16 +69,19 @@ def team_cluster_role_name(portal_name: str, role: str) -> str:
 
 # The ValidatingAdmissionPolicies the portal installs on each cluster, bound to the namespaces
 # it manages: one for pods (placement, registries, NVIDIA_* variables), one for secrets (no
-# service-account tokens), and in Kueue mode two more that keep every GPU workload in the
+# service-account tokens), one for Services (none reachable from outside the cluster unless an
+# admin allowed it for the team), and in Kueue mode two more that keep every GPU workload in the
 # team's queues: one for batch Jobs, one for the pod templates of Deployments, StatefulSets,
 # ReplicaSets and ReplicationControllers. Each binding has its policy's name.
 ADMISSION_POLICY_PODS = "team-pods"
 ADMISSION_POLICY_SECRETS = "team-secrets"
 ADMISSION_POLICY_JOBS = "team-jobs"
 ADMISSION_POLICY_QUEUED_TEMPLATES = "team-queued-templates"
+ADMISSION_POLICY_SERVICES = "team-services"
 ADMISSION_POLICIES = (
     ADMISSION_POLICY_PODS,
     ADMISSION_POLICY_SECRETS,
+    ADMISSION_POLICY_SERVICES,
     ADMISSION_POLICY_JOBS,
     ADMISSION_POLICY_QUEUED_TEMPLATES,
 )

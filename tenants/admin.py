@@ -50,7 +50,7 @@ class TeamAdmin(admin.ModelAdmin):
     audit event, the slug fixed once the team has a namespace, archived by the archive action
     (which revokes grants and access), memberships set and removed with their RoleBindings."""
 
-    list_display = ["slug", "name", "archived_at"]
+    list_display = ["slug", "name", "archived_at", "external_services_allowed"]
     inlines = [MembershipInline]
     actions = ["archive"]
 
@@ -61,7 +61,11 @@ class TeamAdmin(admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change):
         if change:
-            fields = [f for f in ("slug", "name", "description") if f in form.changed_data]
+            fields = [
+                f
+                for f in ("slug", "name", "description", "external_services_allowed")
+                if f in form.changed_data
+            ]
             services.team_update(
                 actor=request.user, team=obj, **{f: form.cleaned_data[f] for f in fields}
             )

@@ -38,6 +38,10 @@ namespace by anyone else (a member with kubectl, a controller acting for them):
   Kueue's scheduling gate, which only Kueue may lift); its priority label, if any, is its
   queue's.
 
+``<portal>-team-services``: Services stay inside the cluster (no NodePort or LoadBalancer type,
+no externalIPs) unless a portal admin allowed the team otherwise (``Team.
+external_services_allowed``, which the portal writes as a label on the team's namespaces).
+
 ``<portal>-team-secrets``: no Secret of type ``kubernetes.io/service-account-token`` (a lasting
 token for a service account, which Kubernetes fills in for whoever creates the Secret).
 
@@ -79,6 +83,9 @@ from clusters.vocabulary import (
     ADMISSION_POLICY_PODS,
     ADMISSION_POLICY_QUEUED_TEMPLATES,
     ADMISSION_POLICY_SECRETS,
+    ADMISSION_POLICY_SERVICES,
+    EXTERNAL_SERVICES_ALLOWED,
+    EXTERNAL_SERVICES_LABEL,
     GPU_RESOURCE_PREFIXES,
     JOB_CONTROLLER_USERS,
     KUEUE_ADMISSION_GATE,
@@ -740,10 +747,47 @@ def queued_templates_policy(rules: ClusterRules) -> dict:
     )
 
 
+def services_policy(rules: ClusterRules) -> dict:
+    """Services stay inside the cluster (ClusterIP, or a DNS name), unless an admin allowed
+    the team otherwise (its namespace's label, which only the portal sets)."""
+    label = cel_string(EXTERNAL_SERVICES_LABEL)
+    allowed = (
+        "has(namespaceObject.metadata.labels) && "
+        f"{label} in namespaceObject.metadata.labels && "
+        f"namespaceObject.metadata.labels[{label}] == {cel_string(EXTERNAL_SERVICES_ALLOWED)}"
+    )
+    inside = (
+        "(!has(object.spec.type) || object.spec.type == 'ClusterIP' || "
+        "object.spec.type == 'ExternalName') && "
+        "(!has(object.spec.externalIPs) || size(object.spec.externalIPs) == 0)"
+    )
+    return _policy(
+        rules,
+        admission_policy_name(rules.portal_name, ADMISSION_POLICY_SERVICES),
+        resources=["services"],
+        spec={
+            "validations": [
+                {
+                    "expression": f"({allowed}) || ({inside})",
+                    "message": "Services in team namespaces stay inside the cluster: no "
+                    "NodePort or LoadBalancer type and no externalIPs, unless a portal admin "
+                    "allows them for the team.",
+                    "reason": "Forbidden",
+                }
+            ]
+        },
+    )
+
+
 def admission_objects(rules: ClusterRules) -> list[dict]:
     """The policies and their bindings, each policy before its binding."""
     objects = []
-    policies = [pods_policy(rules), secrets_policy(rules), jobs_policy(rules)]
+    policies = [
+        pods_policy(rules),
+        secrets_policy(rules),
+        jobs_policy(rules),
+        services_policy(rules),
+    ]
     if rules.kueue:
         policies.append(queued_templates_policy(rules))
     for policy in policies:

@@ -28,7 +28,7 @@ _QUOTA_FIELDS = [
 
 # The fields of each model that an event's before/after holds.
 AUDITED_FIELDS = {
-    "Team": ["slug", "name", "description", "archived_at"],
+    "Team": ["slug", "name", "description", "archived_at", "external_services_allowed"],
     "Membership": ["team_id", "user_id", "role"],
     "User": ["username", "is_active"],
     "QuotaRequest": [*_QUOTA_FIELDS, "decision_note"],

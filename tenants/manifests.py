@@ -51,6 +51,8 @@ from decimal import Decimal
 from clusters.vocabulary import (
     DEFAULT_PORTAL_NAME,
     DESIRED_HASH_ANNOTATION,
+    EXTERNAL_SERVICES_ALLOWED,
+    EXTERNAL_SERVICES_LABEL,
     MANAGED_BY_LABEL,
     POD_SECURITY_BASELINE,
     POD_SECURITY_RESTRICTED,
@@ -127,6 +129,8 @@ class TeamOnCluster:
     gpu_ceiling: tuple[tuple[str, int], ...] | None = None
     # The Pod Security Standard the namespace enforces (the cluster's).
     pod_security_level: str = POD_SECURITY_BASELINE
+    # An admin let the team expose Services outside the cluster (the namespace says so).
+    external_services: bool = False
 
     @property
     def namespace(self) -> str:
@@ -255,6 +259,8 @@ def pod_security_labels(level: str) -> dict[str, str]:
 def namespace(team: TeamOnCluster, policy: Policy) -> dict:
     metadata = _metadata(team, policy, team.namespace, namespaced=False)
     metadata["labels"].update(pod_security_labels(team.pod_security_level))
+    if team.external_services:
+        metadata["labels"][EXTERNAL_SERVICES_LABEL] = EXTERNAL_SERVICES_ALLOWED
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata}
 
 
@@ -456,6 +462,7 @@ def team_on_cluster(
     archived: bool = False,
     gpu_ceiling: dict[str, int] | None = None,
     pod_security_level: str = POD_SECURITY_BASELINE,
+    external_services: bool = False,
 ) -> TeamOnCluster:
     """A ``TeamOnCluster`` from any iterables (sorted, so equal inputs build equal objects)."""
     return TeamOnCluster(
@@ -468,4 +475,5 @@ def team_on_cluster(
         archived=archived,
         gpu_ceiling=None if gpu_ceiling is None else tuple(sorted(gpu_ceiling.items())),
         pod_security_level=pod_security_level,
+        external_services=external_services,
     )

@@ -99,6 +99,11 @@ class Team(models.Model):
     department = models.ForeignKey(
         Department, on_delete=models.PROTECT, null=True, blank=True, related_name="teams"
     )
+    external_services_allowed = models.BooleanField(
+        default=False,
+        help_text="Let the team's namespaces hold Services reachable from outside the cluster "
+        "(NodePort, LoadBalancer, externalIPs). Off: the cluster refuses them.",
+    )
     members = models.ManyToManyField(
         settings.AUTH_USER_MODEL, through="Membership", related_name="teams"
     )

@@ -220,6 +220,7 @@ def team_states(
             user_prefix=cluster.user_prefix,
             archived=team.archived_at is not None,
             pod_security_level=cluster.pod_security_level,
+            external_services=team.external_services_allowed,
         )
         for team in teams
     }

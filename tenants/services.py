@@ -84,8 +84,11 @@ def team_update(
     name: str | None = None,
     description: str | None = None,
     slug: str | None = None,
+    external_services_allowed: bool | None = None,
 ) -> Team:
-    """Change a team's name, description or (while it has no namespace anywhere) slug."""
+    """Change a team's name, description, whether it may expose Services outside the
+    clusters (its namespaces are brought in line) or (while it has no namespace anywhere)
+    slug."""
     if not is_portal_admin(actor):
         raise PermissionDenied("Only portal admins can change teams.")
     with transaction.atomic():
@@ -98,6 +101,8 @@ def team_update(
             locked.name = name
         if description is not None:
             locked.description = description
+        if external_services_allowed is not None:
+            locked.external_services_allowed = external_services_allowed
         if snapshot(locked) == before:
             return locked
         locked.full_clean()
@@ -110,6 +115,8 @@ def team_update(
             before=before,
             after=snapshot(locked),
         )
+        if locked.external_services_allowed != before["external_services_allowed"]:
+            request_reconcile_on_team_clusters(team=locked)  # the namespaces' label
     return locked
 
 

@@ -61,7 +61,16 @@ class TeamSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Team
-        fields = ["id", "slug", "name", "description", "archived_at", "created_at", "my_role"]
+        fields = [
+            "id",
+            "slug",
+            "name",
+            "description",
+            "archived_at",
+            "created_at",
+            "external_services_allowed",
+            "my_role",
+        ]
         read_only_fields = fields
 
     # A plain string in the schema: the same choices as a membership's role, but a second

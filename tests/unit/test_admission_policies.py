@@ -17,13 +17,14 @@ def objects(rules=RULES):
     return {o["metadata"]["name"]: o for o in admission_policies.admission_objects(rules)}
 
 
-def test_three_policies_each_bound_to_the_namespaces_the_portal_manages():
+def test_four_policies_each_bound_to_the_namespaces_the_portal_manages():
     made = objects()
 
     assert sorted(made) == [
         "gpu-portal-team-jobs",
         "gpu-portal-team-pods",
         "gpu-portal-team-secrets",
+        "gpu-portal-team-services",
     ]
     by_kind = {}
     for obj in admission_policies.admission_objects(RULES):
@@ -130,6 +131,7 @@ def test_kueue_mode_adds_the_templates_policy_and_quota_mode_has_none():
         "gpu-portal-team-pods",
         "gpu-portal-team-queued-templates",
         "gpu-portal-team-secrets",
+        "gpu-portal-team-services",
     ]
     assert not any("queued" in name for name in objects(RULES))
     assert not any(
@@ -273,3 +275,14 @@ def test_only_restricted_volume_kinds_and_no_runtime_annotations():
     assert "hostPath" not in volumes["expression"]
     assert "!k.startsWith('io.kubernetes.cri-o.')" in annotations["expression"]
     assert "!k.startsWith('cdi.k8s.io/')" in annotations["expression"]
+
+
+def test_services_stay_inside_the_cluster_unless_the_namespace_says_the_team_may():
+    (validation,) = policies()["gpu-portal-team-services"]["spec"]["validations"]
+
+    assert (
+        "namespaceObject.metadata.labels['gpuportal.io/external-services'] == 'allowed'"
+        in (validation["expression"])
+    )
+    assert "object.spec.type == 'ClusterIP'" in validation["expression"]
+    assert "size(object.spec.externalIPs) == 0" in validation["expression"]

@@ -396,6 +396,14 @@ def test_a_restricted_cluster_enforces_restricted():
     assert labels["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
 
 
+def test_the_namespace_says_when_an_admin_let_the_team_expose_services():
+    closed = manifests.namespace(team(), POLICY)["metadata"]["labels"]
+    opened = manifests.namespace(team(external_services=True), POLICY)["metadata"]["labels"]
+
+    assert "gpuportal.io/external-services" not in closed
+    assert opened["gpuportal.io/external-services"] == "allowed"
+
+
 def test_the_network_policy_admits_the_namespace_and_namespaces_of_no_team():
     policy = manifests.network_policy(team(), POLICY)
 

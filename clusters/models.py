@@ -12,6 +12,7 @@ from clusters.vocabulary import (
     DEFAULT_GPU_NODE_SELECTOR,
     DEFAULT_GPU_RESOURCE,
     DEFAULT_GPU_TAINT_KEY,
+    DEFAULT_RESERVED_NAMESPACES,
     POD_SECURITY_BASELINE,
     POD_SECURITY_RESTRICTED,
     SYSTEM_IDENTITY_PREFIX,
@@ -27,6 +28,29 @@ from portal.validators import (
 # The devcluster's Prometheus scrapes its DCGM simulator under this job, as the DCGM exporter's
 # Helm chart and most scrape configs name it.
 DEFAULT_DCGM_EXPORTER_SELECTOR = 'job="dcgm-exporter"'
+
+
+def default_reserved_namespaces() -> list[str]:
+    return list(DEFAULT_RESERVED_NAMESPACES)
+
+
+def validate_reserved_namespaces(value) -> None:
+    """A list of namespace names (DNS labels)."""
+    if not isinstance(value, list) or not all(isinstance(entry, str) for entry in value):
+        raise ValidationError(
+            'Give a list of namespace names, e.g. ["gpu-operator", "monitoring"].',
+            code="reserved_namespaces",
+        )
+    bad = [entry for entry in value if not _DNS_LABEL.match(entry)]
+    if bad:
+        raise ValidationError(
+            f"Not a namespace name: {', '.join(repr(entry) for entry in bad[:5])}. Names are "
+            "lower-case letters, digits and '-', at most 63 characters.",
+            code="reserved_namespaces",
+        )
+
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
 def default_gpu_node_selector() -> dict:
@@ -166,6 +190,14 @@ class Cluster(models.Model):
     allow_all_registries = models.BooleanField(
         default=False,
         help_text="Allow images from any registry, whatever the list says.",
+    )
+    reserved_namespaces = models.JSONField(
+        default=default_reserved_namespaces,
+        blank=True,
+        validators=[validate_reserved_namespaces],
+        help_text="Namespaces of the cluster's own components (GPU Operator, Kueue, monitoring, "
+        "ingress and gateway controllers) that no team may take as its namespace. Starts with "
+        "the usual ones; add your platform's.",
     )
     allowed_priority_classes = models.JSONField(
         default=list,

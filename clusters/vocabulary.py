@@ -91,6 +91,22 @@ def admission_policy_name(portal_name: str, policy: str) -> str:
     return f"{portal_name}-{policy}"
 
 
+# Namespaces a GPU cluster's own components usually live in (the GPU Operator, Kueue, monitoring,
+# ingress and gateway controllers): no team may take one as its namespace. Each cluster starts
+# with these (``Cluster.reserved_namespaces``), which an admin extends.
+DEFAULT_RESERVED_NAMESPACES = (
+    "gpu-operator",
+    "nvidia-gpu-operator",
+    "kueue-system",
+    "monitoring",
+    "ingress-nginx",
+    "gateway-system",
+    "envoy-gateway-system",
+    "istio-system",
+    "cert-manager",
+)
+
+
 # The default NetworkPolicy of a team namespace.
 def network_policy_name(portal_name: str) -> str:
     return f"{portal_name}-team-ingress"

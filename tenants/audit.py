@@ -43,6 +43,7 @@ AUDITED_FIELDS = {
         "allowed_registries",
         "allow_all_registries",
         "allowed_priority_classes",
+        "reserved_namespaces",
         "pod_security_level",
     ],
     "TeamQueuePolicy": [

@@ -1,6 +1,7 @@
 from decimal import Decimal
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import F, Q
@@ -82,6 +83,22 @@ class DepartmentCeiling(models.Model):
         return f"{self.department}: at most {self.gpus} × {self.gpu_model} on {self.cluster}"
 
 
+def validate_slug_free_on_clusters(slug: str) -> None:
+    """A team's slug becomes its namespace on every cluster: never one a cluster reserves for
+    its own components (``Cluster.reserved_namespaces``)."""
+    reserving = sorted(
+        cluster.name
+        for cluster in Cluster.objects.only("name", "reserved_namespaces")
+        if slug in (cluster.reserved_namespaces or [])
+    )
+    if reserving:
+        raise ValidationError(
+            f"{slug!r} is the namespace of a cluster component on {', '.join(reserving)} "
+            "(reserved there by an admin); choose another.",
+            code="reserved_namespace",
+        )
+
+
 class Team(models.Model):
     """A group of people who share GPU quota; its slug becomes their namespace on each cluster
     (so it never changes once the team has one: ``services.team_update``)."""
@@ -113,6 +130,13 @@ class Team(models.Model):
 
     def __str__(self) -> str:
         return self.name or self.slug
+
+    def clean(self) -> None:
+        if self.slug:
+            try:
+                validate_slug_free_on_clusters(self.slug)
+            except ValidationError as error:
+                raise ValidationError({"slug": error.messages}) from error
 
     @property
     def namespace(self) -> str:

@@ -35,6 +35,16 @@ def not_owned(*, slug: str, cluster_name: str) -> NamespaceNotOwned:
     )
 
 
+def reserved(*, slug: str, cluster_name: str) -> NamespaceNotOwned:
+    """The cluster reserves the team's namespace for one of its own components (an admin added
+    it after the team was made): the portal creates and changes nothing there."""
+    return NamespaceNotOwned(
+        f"Namespace {slug} is reserved on cluster {cluster_name} for the cluster's own "
+        f"components, so the portal makes nothing there for team {slug}. An admin removes it "
+        "from the cluster's reserved namespaces (or the team needs another slug)."
+    )
+
+
 def check_namespace_owned(
     kube: KubeClient, *, slug: str, rules: manifests.Policy | None = None
 ) -> dict | None:

@@ -46,7 +46,7 @@ from tenants.models import (
     TeamCluster,
     TeamQueuePolicy,
 )
-from tenants.namespaces import NamespaceNotOwned, check_namespace_owned
+from tenants.namespaces import NamespaceNotOwned, check_namespace_owned, reserved
 
 logger = logging.getLogger(__name__)
 
@@ -603,6 +603,8 @@ def reconcile_teams_on_cluster(
                 try:
                     if deleting(state):
                         outcome = delete_namespace(part, slug=team.slug, rules=rules)
+                    elif team.slug in (cluster.reserved_namespaces or []):
+                        raise reserved(slug=team.slug, cluster_name=cluster.name)
                     else:
                         desired = desired_state(
                             team=team,

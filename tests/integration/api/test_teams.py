@@ -125,6 +125,28 @@ def test_duplicate_team_slug_is_400_on_slug(api, admin, team):
     assert "already exists" in response.data["slug"][0]
 
 
+@pytest.mark.parametrize("slug", ["gpu-operator", "kueue-system", "monitoring", "ingress-nginx"])
+def test_a_slug_a_cluster_keeps_for_its_components_is_400_on_slug(api, admin, slug):
+    cluster = factories.ClusterFactory(name="gpu-east")
+
+    response = api.as_user(admin).post("/api/v1/teams/", {"slug": slug, "name": "X"})
+
+    assert response.status_code == 400
+    assert "cluster component on gpu-east" in response.json()["slug"][0]
+    assert not Team.objects.filter(slug=slug).exists()
+    assert slug in cluster.reserved_namespaces
+
+
+def test_an_admin_extends_what_a_cluster_reserves(api, admin):
+    factories.ClusterFactory(name="gpu-east", reserved_namespaces=["platform-tools"])
+
+    refused = api.as_user(admin).post("/api/v1/teams/", {"slug": "platform-tools", "name": "X"})
+    accepted = api.as_user(admin).post("/api/v1/teams/", {"slug": "monitoring", "name": "Y"})
+
+    assert refused.status_code == 400
+    assert accepted.status_code == 201  # this cluster's admin took "monitoring" off its list
+
+
 def test_team_without_a_name_is_400_on_name(api, admin):
     response = api.as_user(admin).post("/api/v1/teams/", {"slug": "ok"})
 

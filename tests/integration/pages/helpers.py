@@ -1,5 +1,6 @@
 """Reading pages in tests."""
 
+import json
 import re
 
 from django.forms.models import model_to_dict
@@ -36,6 +37,8 @@ def cluster_change_form(cluster, **changes) -> dict:
     }
     data["gpu_node_selector"] = '{"hardware-type": "gpu"}'
     data["allowed_registries"] = "[]"
+    for key in ("reserved_namespaces", "allowed_priority_classes"):
+        data[key] = json.dumps(getattr(cluster, key))
     for inline in ("gpu_capacities", "gpu_model_capacities"):
         data.update(
             {

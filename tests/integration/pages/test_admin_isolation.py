@@ -86,6 +86,18 @@ def test_a_reserved_slug_is_a_form_error_in_the_admin(client_as, superuser):
     assert not Team.objects.filter(slug="kube-system").exists()
 
 
+def test_a_slug_a_cluster_reserves_is_a_form_error_in_the_admin(client_as, superuser, cluster):
+    response = client_as(superuser).post(
+        "/django-admin/tenants/team/add/",
+        {"slug": "gpu-operator", "name": "Sneaky", "description": "", **MEMBERSHIPS},
+    )
+
+    assert response.status_code == 200
+    (error,) = response.context["adminform"].form.errors["slug"]
+    assert f"the namespace of a cluster component on {cluster.name}" in error
+    assert not Team.objects.filter(slug="gpu-operator").exists()
+
+
 def test_a_membership_added_in_the_admin_goes_through_the_service(
     client_as, superuser, team, cluster
 ):

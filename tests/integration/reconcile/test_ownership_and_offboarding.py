@@ -176,3 +176,22 @@ def test_the_admin_archives_from_the_team_page(kube_cluster, make_team, admin_us
     assert f"Archived team {team.slug}" in html
     assert 'data-testid="archived"' in html
     assert 'data-testid="archive-team"' not in html
+
+
+def test_a_namespace_the_cluster_reserves_later_is_never_made_for_the_team(
+    celery_worker_process, core, kube_cluster, make_team, approve
+):
+    team = make_team("later")
+    kube_cluster.reserved_namespaces = [*kube_cluster.reserved_namespaces, team.slug]
+    kube_cluster.save(update_fields=["reserved_namespaces"])
+
+    approve(team, kube_cluster, gpus=4)
+
+    state = wait_for_state(
+        team,
+        kube_cluster,
+        lambda s: s.status == TeamCluster.Status.ERROR,
+        what="the error on the team",
+    )
+    assert f"Namespace {team.slug} is reserved on cluster dev" in state.last_error
+    assert read_or_none(core.read_namespace, team.slug) is None

@@ -1,4 +1,5 @@
-"""A cluster's allowed priority classes: names only, and never Kubernetes' own system-* classes."""
+"""A cluster's settings lists: allowed priority classes (names only, never system-*) and the
+namespaces it reserves for its own components."""
 
 import pytest
 from django.core.exceptions import ValidationError
@@ -29,3 +30,13 @@ def test_bad_lists_are_refused_saying_why(value, says):
 
     assert says in refused.value.messages[0]
     assert refused.value.code == "allowed_priority_classes"
+
+
+def test_reserved_namespaces_are_namespace_names():
+    from clusters.models import default_reserved_namespaces, validate_reserved_namespaces
+
+    validate_reserved_namespaces(default_reserved_namespaces())
+    for bad in ("monitoring", ["Monitoring"], ["a_b"], ["x" * 64]):
+        with pytest.raises(ValidationError) as refused:
+            validate_reserved_namespaces(bad)
+        assert refused.value.code == "reserved_namespaces"

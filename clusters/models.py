@@ -13,6 +13,8 @@ from clusters.vocabulary import (
     DEFAULT_GPU_RESOURCE,
     DEFAULT_GPU_TAINT_KEY,
     DEFAULT_RESERVED_NAMESPACES,
+    OBJECT_LIMIT_RESOURCES,
+    OBJECT_LIMIT_STORAGE,
     POD_SECURITY_BASELINE,
     POD_SECURITY_RESTRICTED,
     SYSTEM_IDENTITY_PREFIX,
@@ -51,6 +53,42 @@ def validate_reserved_namespaces(value) -> None:
 
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+_STORAGE_QUANTITY = re.compile(r"^[0-9]{1,9}(Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?$")
+MAX_OBJECT_COUNT = 100_000
+
+
+def validate_object_limits(value) -> None:
+    """What a team's ResourceQuota caps besides GPUs, CPU and memory: a mapping of
+    ``OBJECT_LIMIT_RESOURCES`` to a whole number (storage: a quantity such as ``500Gi``)."""
+    if not isinstance(value, dict):
+        raise ValidationError(
+            'Give a mapping, e.g. {"services": "40", "requests.storage": "2Ti"}.',
+            code="object_limits",
+        )
+    unknown = sorted(set(value) - set(OBJECT_LIMIT_RESOURCES))
+    if unknown:
+        raise ValidationError(
+            f"Unknown resource {', '.join(map(repr, unknown[:5]))}; the quota caps: "
+            f"{', '.join(OBJECT_LIMIT_RESOURCES)}.",
+            code="object_limits",
+        )
+    for resource, amount in value.items():
+        text = str(amount) if isinstance(amount, int) and not isinstance(amount, bool) else amount
+        if resource == OBJECT_LIMIT_STORAGE:
+            good = isinstance(text, str) and bool(_STORAGE_QUANTITY.match(text))
+            shape = "a quantity such as 500Gi or 2Ti"
+        else:
+            good = isinstance(text, str) and text.isdigit() and int(text) <= MAX_OBJECT_COUNT
+            shape = f"a whole number from 0 to {MAX_OBJECT_COUNT}"
+        if not good:
+            raise ValidationError(f"{resource}: {amount!r} is not {shape}.", code="object_limits")
+
+
+def object_limits_text(value: dict) -> dict[str, str]:
+    """Validated limits as the quota writes them (numbers as strings)."""
+    return {resource: str(amount) for resource, amount in value.items()}
 
 
 def default_gpu_node_selector() -> dict:
@@ -190,6 +228,16 @@ class Cluster(models.Model):
     allow_all_registries = models.BooleanField(
         default=False,
         help_text="Allow images from any registry, whatever the list says.",
+    )
+    object_limits = models.JSONField(
+        default=dict,
+        blank=True,
+        validators=[validate_object_limits],
+        help_text="What each team's ResourceQuota caps besides GPUs, CPU and memory, where the "
+        'built-in caps do not suit, e.g. {"services": "40", "requests.storage": "2Ti"}. '
+        "Built in: pods PORTAL_TEAM_MAX_PODS, count/jobs.batch 200, services 50, configmaps "
+        "100, secrets 100, persistentvolumeclaims 20, requests.storage 1Ti. An admin changes "
+        "them per team (team object limits).",
     )
     reserved_namespaces = models.JSONField(
         default=default_reserved_namespaces,

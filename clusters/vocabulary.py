@@ -107,6 +107,24 @@ DEFAULT_RESERVED_NAMESPACES = (
 )
 
 
+# What a team's ResourceQuota caps besides GPUs, CPU and memory, and the built-in caps (pods come
+# from PORTAL_TEAM_MAX_PODS): a cluster overrides any of them (``Cluster.object_limits``), and an
+# admin a team on a cluster (``TeamObjectLimits``). Counts are whole numbers; storage a quantity.
+OBJECT_LIMIT_DEFAULTS = MappingProxyType(
+    {
+        "count/jobs.batch": "200",
+        "services": "50",
+        "configmaps": "100",
+        "secrets": "100",
+        "persistentvolumeclaims": "20",
+        "requests.storage": "1Ti",
+    }
+)
+OBJECT_LIMIT_PODS = "pods"
+OBJECT_LIMIT_STORAGE = "requests.storage"
+OBJECT_LIMIT_RESOURCES = (OBJECT_LIMIT_PODS, *OBJECT_LIMIT_DEFAULTS)
+
+
 # The default NetworkPolicy of a team namespace.
 def network_policy_name(portal_name: str) -> str:
     return f"{portal_name}-team-ingress"

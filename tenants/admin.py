@@ -6,7 +6,7 @@ from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from tenants import services
+from tenants import object_limits, services
 from tenants.audit import snapshot
 from tenants.identities import identity_refusal
 from tenants.models import (
@@ -17,6 +17,7 @@ from tenants.models import (
     QuotaRequest,
     Team,
     TeamCluster,
+    TeamObjectLimits,
     TeamQueuePolicy,
 )
 
@@ -133,6 +134,35 @@ class TeamQueuePolicyAdmin(QuotaRequestAdmin):
 
     list_display = ["team", "cluster", "borrowing_limit", "lending_limit", "fair_sharing_weight"]
     list_filter = ["cluster"]
+
+
+@admin.register(TeamObjectLimits)
+class TeamObjectLimitsAdmin(admin.ModelAdmin):
+    """A team's own caps on a cluster (Jobs, pods, Services, ConfigMaps, Secrets, claims,
+    storage), through the service, which audits them and brings the team's quota in line."""
+
+    list_display = ["team", "cluster", "limits", "updated_by", "updated_at"]
+    list_filter = ["cluster"]
+    fields = ["team", "cluster", "limits"]
+
+    def get_readonly_fields(self, request, obj=None):
+        return ["team", "cluster"] if obj is not None else []
+
+    def save_model(self, request, obj, form, change):
+        saved = object_limits.team_object_limits_set(
+            actor=request.user, team=obj.team, cluster=obj.cluster, limits=obj.limits
+        )
+        if saved is not None:
+            obj.pk = saved.pk
+
+    def delete_model(self, request, obj):
+        object_limits.team_object_limits_set(
+            actor=request.user, team=obj.team, cluster=obj.cluster, limits={}
+        )
+
+    def delete_queryset(self, request, queryset):
+        for obj in queryset:
+            self.delete_model(request, obj)
 
 
 admin.site.register(TeamCluster)

@@ -44,8 +44,10 @@ AUDITED_FIELDS = {
         "allow_all_registries",
         "allowed_priority_classes",
         "reserved_namespaces",
+        "object_limits",
         "pod_security_level",
     ],
+    "TeamObjectLimits": ["team_id", "cluster_id", "limits"],
     "TeamQueuePolicy": [
         "team_id",
         "cluster_id",

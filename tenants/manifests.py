@@ -131,6 +131,9 @@ class TeamOnCluster:
     pod_security_level: str = POD_SECURITY_BASELINE
     # An admin let the team expose Services outside the cluster (the namespace says so).
     external_services: bool = False
+    # What the ResourceQuota caps besides GPUs, CPU and memory (resource, amount), the cluster's
+    # caps with the team's own over them; pods default to the policy's.
+    object_limits: tuple[tuple[str, str], ...] = ()
 
     @property
     def namespace(self) -> str:
@@ -270,8 +273,10 @@ def resource_quota(team: TeamOnCluster, policy: Policy) -> dict:
     if team.gpu_ceiling is not None and not team.archived:
         gpus_by_kind.update(team.gpu_ceiling)
     hard = {f"requests.{name}": str(gpus) for name, gpus in sorted(gpus_by_kind.items())}
-    hard["pods"] = "0" if team.archived else str(policy.max_pods)
+    hard["pods"] = str(policy.max_pods)
+    hard.update(dict(team.object_limits))
     if team.archived:
+        hard["pods"] = "0"
         hard["requests.cpu"] = hard["requests.memory"] = "0"
     if figures.cpu_millicores is not None:
         hard["requests.cpu"] = cpu_quantity(figures.cpu_millicores)
@@ -463,6 +468,7 @@ def team_on_cluster(
     gpu_ceiling: dict[str, int] | None = None,
     pod_security_level: str = POD_SECURITY_BASELINE,
     external_services: bool = False,
+    object_limits: dict[str, str] | None = None,
 ) -> TeamOnCluster:
     """A ``TeamOnCluster`` from any iterables (sorted, so equal inputs build equal objects)."""
     return TeamOnCluster(
@@ -476,4 +482,5 @@ def team_on_cluster(
         gpu_ceiling=None if gpu_ceiling is None else tuple(sorted(gpu_ceiling.items())),
         pod_security_level=pod_security_level,
         external_services=external_services,
+        object_limits=tuple(sorted((object_limits or {}).items())),
     )

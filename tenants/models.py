@@ -6,7 +6,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import F, Q
 
-from clusters.models import Cluster
+from clusters.models import Cluster, validate_object_limits
 from clusters.vocabulary import DEFAULT_GPU_RESOURCE
 from portal.validators import (
     DNS1123_LABEL_MAX_LENGTH,
@@ -401,6 +401,37 @@ class ClusterState(ReconcileState):
         return f"cluster-wide objects on {self.cluster}"
 
 
+class TeamObjectLimits(models.Model):
+    """What a team's ResourceQuota on a cluster caps besides GPUs, CPU and memory, where an
+    admin changed the cluster's caps for it (``limits``: only the resources changed)."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="object_limits")
+    cluster = models.ForeignKey(
+        Cluster, on_delete=models.CASCADE, related_name="team_object_limits"
+    )
+    limits = models.JSONField(
+        default=dict,
+        blank=True,
+        validators=[validate_object_limits],
+        help_text='e.g. {"count/jobs.batch": "1000", "persistentvolumeclaims": "50"}: these '
+        "replace the cluster's caps for this team.",
+    )
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "team object limits"
+        verbose_name_plural = "team object limits"
+        constraints = [
+            models.UniqueConstraint(fields=["team", "cluster"], name="team_object_limits_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.team} on {self.cluster}"
+
+
 class TeamQueuePolicy(models.Model):
     """How a team shares GPUs with the other teams of a Kueue cluster: how many GPUs of each
     model it may borrow beyond its own quota, how many of its own it lends while idle, and its
@@ -470,6 +501,7 @@ class AuditEvent(models.Model):
         CLUSTER_OVERCOMMIT_CHANGED = "cluster.overcommit_changed", "cluster overcommit changed"
         CLUSTER_QUOTA_MODE_CHANGED = "cluster.quota_mode_changed", "cluster quota mode changed"
         TEAM_QUEUE_POLICY_SET = "team_queue_policy.set", "team queue policy set"
+        TEAM_OBJECT_LIMITS_SET = "team_object_limits.set", "team object limits set"
         QUOTA_REQUEST_CREATED = "quota_request.created", "quota request created"
         QUOTA_REQUEST_CANCELLED = "quota_request.cancelled", "quota request cancelled"
         QUOTA_REQUEST_REJECTED = "quota_request.rejected", "quota request rejected"

@@ -35,7 +35,14 @@ from django.db.models import Case, F, Value, When
 from django.utils import timezone
 
 from clusters.kube import KINDS, Conflict, KubeClient, KubeError, NotFound, NotOwned, describe
-from clusters.models import Cluster, GpuCapacity, GpuModelCapacity, QuotaMode
+from clusters.models import (
+    Cluster,
+    GpuCapacity,
+    GpuModelCapacity,
+    QuotaMode,
+    object_limits_text,
+)
+from clusters.vocabulary import OBJECT_LIMIT_DEFAULTS
 from tenants import manifests, queue_manifests
 from tenants.models import (
     ClusterState,
@@ -44,6 +51,7 @@ from tenants.models import (
     ReconcileState,
     Team,
     TeamCluster,
+    TeamObjectLimits,
     TeamQueuePolicy,
 )
 from tenants.namespaces import NamespaceNotOwned, check_namespace_owned, reserved
@@ -210,6 +218,13 @@ def team_states(
         GpuCapacity.objects.filter(cluster=cluster).values_list("resource_name", flat=True)
     )
     today = today or timezone.localdate()
+    cluster_limits = {**OBJECT_LIMIT_DEFAULTS, **object_limits_text(cluster.object_limits or {})}
+    team_limits = {
+        team_id: object_limits_text(limits or {})
+        for team_id, limits in TeamObjectLimits.objects.filter(
+            team_id__in=ids, cluster=cluster
+        ).values_list("team_id", "limits")
+    }
     return {
         team.pk: manifests.team_on_cluster(
             slug=team.slug,
@@ -221,6 +236,7 @@ def team_states(
             archived=team.archived_at is not None,
             pod_security_level=cluster.pod_security_level,
             external_services=team.external_services_allowed,
+            object_limits={**cluster_limits, **team_limits.get(team.pk, {})},
         )
         for team in teams
     }

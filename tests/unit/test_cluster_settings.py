@@ -40,3 +40,34 @@ def test_reserved_namespaces_are_namespace_names():
         with pytest.raises(ValidationError) as refused:
             validate_reserved_namespaces(bad)
         assert refused.value.code == "reserved_namespaces"
+
+
+@pytest.mark.parametrize(
+    "limits",
+    [{}, {"services": "40"}, {"pods": 10, "requests.storage": "500Gi"}, {"count/jobs.batch": "0"}],
+)
+def test_object_limits_name_known_resources_with_whole_numbers(limits):
+    from clusters.models import validate_object_limits
+
+    validate_object_limits(limits)
+
+
+@pytest.mark.parametrize(
+    ("limits", "says"),
+    [
+        (["services"], "Give a mapping"),
+        ({"nvidia.com/gpu": "4"}, "Unknown resource 'nvidia.com/gpu'"),
+        ({"services": "-1"}, "services: '-1' is not a whole number"),
+        ({"services": "100001"}, "is not a whole number from 0 to 100000"),
+        ({"services": True}, "services: True is not a whole number"),
+        ({"requests.storage": "lots"}, "is not a quantity such as 500Gi"),
+        ({"requests.storage": "1.5Ti"}, "is not a quantity"),
+    ],
+)
+def test_bad_object_limits_are_refused_saying_why(limits, says):
+    from clusters.models import validate_object_limits
+
+    with pytest.raises(ValidationError) as refused:
+        validate_object_limits(limits)
+
+    assert says in refused.value.messages[0]

@@ -108,6 +108,18 @@ def test_pods_are_bounded_by_the_portal_wide_maximum():
     assert hard(team())["pods"] == "50"
 
 
+def test_the_quota_caps_the_objects_a_team_holds():
+    limits = {"count/jobs.batch": "200", "services": "50", "requests.storage": "1Ti", "pods": "80"}
+
+    capped = hard(team(object_limits=limits))
+
+    assert {k: capped[k] for k in limits} == limits
+
+
+def test_an_archived_team_holds_no_pods_whatever_its_caps():
+    assert hard(team(object_limits={"pods": "80"}, archived=True))["pods"] == "0"
+
+
 def test_an_archived_team_gets_a_quota_of_nothing():
     state = team(grants=[grant(4, cpu_cores=Decimal(8), memory_gib=32)], archived=True)
 

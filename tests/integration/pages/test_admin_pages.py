@@ -24,7 +24,7 @@ from django_celery_beat.models import (
 
 from accounts import services as account_services
 from gpujobs.models import GpuJob
-from tenants.models import AuditEvent, QuotaGrant, QuotaRequest
+from tenants.models import AuditEvent, QuotaGrant, QuotaRequest, TeamObjectLimits
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -86,6 +86,13 @@ def _queue_policy():
     return factories.TeamQueuePolicyFactory()
 
 
+def _object_limits():
+    factories.ClusterFactory(name="gpu-west")  # a second cluster to filter by
+    return TeamObjectLimits.objects.create(
+        team=factories.TeamFactory(), cluster=factories.ClusterFactory(), limits={"services": "40"}
+    )
+
+
 # One row of each registered model, made the way the portal would hold it.
 ROWS = {
     "auth.Group": lambda: Group.objects.create(name="operators"),
@@ -116,6 +123,7 @@ ROWS = {
     "tenants.TeamCluster": lambda: factories.TeamClusterFactory(),
     "tenants.ClusterState": lambda: factories.ClusterStateFactory(),
     "tenants.TeamQueuePolicy": _queue_policy,
+    "tenants.TeamObjectLimits": _object_limits,
     "monitoring.IdlePolicy": lambda: factories.IdlePolicyFactory(),
     "monitoring.IdlePod": lambda: factories.IdlePodFactory(),
     "monitoring.Notification": lambda: factories.NotificationFactory(),

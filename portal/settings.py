@@ -431,6 +431,11 @@ PORTAL_GRANT_REMINDER_DAYS = env_int("PORTAL_GRANT_REMINDER_DAYS", 7)
 # times in all; then it is failed. Beat sends every WEBHOOKS_SWEEP_SECONDS what is due and was
 # not sent (the broker was down, a worker died mid-send).
 WEBHOOKS_TIMEOUT_SECONDS = env_float("WEBHOOKS_TIMEOUT_SECONDS", 10)
+# Webhooks never reach the portal's own network (loopback, private, link-local, multicast,
+# unique-local addresses), checked when a webhook is saved and on the resolved address at each
+# delivery, except these hosts an admin allows: names, addresses or networks (CIDR), e.g. a chat
+# bridge inside the company ("chat-bridge.internal,10.20.0.0/16").
+WEBHOOKS_ALLOWED_INTERNAL_HOSTS = env_list("WEBHOOKS_ALLOWED_INTERNAL_HOSTS")
 WEBHOOKS_MAX_ATTEMPTS = env_int("WEBHOOKS_MAX_ATTEMPTS", 6)
 WEBHOOKS_RETRY_BASE_SECONDS = env_float("WEBHOOKS_RETRY_BASE_SECONDS", 30)
 WEBHOOKS_RETRY_MAX_SECONDS = env_float("WEBHOOKS_RETRY_MAX_SECONDS", 1800)

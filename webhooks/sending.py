@@ -13,13 +13,17 @@ from __future__ import annotations
 import datetime
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import httpx
 from django.conf import settings
 from django.db.models import F, Q
 from django.utils import timezone
 
+from webhooks import targets
 from webhooks.models import TEST_EVENT, Delivery
 from webhooks.payloads import body_bytes
 from webhooks.signing import signed_headers
@@ -51,26 +55,79 @@ class Answer:
     error: str
 
 
+@dataclass(frozen=True)
+class Target:
+    """Where a delivery goes: the URL with the checked address in place of the host, the Host
+    header and TLS name the receiver expects, or why it may not be posted to."""
+
+    url: str = ""
+    host_header: str = ""
+    tls_name: str = ""
+    refusal: str = ""
+
+
+def checked_target(url: str) -> Target:
+    """Resolve the URL's host now and check every address (DNS may have changed since the
+    webhook was saved); the request then goes to the address checked, never to whatever a
+    second lookup would say."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    port = parts.port or targets.DEFAULT_PORTS[parts.scheme.lower()]
+    addresses = targets.resolve(host, port)
+    if not addresses:
+        return Target(refusal=f"{host} does not resolve")
+    if refusal := targets.internal_refusal(host, addresses):
+        return Target(refusal=refusal)
+    address = addresses[0]
+    literal = f"[{address}]" if address.version == 6 else str(address)
+    pinned = parts._replace(netloc=f"{literal}:{port}").geturl()
+    return Target(url=pinned, host_header=parts.netloc.rpartition("@")[2], tls_name=host)
+
+
 def _post(url: str, body: bytes, headers: dict[str, str]) -> Answer:
-    """POST without following redirects (a redirect could lead anywhere, the portal too).
+    """POST to the checked address without following redirects (a redirect could lead
+    anywhere, the portal too), within ``WEBHOOKS_TIMEOUT_SECONDS`` in all: a receiver that
+    answers a byte at a time is cut at the deadline, not given a fresh timeout per byte.
 
     Of the answer only the status is kept, never its body: a lead may point a webhook at any
     address the portal reaches, and the deliveries' page must not become a way to read what
     an internal service answers."""
+    target = checked_target(url)
+    if target.refusal:
+        return Answer(False, None, f"Not sent: {target.refusal}"[:1000])
+    deadline = settings.WEBHOOKS_TIMEOUT_SECONDS
+    client = httpx.Client(timeout=deadline, follow_redirects=False)
+
+    def send() -> int:
+        with client.stream(
+            "POST",
+            target.url,
+            content=body,
+            headers={**headers, "Host": target.host_header},
+            extensions={"sni_hostname": target.tls_name},
+        ) as response:
+            return response.status_code  # the body is never read
+
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="webhook-post")
     try:
-        with (
-            httpx.Client(timeout=settings.WEBHOOKS_TIMEOUT_SECONDS, follow_redirects=False) as c,
-            c.stream("POST", url, content=body, headers=headers) as response,
-        ):
-            pass  # the body is never read
+        code = pool.submit(send).result(timeout=deadline)
+    except FutureTimeout:
+        client.close()  # cuts the connection the sending thread is waiting on
+        return Answer(False, None, f"No answer within {deadline:g} s: cut at the deadline")
     except httpx.HTTPError as error:
         return Answer(False, None, f"{type(error).__name__}: {error}"[:1000])
-    code = response.status_code
+    finally:
+        pool.shutdown(wait=False)
+        client.close()
+    return _judged(code)
+
+
+def _judged(code: int) -> Answer:
     if 200 <= code < 300:
         return Answer(True, code, "")
     if 300 <= code < 400:
         return Answer(False, code, f"HTTP {code}: redirects are not followed")
-    return Answer(False, code, f"HTTP {code} {response.reason_phrase}".strip())
+    return Answer(False, code, f"HTTP {code} {httpx.codes.get_reason_phrase(code)}".strip())
 
 
 def delivery_send(*, delivery_id: int, now: datetime.datetime | None = None) -> Outcome | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -31,12 +32,22 @@ from webhooks.targets import check_webhook_url
 logger = logging.getLogger(__name__)
 Action = AuditEvent.Action
 MAX_NAME_LENGTH = 100
-# What a webhook's audit events hold of it (never the secret).
-AUDITED = ("team_id", "name", "url", "format", "events", "active")
+# What a webhook's audit events hold of it: never the secret, and of its URL only where it goes
+# (scheme and host), since a URL's path or query often carries a chat room's token and the
+# team's audit trail is read by members who may not see the webhook.
+AUDITED = ("team_id", "name", "format", "events", "active")
+
+
+def url_shown_in_audit(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.hostname or ''}{'/…' if parts.path or parts.query else ''}"
 
 
 def _snapshot(webhook: Webhook) -> dict[str, Any]:
-    return {field: getattr(webhook, field) for field in AUDITED}
+    return {
+        **{field: getattr(webhook, field) for field in AUDITED},
+        "url": url_shown_in_audit(webhook.url),
+    }
 
 
 def check_can_manage(actor: User, team: Team) -> None:

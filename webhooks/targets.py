@@ -11,13 +11,20 @@ itself" is
   machine (a chat bridge, the tests' receiver) is allowed on another port, and the portal on
   loopback is caught by the two rules above.
 
-Loopback names (``localhost``, ``127.0.0.0/8``, ``::1``) count as one host. Names are not
-resolved: a DNS name of the portal that is in none of these is not recognised.
+Loopback names (``localhost``, ``127.0.0.0/8``, ``::1``) count as one host.
+
+Nor may a webhook reach the portal's own network: an address that is not public (loopback,
+private, link-local, multicast, unique-local, unspecified, reserved) is refused in every spelling
+(``127.1``, ``2130706433``, ``0177.0.0.1``, ``0x7f.1``, ``[::ffff:127.0.0.1]``), and so is a name
+that resolves to one when the webhook is saved; ``sending`` checks the resolved address again at
+each delivery (DNS can change) and connects to the address it checked. An admin allows named
+internal hosts, addresses or networks (``WEBHOOKS_ALLOWED_INTERNAL_HOSTS``).
 """
 
 from __future__ import annotations
 
 import ipaddress
+import socket
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -40,6 +47,79 @@ def _canonical_host(host: str) -> str:
     except ValueError:
         pass
     return host
+
+
+IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+# What a host of legacy IPv4 spelling is made of (inet_aton reads 127.1, 0x7f.1, 017700000001).
+_LEGACY_IPV4 = set("0123456789abcdefx.")
+
+
+def ip_of(host: str) -> IpAddress | None:
+    """The address a host names literally, in any spelling a resolver accepts (an IPv4-mapped
+    IPv6 address as its IPv4 address), or None for a name."""
+    host = host.strip().lower().strip("[]").rstrip(".")
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        if not host or not set(host) <= _LEGACY_IPV4 or not any(c.isdigit() for c in host):
+            return None
+        try:
+            address = ipaddress.IPv4Address(socket.inet_aton(host))
+        except OSError:
+            return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
+
+
+def is_internal(address: IpAddress) -> bool:
+    """Whether the address is the portal's own network rather than the public internet."""
+    return not address.is_global or address.is_multicast
+
+
+def internal_allowed(host: str, address: IpAddress) -> bool:
+    """Whether an admin allowed this host (by name) or address (by address or network)."""
+    name = host.strip().lower().strip("[]").rstrip(".")
+    for entry in settings.WEBHOOKS_ALLOWED_INTERNAL_HOSTS:
+        entry = entry.strip().lower()
+        if entry == name:
+            return True
+        try:
+            if address in ipaddress.ip_network(entry, strict=False):
+                return True
+        except ValueError:
+            continue
+    return False
+
+
+def resolve(host: str, port: int) -> list[IpAddress]:
+    """Every address the host stands for: itself when it is one, else what DNS says (empty when
+    it says nothing)."""
+    literal = ip_of(host)
+    if literal is not None:
+        return [literal]
+    try:
+        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        return []
+    addresses = []
+    for *_, sockaddr in found:
+        address = ip_of(str(sockaddr[0]).split("%")[0])
+        if address is not None and address not in addresses:
+            addresses.append(address)
+    return addresses
+
+
+def internal_refusal(host: str, addresses: list[IpAddress]) -> str | None:
+    """Why a host of these addresses is not to be posted to, or None."""
+    for address in addresses:
+        if is_internal(address) and not internal_allowed(host, address):
+            return (
+                f"Points at an internal address ({address}): webhooks go to services on the "
+                "internet, or to internal hosts a portal admin allowed "
+                "(WEBHOOKS_ALLOWED_INTERNAL_HOSTS)."
+            )
+    return None
 
 
 def _host_port(authority: str, *, scheme: str) -> tuple[str, int] | None:
@@ -107,7 +187,7 @@ def url_refusal(
         request_host, request_scheme
     ) or (canonical != LOOPBACK and validate_host(canonical, _served_names())):
         return "Points at the portal itself: give the address of the service that receives them."
-    return None
+    return internal_refusal(host, resolve(host, port or DEFAULT_PORTS[scheme]))
 
 
 def check_webhook_url(

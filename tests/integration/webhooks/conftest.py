@@ -64,8 +64,10 @@ def _handler(receiver: Receiver):
 
 
 @pytest.fixture
-def receiver():
-    """``receiver.url`` takes POSTs on 127.0.0.1 (another port than any portal's)."""
+def receiver(settings):
+    """``receiver.url`` takes POSTs on 127.0.0.1 (another port than any portal's), an internal
+    host the tests' admin allows (``WEBHOOKS_ALLOWED_INTERNAL_HOSTS``)."""
+    settings.WEBHOOKS_ALLOWED_INTERNAL_HOSTS = ["127.0.0.1"]
     made = Receiver()
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(made))
     made.url = f"http://127.0.0.1:{server.server_address[1]}/hook"

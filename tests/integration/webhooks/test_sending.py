@@ -4,12 +4,15 @@ test_worker.py sends through a Celery worker."""
 
 import datetime
 import json
+import socket
+import threading
 import time
 
 import pytest
 from django.utils import timezone
 
 from tests import factories
+from webhooks import targets
 from webhooks.models import Delivery
 from webhooks.payloads import body_bytes
 from webhooks.sending import deliveries_due, delivery_send
@@ -180,3 +183,74 @@ def test_what_the_receiver_answers_is_never_kept(receiver, delivery):
     delivery.refresh_from_db()
     assert delivery.error == "HTTP 404 Not Found"
     assert "answered" not in str(Delivery.objects.filter(pk=delivery.pk).values().get())
+
+
+def test_an_internal_receiver_no_admin_allowed_is_not_posted_to(receiver, delivery, settings):
+    settings.WEBHOOKS_ALLOWED_INTERNAL_HOSTS = []  # saved while allowed, then taken off
+
+    outcome = delivery_send(delivery_id=delivery.pk)
+
+    assert outcome.status == Status.PENDING
+    assert receiver.received == []
+    delivery.refresh_from_db()
+    assert delivery.error.startswith("Not sent: Points at an internal address (127.0.0.1)")
+
+
+def test_a_name_that_resolves_elsewhere_at_sending_is_checked_again(
+    receiver, delivery, settings, monkeypatch
+):
+    """The name resolved to a public address when the webhook was saved; by the time of the
+    delivery its DNS says 127.0.0.1 (rebinding). The resolver is the one thing replaced here:
+    the sandbox has no DNS server of its own to change."""
+    settings.WEBHOOKS_ALLOWED_INTERNAL_HOSTS = []
+    answers = {"hooks.example.com": "93.184.216.34"}
+
+    def resolver(host, port, *args, **kwargs):
+        return [(2, 1, 6, "", (answers[host], port))]
+
+    monkeypatch.setattr(targets.socket, "getaddrinfo", resolver)
+    url = "http://hooks.example.com:8080/hook"
+    assert targets.url_refusal(url) is None  # saved: public
+    delivery.webhook.url = url
+    delivery.webhook.save()
+    answers["hooks.example.com"] = "127.0.0.1"
+
+    outcome = delivery_send(delivery_id=delivery.pk)
+
+    assert outcome.status == Status.PENDING
+    delivery.refresh_from_db()
+    assert "internal address (127.0.0.1)" in delivery.error
+    assert receiver.received == []
+
+
+def test_a_receiver_that_answers_a_byte_at_a_time_is_cut_at_the_deadline(delivery, settings):
+    """Each byte comes well within a read timeout; the deadline is for the whole delivery."""
+    settings.WEBHOOKS_TIMEOUT_SECONDS = 2
+    server = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def trickle():
+        connection, _ = server.accept()
+        with connection:
+            connection.recv(65536)
+            for byte in b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 100:
+                if stop.wait(0.5):
+                    return
+                connection.sendall(bytes([byte]))
+
+    thread = threading.Thread(target=trickle, daemon=True)
+    thread.start()
+    delivery.webhook.url = f"http://127.0.0.1:{server.getsockname()[1]}/hook"
+    delivery.webhook.save()
+    started = time.monotonic()
+    try:
+        outcome = delivery_send(delivery_id=delivery.pk)
+    finally:
+        stop.set()
+        server.close()
+    took = time.monotonic() - started
+
+    assert outcome.status == Status.PENDING
+    assert took < 4
+    delivery.refresh_from_db()
+    assert delivery.error == "No answer within 2 s: cut at the deadline"

@@ -38,6 +38,7 @@ def webhook_worker(postgres_database, tmp_path_factory):
             env={
                 "CELERY_TASK_DEFAULT_QUEUE": queue,
                 "WEBHOOKS_RETRY_BASE_SECONDS": "1",
+                "WEBHOOKS_ALLOWED_INTERNAL_HOSTS": "127.0.0.1",
                 "WEBHOOKS_MAX_ATTEMPTS": "3",
             },
         )

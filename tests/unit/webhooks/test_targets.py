@@ -1,4 +1,5 @@
-"""Where a webhook may point: http(s), a host, not the portal itself."""
+"""Where a webhook may point: http(s), a host, not the portal itself (internal addresses:
+test_internal_addresses.py)."""
 
 import pytest
 from django.core.exceptions import ValidationError
@@ -16,9 +17,7 @@ def _portal(settings):
     "url",
     [
         "https://hooks.slack.com/services/T000/B000/XXXX",
-        "http://receiver.internal:8080/portal",
-        "http://127.0.0.1:9000/hook",  # a local receiver on another port than the portal's
-        "http://[::1]:9000/hook",
+        "http://receiver.internal:8080/portal",  # resolves to nothing here: checked at sending
         "https://PORTAL.example.net/hook",
     ],
 )
@@ -66,17 +65,26 @@ def test_refuses_the_portal_itself(url):
 
 def test_refuses_the_loopback_portal_by_its_port(settings):
     settings.PORTAL_BASE_URL = "http://127.0.0.1:8000"
+    settings.WEBHOOKS_ALLOWED_INTERNAL_HOSTS = ["localhost", "127.0.0.1", "::1"]
     assert "portal itself" in url_refusal("http://localhost:8000/hook")
     assert "portal itself" in url_refusal("http://[::1]:8000/hook")
     assert url_refusal("http://localhost:8001/hook") is None
 
 
-def test_refuses_the_host_the_request_came_to():
+def test_refuses_the_host_the_request_came_to(settings):
+    settings.WEBHOOKS_ALLOWED_INTERNAL_HOSTS = ["10.0.0.5"]
     assert "portal itself" in url_refusal("http://10.0.0.5:8000/x", request_host="10.0.0.5:8000")
     assert "portal itself" in url_refusal(
         "https://10.0.0.5/x", request_host="10.0.0.5", request_scheme="https"
     )
     assert url_refusal("http://10.0.0.5:9000/x", request_host="10.0.0.5:8000") is None
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:9000/hook", "http://[::1]:9000/hook"])
+def test_a_local_receiver_an_admin_allows_is_accepted(url, settings):
+    settings.WEBHOOKS_ALLOWED_INTERNAL_HOSTS = ["127.0.0.1", "::1"]
+
+    assert url_refusal(url) is None
 
 
 def test_a_wildcard_allowed_hosts_does_not_refuse_everything(settings):

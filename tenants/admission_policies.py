@@ -469,9 +469,11 @@ def pod_rules(rules: ClusterRules) -> tuple[list[dict], list[dict]]:
         },
         {
             # A controller's pods (a Job's, a Deployment's) run as long as it says; a pod of its
-            # own asking for GPUs needs a deadline, as a Job does.
+            # own asking for GPUs needs a deadline, as a Job does (a pod's deadline may only be
+            # lowered afterwards).
             **_runtime_validation("object.spec.activeDeadlineSeconds"),
-            "expression": "!variables.gpuPod || (has(object.metadata.ownerReferences) && "
+            "expression": "request.operation != 'CREATE' || !variables.gpuPod || "
+            "(has(object.metadata.ownerReferences) && "
             "object.metadata.ownerReferences.exists(o, has(o.controller) && o.controller)) || "
             + _runtime_validation("object.spec.activeDeadlineSeconds")["expression"],
         },
@@ -663,7 +665,7 @@ def _queue_labels_changed() -> str:
 def _runtime_validation(deadline: str) -> dict:
     """``deadline`` (a CEL path to an ``activeDeadlineSeconds``) is set, within the maximum."""
     return {
-        "expression": f"has({deadline}) && {deadline} <= {MAX_RUNTIME_SECONDS}",
+        "expression": f"(has({deadline}) && {deadline} <= {MAX_RUNTIME_SECONDS})",
         "message": f"GPU work has a maximum run time: set {deadline.removeprefix('object.')} "
         f"(at most {MAX_RUNTIME_SECONDS} seconds, {MAX_RUNTIME_SECONDS // 86400} days).",
         "reason": "Forbidden",
@@ -675,7 +677,17 @@ def jobs_policy(rules: ClusterRules) -> dict:
     until Kueue admits it."""
     suspended = "(has(object.spec.suspend) && object.spec.suspend)"
     was_suspended = "(has(oldObject.spec.suspend) && oldObject.spec.suspend)"
-    validations = [_runtime_validation("object.spec.activeDeadlineSeconds")]
+    deadline = _runtime_validation("object.spec.activeDeadlineSeconds")
+    # A Job made before the policy, without a deadline, may still change (Kueue admitting it);
+    # one with a deadline keeps one.
+    had_deadline = "has(oldObject.spec.activeDeadlineSeconds)"
+    validations = [
+        {
+            **deadline,
+            "expression": f"(request.operation == 'UPDATE' && !{had_deadline}) || "
+            + deadline["expression"],
+        }
+    ]
     if rules.kueue:
         validations += [
             *_queue_validations(rules, "object", "label the Job"),

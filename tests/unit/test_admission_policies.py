@@ -255,7 +255,8 @@ def test_gpu_jobs_and_bare_gpu_pods_have_a_maximum_run_time_in_both_modes():
     ]
 
     assert job_deadline["expression"] == (
-        "has(object.spec.activeDeadlineSeconds) && object.spec.activeDeadlineSeconds <= 2592000"
+        "(request.operation == 'UPDATE' && !has(oldObject.spec.activeDeadlineSeconds)) || "
+        "(has(object.spec.activeDeadlineSeconds) && object.spec.activeDeadlineSeconds <= 2592000)"
     )
     assert (
         "set spec.activeDeadlineSeconds (at most 2592000 seconds, 30 days)"

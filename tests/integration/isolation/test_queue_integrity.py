@@ -344,6 +344,17 @@ def test_in_quota_mode_gpu_work_needs_no_queue_but_a_deadline_and_no_priority_cl
     status, message = refusal(create, mo, team.slug, unbounded, dry_run="All")
     assert status == 403
     assert "GPU work has a maximum run time: set spec.activeDeadlineSeconds" in message
+    waiting = gpu_job("waiting")
+    waiting["spec"]["suspend"] = True
+    client.BatchV1Api(mo).create_namespaced_job(team.slug, waiting)
+    status, message = refusal(
+        client.BatchV1Api(mo).patch_namespaced_job,
+        "waiting",
+        team.slug,
+        {"spec": {"activeDeadlineSeconds": None}},
+    )
+    assert status == 403
+    assert "GPU work has a maximum run time" in message
     status, message = refusal(
         create,
         mo,

@@ -8,6 +8,7 @@ from django.db.models import Q
 
 from clusters.image_references import parse_registry_entry
 from clusters.vocabulary import (
+    DEFAULT_APPS_DOMAIN,
     DEFAULT_GPU_MODEL_LABEL,
     DEFAULT_GPU_NODE_SELECTOR,
     DEFAULT_GPU_RESOURCE,
@@ -89,6 +90,20 @@ def validate_object_limits(value) -> None:
 def object_limits_text(value: dict) -> dict[str, str]:
     """Validated limits as the quota writes them (numbers as strings)."""
     return {resource: str(amount) for resource, amount in value.items()}
+
+
+_DNS_SUBDOMAIN = re.compile(
+    r"^(?=.{1,200}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+$"
+)
+
+
+def validate_apps_domain(value: str) -> None:
+    """A DNS domain of at least two labels, lower case: ``apps.example.com``."""
+    if not _DNS_SUBDOMAIN.match(value or ""):
+        raise ValidationError(
+            "Give a DNS domain in lower case, of two labels or more, e.g. apps.example.com.",
+            code="apps_domain",
+        )
 
 
 def default_gpu_node_selector() -> dict:
@@ -238,6 +253,15 @@ class Cluster(models.Model):
         "Built in: pods PORTAL_TEAM_MAX_PODS, count/jobs.batch 200, services 50, configmaps "
         "100, secrets 100, persistentvolumeclaims 20, requests.storage 1Ti. An admin changes "
         "them per team (team object limits).",
+    )
+    apps_domain = models.CharField(
+        max_length=200,
+        default=DEFAULT_APPS_DOMAIN,
+        validators=[validate_apps_domain],
+        help_text="The domain of the cluster's HTTP routes: each team's Ingress hosts and "
+        "HTTPRoute hostnames are under <team>.<apps domain>, and an inference service is "
+        "<service>.<team>.<apps domain>. Point a wildcard DNS record at the cluster's ingress "
+        "or gateway.",
     )
     reserved_namespaces = models.JSONField(
         default=default_reserved_namespaces,

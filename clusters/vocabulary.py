@@ -78,10 +78,12 @@ ADMISSION_POLICY_SECRETS = "team-secrets"
 ADMISSION_POLICY_JOBS = "team-jobs"
 ADMISSION_POLICY_QUEUED_TEMPLATES = "team-queued-templates"
 ADMISSION_POLICY_SERVICES = "team-services"
+ADMISSION_POLICY_ROUTES = "team-routes"
 ADMISSION_POLICIES = (
     ADMISSION_POLICY_PODS,
     ADMISSION_POLICY_SECRETS,
     ADMISSION_POLICY_SERVICES,
+    ADMISSION_POLICY_ROUTES,
     ADMISSION_POLICY_JOBS,
     ADMISSION_POLICY_QUEUED_TEMPLATES,
 )
@@ -123,6 +125,17 @@ OBJECT_LIMIT_DEFAULTS = MappingProxyType(
 OBJECT_LIMIT_PODS = "pods"
 OBJECT_LIMIT_STORAGE = "requests.storage"
 OBJECT_LIMIT_RESOURCES = (OBJECT_LIMIT_PODS, *OBJECT_LIMIT_DEFAULTS)
+
+
+# Where a cluster's HTTP routes live (Ingress hosts, HTTPRoute hostnames): each team under its
+# own domain, ``<team>.<apps domain>``, so that no team's route takes another's traffic on a
+# shared ingress or gateway. A placeholder until an admin sets the cluster's real one.
+DEFAULT_APPS_DOMAIN = "apps.internal"
+
+
+def team_domain(slug: str, apps_domain: str) -> str:
+    """The domain a team's routes on a cluster are under: ``vision.apps.example.com``."""
+    return f"{slug}.{apps_domain}"
 
 
 # The default NetworkPolicy of a team namespace.

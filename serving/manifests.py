@@ -16,7 +16,8 @@ What the cluster gets:
 * one Service (``<name>``) selecting the pods of every live revision: in-cluster clients' one
   address. Without the Gateway API it is the traffic split, by replica counts.
 * with the Gateway API: a Service per live revision (``<name>-r<number>``) and an HTTPRoute
-  (``<name>``) whose backend weights are the revisions' weights (attached to the cluster's
+  (``<name>``) for the hostname ``<name>.<team>.<the cluster's apps domain>`` only, whose
+  backend weights are the revisions' weights (attached to the cluster's
   gateway when the portal is told of one: ``SERVING_GATEWAY``).
 
 On a cluster whose quota Kueue enforces (``ServiceSpec.queue``), each Deployment and its pods
@@ -35,12 +36,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from clusters.vocabulary import (
+    DEFAULT_APPS_DOMAIN,
     GATEWAY_API_VERSION,
     GUARANTEED,
     MANAGED_BY_LABEL,
     REVISION_LABEL,
     SERVICE_ID_LABEL,
     TEAM_LABEL,
+    team_domain,
 )
 from gpujobs.manifests import (
     Placement,
@@ -100,6 +103,12 @@ class ServiceSpec:
     gateway: str = ""
     placement: Placement = field(default_factory=Placement)
     queue: str = ""
+    apps_domain: str = DEFAULT_APPS_DOMAIN
+
+    @property
+    def hostname(self) -> str:
+        """Where the service answers through the cluster's gateway, in its team's domain."""
+        return f"{self.name}.{team_domain(self.namespace, self.apps_domain)}"
 
 
 def revision_object_name(name: str, number: int) -> str:
@@ -253,7 +262,9 @@ def http_route(spec: ServiceSpec) -> dict:
         }
         for revision in spec.revisions
     ]
-    route_spec: dict = {"rules": [{"backendRefs": backends}]}
+    # Its own hostname in the team's domain: a route without one would match every request the
+    # gateway gets, whichever team it was meant for.
+    route_spec: dict = {"hostnames": [spec.hostname], "rules": [{"backendRefs": backends}]}
     if spec.gateway:
         namespace, _, name = spec.gateway.rpartition("/")
         parent = {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": name}
@@ -313,4 +324,5 @@ def stored_spec(service_row: InferenceService, *, routing: str, gateway: str = "
         gateway=gateway,
         placement=cluster_placement(service_row.cluster),
         queue=GUARANTEED if service_row.cluster.quota_mode == QuotaMode.KUEUE else "",
+        apps_domain=service_row.cluster.apps_domain,
     )

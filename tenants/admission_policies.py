@@ -42,6 +42,10 @@ namespace by anyone else (a member with kubectl, a controller acting for them):
 no externalIPs) unless a portal admin allowed the team otherwise (``Team.
 external_services_allowed``, which the portal writes as a label on the team's namespaces).
 
+``<portal>-team-routes``: Ingress hosts and HTTPRoute hostnames are under the team's own domain
+(``<team>.<apps domain>``, the cluster's ``apps_domain``), never missing (a catch-all), no
+Ingress default backend, no configuration-snippet annotations.
+
 ``<portal>-team-secrets``: no Secret of type ``kubernetes.io/service-account-token`` (a lasting
 token for a service account, which Kubernetes fills in for whoever creates the Secret).
 
@@ -82,8 +86,10 @@ from clusters.vocabulary import (
     ADMISSION_POLICY_JOBS,
     ADMISSION_POLICY_PODS,
     ADMISSION_POLICY_QUEUED_TEMPLATES,
+    ADMISSION_POLICY_ROUTES,
     ADMISSION_POLICY_SECRETS,
     ADMISSION_POLICY_SERVICES,
+    DEFAULT_APPS_DOMAIN,
     EXTERNAL_SERVICES_ALLOWED,
     EXTERNAL_SERVICES_LABEL,
     GPU_RESOURCE_PREFIXES,
@@ -135,6 +141,7 @@ class ClusterRules:
     allowed_registries: tuple[str, ...] = ()
     allow_all_registries: bool = False
     allowed_priority_classes: tuple[str, ...] = ()
+    apps_domain: str = DEFAULT_APPS_DOMAIN
     kueue: bool = False  # the cluster's quota is Kueue's: GPU work goes through its queues
     portal_url: str = ""  # where the refusals send members to submit instead
 
@@ -147,6 +154,7 @@ def cluster_rules(
     allowed_registries: Iterable[str] = (),
     allow_all_registries: bool = False,
     allowed_priority_classes: Iterable[str] = (),
+    apps_domain: str = DEFAULT_APPS_DOMAIN,
     kueue: bool = False,
     portal_url: str = "",
 ) -> ClusterRules:
@@ -157,6 +165,7 @@ def cluster_rules(
         allowed_registries=tuple(allowed_registries),
         allow_all_registries=allow_all_registries,
         allowed_priority_classes=tuple(sorted(set(allowed_priority_classes))),
+        apps_domain=apps_domain,
         kueue=kueue,
         portal_url=portal_url,
     )
@@ -791,6 +800,62 @@ def services_policy(rules: ClusterRules) -> dict:
     )
 
 
+def _in_team_domain(host: str, domain: str) -> str:
+    """CEL: ``host`` is the team's domain or a name (or wildcard) under it; the team is the
+    namespace's name."""
+    return f"({host} == {domain} || {host}.endsWith('.' + {domain}))"
+
+
+def routes_policy(rules: ClusterRules) -> dict:
+    """HTTP routes stay in the team's own domain: every Ingress rule and HTTPRoute names hosts
+    under ``<team>.<apps domain>`` (none: a catch-all that would take every team's traffic on
+    a shared ingress or gateway), no default backend, and no configuration snippets (raw
+    proxy configuration, which reaches past the team's own routes)."""
+    domain = f"(namespaceObject.metadata.name + '.' + {cel_string(rules.apps_domain)})"
+    where = f"<namespace>.{rules.apps_domain}"
+    ingress_hosts = (
+        "has(object.spec.rules) && size(object.spec.rules) > 0 && object.spec.rules.all(r, "
+        f"has(r.host) && {_in_team_domain('r.host', domain)})"
+    )
+    route_hosts = (
+        "has(object.spec.hostnames) && size(object.spec.hostnames) > 0 && "
+        f"object.spec.hostnames.all(h, {_in_team_domain('h', domain)})"
+    )
+    ingress = "request.resource.resource == 'ingresses'"
+    return _policy(
+        rules,
+        admission_policy_name(rules.portal_name, ADMISSION_POLICY_ROUTES),
+        resource_rules=[
+            _resource_rule("networking.k8s.io", "v1", ["ingresses"]),
+            _resource_rule("gateway.networking.k8s.io", "*", ["httproutes"]),
+        ],
+        spec={
+            "validations": [
+                {
+                    "expression": f"!({ingress}) || ({ingress_hosts} && "
+                    "!has(object.spec.defaultBackend))",
+                    "message": "An Ingress in a team namespace names its hosts, each under the "
+                    f"team's domain ({where}), and has no default backend.",
+                    "reason": "Forbidden",
+                },
+                {
+                    "expression": f"{ingress} || ({route_hosts})",
+                    "message": "An HTTPRoute in a team namespace names its hostnames, each "
+                    f"under the team's domain ({where}).",
+                    "reason": "Forbidden",
+                },
+                {
+                    "expression": "!has(object.metadata.annotations) || "
+                    "object.metadata.annotations.all(k, !k.lowerAscii().contains('snippet'))",
+                    "message": "Routes in team namespaces may not carry configuration snippets "
+                    "(raw proxy configuration reaches past the team's own routes).",
+                    "reason": "Forbidden",
+                },
+            ]
+        },
+    )
+
+
 def admission_objects(rules: ClusterRules) -> list[dict]:
     """The policies and their bindings, each policy before its binding."""
     objects = []
@@ -799,6 +864,7 @@ def admission_objects(rules: ClusterRules) -> list[dict]:
         secrets_policy(rules),
         jobs_policy(rules),
         services_policy(rules),
+        routes_policy(rules),
     ]
     if rules.kueue:
         policies.append(queued_templates_policy(rules))

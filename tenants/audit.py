@@ -45,6 +45,7 @@ AUDITED_FIELDS = {
         "allowed_priority_classes",
         "reserved_namespaces",
         "object_limits",
+        "apps_domain",
         "pod_security_level",
     ],
     "TeamObjectLimits": ["team_id", "cluster_id", "limits"],

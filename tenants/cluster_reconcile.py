@@ -135,6 +135,7 @@ def admission_rules(cluster: Cluster) -> admission_policies.ClusterRules:
         allowed_registries=registry_entries(cluster.allowed_registries or []),
         allow_all_registries=cluster.allow_all_registries,
         allowed_priority_classes=cluster.allowed_priority_classes or [],
+        apps_domain=cluster.apps_domain,
         kueue=cluster.quota_mode == QuotaMode.KUEUE,
         portal_url=settings.PORTAL_BASE_URL,
     )

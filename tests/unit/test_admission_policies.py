@@ -2,6 +2,8 @@
 cluster's settings put in them. (What the API server makes of the CEL is proved on the
 devcluster, tests/integration/isolation/test_admission_policies.py.)"""
 
+from pathlib import Path
+
 from tenants import admission_policies
 from tenants.admission_policies import cel_string
 
@@ -17,12 +19,13 @@ def objects(rules=RULES):
     return {o["metadata"]["name"]: o for o in admission_policies.admission_objects(rules)}
 
 
-def test_four_policies_each_bound_to_the_namespaces_the_portal_manages():
+def test_five_policies_each_bound_to_the_namespaces_the_portal_manages():
     made = objects()
 
     assert sorted(made) == [
         "gpu-portal-team-jobs",
         "gpu-portal-team-pods",
+        "gpu-portal-team-routes",
         "gpu-portal-team-secrets",
         "gpu-portal-team-services",
     ]
@@ -130,6 +133,7 @@ def test_kueue_mode_adds_the_templates_policy_and_quota_mode_has_none():
         "gpu-portal-team-jobs",
         "gpu-portal-team-pods",
         "gpu-portal-team-queued-templates",
+        "gpu-portal-team-routes",
         "gpu-portal-team-secrets",
         "gpu-portal-team-services",
     ]
@@ -287,3 +291,43 @@ def test_services_stay_inside_the_cluster_unless_the_namespace_says_the_team_may
     )
     assert "object.spec.type == 'ClusterIP'" in validation["expression"]
     assert "size(object.spec.externalIPs) == 0" in validation["expression"]
+
+
+def test_the_portals_role_may_write_every_policy_it_installs_and_no_other():
+    """deploy/rbac.yaml names its admission policies one by one: a policy missing there would
+    be refused to the portal on every real cluster."""
+    import yaml
+
+    from clusters.vocabulary import ADMISSION_POLICIES
+
+    deploy = Path(__file__).resolve().parents[2] / "deploy"
+    role = next(
+        d
+        for d in yaml.safe_load_all((deploy / "rbac.yaml").read_text())
+        if d["kind"] == "ClusterRole"
+    )
+    (named,) = [
+        r["resourceNames"]
+        for r in role["rules"]
+        if "validatingadmissionpolicies" in r["resources"] and "resourceNames" in r
+    ]
+    made = {
+        o["metadata"]["name"]
+        for o in admission_policies.admission_objects(KUEUE_RULES)
+        if o["kind"] == "ValidatingAdmissionPolicy"
+    }
+
+    assert sorted(named) == sorted(f"gpu-portal-{name}" for name in ADMISSION_POLICIES)
+    assert made == set(named)
+
+
+def test_routes_stay_in_the_teams_domain_with_no_snippets():
+    rules = admission_policies.cluster_rules(portal_name="gpu-portal", apps_domain="apps.acme.io")
+    validations = policies(rules)["gpu-portal-team-routes"]["spec"]["validations"]
+    ingress, route, snippets = validations
+
+    assert "(namespaceObject.metadata.name + '.' + 'apps.acme.io')" in ingress["expression"]
+    assert "!has(object.spec.defaultBackend)" in ingress["expression"]
+    assert "<namespace>.apps.acme.io" in ingress["message"]
+    assert "object.spec.hostnames.all(h" in route["expression"]
+    assert "contains('snippet')" in snippets["expression"]

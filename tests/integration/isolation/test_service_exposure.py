@@ -1,6 +1,7 @@
-"""Services in a team namespace stay inside the cluster: a member's kubectl cannot make a
+"""What a team exposes: Services stay inside the cluster (a member's kubectl cannot make a
 NodePort or LoadBalancer Service, nor one with externalIPs, until a portal admin allows it for
-the team (the portal then labels the team's namespaces, which members cannot change)."""
+the team, and the portal then labels the team's namespaces, which members cannot change), and
+HTTP routes stay in the team's own domain under the cluster's apps domain."""
 
 import pytest
 from kubernetes import client
@@ -82,3 +83,57 @@ def test_an_admin_allows_a_team_to_expose_services(team_with_member, admin_user,
         {"metadata": {"labels": {"gpuportal.io/external-services": "allowed"}}},
     )
     assert status == 403  # members cannot label their namespace themselves
+
+
+def ingress(name: str, *hosts: str, **extra) -> dict:
+    backend = {"service": {"name": "inside", "port": {"number": 80}}}
+    path = {"path": "/", "pathType": "Prefix", "backend": backend}
+    rules = [{"host": host, "http": {"paths": [path]}} for host in hosts]
+    if not hosts:
+        rules = [{"http": {"paths": [path]}}]
+    manifest = {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "Ingress",
+        "metadata": {"name": name, **extra.pop("metadata", {})},
+        "spec": {"rules": rules, **extra},
+    }
+    return manifest
+
+
+def test_an_ingress_stays_in_the_teams_own_domain(team_with_member, iso_cluster):
+    team, mo = team_with_member
+    networking = client.NetworkingV1Api(mo.api_client)
+    own = f"{team.slug}.{iso_cluster.apps_domain}"
+    refused = {
+        "no host: every request": ingress("catch-all"),
+        "another team's domain": ingress("theirs", f"api.vision.{iso_cluster.apps_domain}"),
+        "a domain of no team": ingress("elsewhere", "portal.example.com"),
+        "a suffix look-alike": ingress("lookalike", f"x{own}"),
+        "a configuration snippet": ingress(
+            "snippet",
+            f"api.{own}",
+            metadata={
+                "annotations": {
+                    "nginx.ingress.kubernetes.io/configuration-snippet": "proxy_pass http://x;"
+                }
+            },
+        ),
+        "a default backend": ingress(
+            "default",
+            f"api.{own}",
+            defaultBackend={"service": {"name": "inside", "port": {"number": 80}}},
+        ),
+    }
+
+    answers = {}
+    for what, manifest in refused.items():
+        status, _ = refusal(
+            networking.create_namespaced_ingress, team.slug, manifest, dry_run="All"
+        )
+        answers[what] = status
+
+    assert answers == dict.fromkeys(refused, 403)
+    made = networking.create_namespaced_ingress(
+        team.slug, ingress("mine", f"api.{own}", own, f"*.{own}"), dry_run="All"
+    )
+    assert [rule.host for rule in made.spec.rules] == [f"api.{own}", own, f"*.{own}"]

@@ -197,3 +197,11 @@ def test_without_kueue_a_revision_carries_no_queue_labels():
     (deployment,) = by_kind(manifests.service_objects(spec()), "Deployment").values()
 
     assert "kueue.x-k8s.io/queue-name" not in str(deployment)
+
+
+def test_the_route_answers_only_for_the_services_own_hostname_in_its_teams_domain():
+    (route,) = by_kind(
+        manifests.service_objects(spec(apps_domain="apps.acme.io")), "HTTPRoute"
+    ).values()
+
+    assert route["spec"]["hostnames"] == ["llm.vision.apps.acme.io"]

@@ -11,7 +11,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.settings import api_settings
 
-from clusters.vocabulary import DEFAULT_GPU_RESOURCE
+from clusters.vocabulary import DEFAULT_GPU_RESOURCE, team_domain
 from gpujobs.api.serializers import EnvVarSerializer, TeamClusterFields
 from gpujobs.images import MAX_IMAGE_LENGTH
 from gpujobs.specs import MAX_GPUS_PER_JOB, Errors
@@ -99,6 +99,10 @@ class InferenceServiceSerializer(serializers.ModelSerializer):
     traffic = serializers.SerializerMethodField()
     progress = serializers.SerializerMethodField()
     endpoint = serializers.SerializerMethodField()
+    hostname = serializers.SerializerMethodField(
+        help_text="Where the cluster's gateway answers for it (its HTTPRoute's hostname, in the "
+        "team's domain); empty without the Gateway API."
+    )
     gpus_held = serializers.SerializerMethodField()
     reconcile = serializers.SerializerMethodField()
     revisions = serializers.SerializerMethodField()
@@ -116,6 +120,7 @@ class InferenceServiceSerializer(serializers.ModelSerializer):
             "traffic",
             "progress",
             "endpoint",
+            "hostname",
             "gpus_held",
             "reconcile",
             "created_by",
@@ -154,6 +159,11 @@ class InferenceServiceSerializer(serializers.ModelSerializer):
         live = self._live(service)
         port = live[0].port if live else 0
         return f"{service.name}.{service.team.slug}.svc:{port}" if port else ""
+
+    def get_hostname(self, service: InferenceService) -> str:
+        if selectors.service_routing(service) != traffic.GATEWAY_API:
+            return ""
+        return f"{service.name}.{team_domain(service.team.slug, service.cluster.apps_domain)}"
 
     def get_gpus_held(self, service: InferenceService) -> int:
         if service.state != InferenceService.State.ACTIVE:

@@ -48,6 +48,7 @@ def test_member_deploys_a_service_with_a_sidecar(api, member, grant):
     assert (data["team"], data["cluster"], data["state"]) == ("vision", "gpu-east", "active")
     assert data["rollout"] == "none"
     assert data["endpoint"] == "llm.vision.svc:8000"
+    assert data["hostname"] == ""  # no Gateway API on this cluster: no route
     assert data["gpus_held"] == 2
     assert data["traffic"] == [{"revision": 1, "weight": 100, "replicas": 2, "share": 100.0}]
     (revision,) = data["revisions"]
@@ -493,3 +494,13 @@ def test_a_namespace_someone_else_made_takes_no_service(api, member, grant, team
 
     assert response.status_code == 400
     assert "so the portal runs no service in it" in response.data["cluster"][0]
+
+
+def test_with_the_gateway_api_a_service_answers_for_its_hostname_in_the_teams_domain(
+    api, member, grant, cluster
+):
+    cluster.gateway_api = True
+    cluster.apps_domain = "apps.acme.io"
+    cluster.save()
+
+    assert deploy(api, member)["hostname"] == "llm.vision.apps.acme.io"

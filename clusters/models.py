@@ -1,4 +1,5 @@
 import re
+from collections.abc import Callable
 from decimal import Decimal
 
 from django.core.exceptions import ValidationError
@@ -33,24 +34,35 @@ from portal.validators import (
 DEFAULT_DCGM_EXPORTER_SELECTOR = 'job="dcgm-exporter"'
 
 
+def _check_list(
+    value, *, code: str, many: str, example: str, one: str, good: Callable[[str], bool], rule: str
+) -> None:
+    """``value`` is a list of strings ``good`` accepts; else a ValidationError (``code``) that
+    names the first bad entries and says ``rule``."""
+    if not isinstance(value, list) or not all(isinstance(entry, str) for entry in value):
+        raise ValidationError(f"Give a list of {many}, e.g. {example}.", code=code)
+    bad = [entry for entry in value if not good(entry)]
+    if bad:
+        raise ValidationError(
+            f"Not a {one}: {', '.join(repr(entry) for entry in bad[:5])}. {rule}", code=code
+        )
+
+
 def default_reserved_namespaces() -> list[str]:
     return list(DEFAULT_RESERVED_NAMESPACES)
 
 
 def validate_reserved_namespaces(value) -> None:
     """A list of namespace names (DNS labels)."""
-    if not isinstance(value, list) or not all(isinstance(entry, str) for entry in value):
-        raise ValidationError(
-            'Give a list of namespace names, e.g. ["gpu-operator", "monitoring"].',
-            code="reserved_namespaces",
-        )
-    bad = [entry for entry in value if not _DNS_LABEL.match(entry)]
-    if bad:
-        raise ValidationError(
-            f"Not a namespace name: {', '.join(repr(entry) for entry in bad[:5])}. Names are "
-            "lower-case letters, digits and '-', at most 63 characters.",
-            code="reserved_namespaces",
-        )
+    _check_list(
+        value,
+        code="reserved_namespaces",
+        many="namespace names",
+        example='["gpu-operator", "monitoring"]',
+        one="namespace name",
+        good=lambda entry: bool(_DNS_LABEL.match(entry)),
+        rule="Names are lower-case letters, digits and '-', at most 63 characters.",
+    )
 
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -112,20 +124,17 @@ def default_gpu_node_selector() -> dict:
 
 def validate_allowed_registries(value) -> None:
     """A list of registry hosts, or paths under one (``registry.example.com/vision``)."""
-    if not isinstance(value, list) or not all(isinstance(entry, str) for entry in value):
-        raise ValidationError(
-            'Give a list of registries, e.g. ["registry.example.com", "docker.io/library"].',
-            code="allowed_registries",
-        )
-    bad = [entry for entry in value if parse_registry_entry(entry) is None]
-    if bad:
-        raise ValidationError(
-            f"Not a registry: {', '.join(repr(entry) for entry in bad[:5])}. Each entry starts "
-            "with a registry host (with a '.' or a port, or localhost), optionally followed by "
-            "a lower-case path: registry.example.com, localhost:5000, docker.io/library "
-            "(Docker Hub's official images), docker.io/nvidia.",
-            code="allowed_registries",
-        )
+    _check_list(
+        value,
+        code="allowed_registries",
+        many="registries",
+        example='["registry.example.com", "docker.io/library"]',
+        one="registry",
+        good=lambda entry: parse_registry_entry(entry) is not None,
+        rule="Each entry starts with a registry host (with a '.' or a port, or localhost), "
+        "optionally followed by a lower-case path: registry.example.com, localhost:5000, "
+        "docker.io/library (Docker Hub's official images), docker.io/nvidia.",
+    )
 
 
 # Kubernetes' own priority classes (system-cluster-critical, system-node-critical): a pod of
@@ -136,18 +145,15 @@ _PRIORITY_CLASS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 
 def validate_allowed_priority_classes(value) -> None:
     """A list of PriorityClass names, none of Kubernetes' own ``system-*`` classes."""
-    if not isinstance(value, list) or not all(isinstance(entry, str) for entry in value):
-        raise ValidationError(
-            'Give a list of PriorityClass names, e.g. ["batch-low"].',
-            code="allowed_priority_classes",
-        )
-    bad = [entry for entry in value if not _PRIORITY_CLASS_NAME.match(entry)]
-    if bad:
-        raise ValidationError(
-            f"Not a PriorityClass name: {', '.join(repr(entry) for entry in bad[:5])}. Names "
-            "are lower-case letters, digits, '-' and '.', at most 253 characters.",
-            code="allowed_priority_classes",
-        )
+    _check_list(
+        value,
+        code="allowed_priority_classes",
+        many="PriorityClass names",
+        example='["batch-low"]',
+        one="PriorityClass name",
+        good=lambda entry: bool(_PRIORITY_CLASS_NAME.match(entry)),
+        rule="Names are lower-case letters, digits, '-' and '.', at most 253 characters.",
+    )
     system = [entry for entry in value if entry.startswith(SYSTEM_PRIORITY_CLASS_PREFIX)]
     if system:
         raise ValidationError(

@@ -132,7 +132,10 @@ class Team(models.Model):
         return self.name or self.slug
 
     def clean(self) -> None:
-        if self.slug:
+        # Checked when the slug is chosen: a cluster reserving it later does not stop the team
+        # being renamed or described (the reconcile then makes nothing there, and says why).
+        chosen = self.pk is None or not Team.objects.filter(pk=self.pk, slug=self.slug).exists()
+        if self.slug and chosen:
             try:
                 validate_slug_free_on_clusters(self.slug)
             except ValidationError as error:

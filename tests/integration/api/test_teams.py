@@ -266,3 +266,13 @@ def test_usernames_with_dots_and_at_signs_are_addressable(api, admin, team):
 
     assert response.status_code == 200
     assert response.data["user"]["username"] == "jane.doe@example.com"
+
+
+def test_a_team_whose_slug_a_cluster_reserved_later_can_still_be_renamed(admin, team):
+    from tenants import services
+
+    factories.ClusterFactory(name="gpu-east", reserved_namespaces=[team.slug])
+
+    renamed = services.team_update(actor=admin, team=team, name="Vision, renamed")
+
+    assert renamed.name == "Vision, renamed"

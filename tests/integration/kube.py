@@ -4,6 +4,7 @@ the way the portal builds them (the seed's node affinity, the GPU taint's tolera
 
 from __future__ import annotations
 
+import time
 import uuid
 
 from kubernetes import client
@@ -129,11 +130,19 @@ def cpu_job(name: str, namespace: str, *, labels: dict | None = None, suspend: b
     }
 
 
+# How long the API server's admission may go on enforcing a policy after it is deleted (its
+# informer's delay; well under a second on the devcluster).
+ADMISSION_SETTLE_SECONDS = 2
+
+
 def remove_admission_objects(api: client.ApiClient, portal_name: str) -> None:
     """Delete what a portal's cluster passes installed (its admission policies and their
-    bindings), as the admin: a test session leaves the shared devcluster as it found it."""
+    bindings), as the admin: a test session leaves the shared devcluster as it found it. When
+    there were some, returns once the API server's admission has let go of them too, so that
+    the next pod created in a namespace of that portal meets none of them."""
     admission = client.AdmissionregistrationV1Api(api)
     selector = f"{MANAGED_BY_LABEL}={portal_name}"
+    removed = 0
     for items, delete in (
         (
             admission.list_validating_admission_policy_binding(label_selector=selector).items,
@@ -147,6 +156,9 @@ def remove_admission_objects(api: client.ApiClient, portal_name: str) -> None:
         for item in items:
             try:
                 delete(item.metadata.name)
+                removed += 1
             except ApiException as error:
                 if error.status != 404:
                     raise
+    if removed:
+        time.sleep(ADMISSION_SETTLE_SECONDS)

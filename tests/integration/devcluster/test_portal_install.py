@@ -6,6 +6,7 @@ import pytest
 from kubernetes import client, config
 
 from devcluster import portal_install
+from tests.integration.conftest import wait_for
 from tests.integration.kube import create_namespace, delete_namespace
 from tests.integration.portal_identity import access_allowed
 
@@ -51,24 +52,32 @@ def test_it_holds_deploys_role_and_the_team_roles_are_there(portal_api, k8s):
 
 
 def test_it_is_confined_to_the_namespaces_the_portal_manages(portal_api, core):
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": "sneaky"},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": "gpu-portal-member",
+        },
+        "subjects": [{"kind": "User", "name": "someone"}],
+    }
     namespace = create_namespace(core, "not-the-portals")
+    rbac = client.RbacAuthorizationV1Api(portal_api)
+
+    def refusal():
+        try:
+            rbac.create_namespaced_role_binding(namespace, binding, dry_run="All")
+        except client.ApiException as error:
+            return error
+        return None
+
     try:
-        with pytest.raises(client.ApiException) as refused:
-            client.RbacAuthorizationV1Api(portal_api).create_namespaced_role_binding(
-                namespace,
-                {
-                    "apiVersion": "rbac.authorization.k8s.io/v1",
-                    "kind": "RoleBinding",
-                    "metadata": {"name": "sneaky"},
-                    "roleRef": {
-                        "apiGroup": "rbac.authorization.k8s.io",
-                        "kind": "ClusterRole",
-                        "name": "gpu-portal-member",
-                    },
-                    "subjects": [{"kind": "User", "name": "someone"}],
-                },
-            )
-        assert refused.value.status == 403
-        assert "the portal may write only in namespaces it manages" in refused.value.body
+        # A policy just applied takes a moment to reach the API server's admission.
+        refused = wait_for(refusal, timeout=30, what="the confinement enforced")
     finally:
         delete_namespace(core, namespace)
+
+    assert refused.status == 403
+    assert "the portal may write only in namespaces it manages" in refused.body

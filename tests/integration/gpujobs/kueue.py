@@ -26,7 +26,7 @@ from tenants.models import ClusterState, Team, TeamCluster
 from tests import factories
 from tests.integration.conftest import wait_for
 from tests.integration.gpujobs.fixtures import GpuTeam, team_with_members
-from tests.integration.kube import delete_namespace
+from tests.integration.kube import delete_namespace, remove_admission_objects
 from tests.integration.kueue_portal import KueueObjects
 
 A100 = "NVIDIA-A100-SXM4-80GB"
@@ -152,6 +152,10 @@ def kueue_cluster(gpu_cluster, k8s, core, devcluster, celery_worker_process):
         timeout=120,
         what="the test's ClusterQueues gone from the cohort",
     )
+    # Kueue mode's admission policies refuse bare GPU pods: the tests after this one (a
+    # monitoring test's pod in a namespace labelled as the portal's) start from none; their
+    # own passes install their mode's.
+    remove_admission_objects(k8s, settings.PORTAL_NAME)
 
 
 @pytest.fixture

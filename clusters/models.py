@@ -60,15 +60,15 @@ def validate_reserved_namespaces(value) -> None:
         many="namespace names",
         example='["gpu-operator", "monitoring"]',
         one="namespace name",
-        good=lambda entry: bool(_DNS_LABEL.match(entry)),
+        good=lambda entry: (
+            len(entry) <= DNS1123_LABEL_MAX_LENGTH
+            and bool(dns1123_label_validator.regex.match(entry))
+        ),
         rule="Names are lower-case letters, digits and '-', at most 63 characters.",
     )
 
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-
-
-_STORAGE_QUANTITY = re.compile(r"^[0-9]{1,9}(Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?$")
+_STORAGE_QUANTITY = re.compile(r"[0-9]{1,9}(Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?")
 MAX_OBJECT_COUNT = 100_000
 
 
@@ -90,7 +90,7 @@ def validate_object_limits(value) -> None:
     for resource, amount in value.items():
         text = str(amount) if isinstance(amount, int) and not isinstance(amount, bool) else amount
         if resource == OBJECT_LIMIT_STORAGE:
-            good = isinstance(text, str) and bool(_STORAGE_QUANTITY.match(text))
+            good = isinstance(text, str) and bool(_STORAGE_QUANTITY.fullmatch(text))
             shape = "a quantity such as 500Gi or 2Ti"
         else:
             good = isinstance(text, str) and text.isdigit() and int(text) <= MAX_OBJECT_COUNT
@@ -105,13 +105,13 @@ def object_limits_text(value: dict) -> dict[str, str]:
 
 
 _DNS_SUBDOMAIN = re.compile(
-    r"^(?=.{1,200}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+$"
+    r"(?=.{1,200}\Z)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+"
 )
 
 
 def validate_apps_domain(value: str) -> None:
     """A DNS domain of at least two labels, lower case: ``apps.example.com``."""
-    if not _DNS_SUBDOMAIN.match(value or ""):
+    if not _DNS_SUBDOMAIN.fullmatch(value or ""):
         raise ValidationError(
             "Give a DNS domain in lower case, of two labels or more, e.g. apps.example.com.",
             code="apps_domain",
@@ -140,7 +140,7 @@ def validate_allowed_registries(value) -> None:
 # Kubernetes' own priority classes (system-cluster-critical, system-node-critical): a pod of
 # either may preempt anything on its node. Never allowed in a team namespace.
 SYSTEM_PRIORITY_CLASS_PREFIX = "system-"
-_PRIORITY_CLASS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+_PRIORITY_CLASS_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 
 
 def validate_allowed_priority_classes(value) -> None:
@@ -151,7 +151,7 @@ def validate_allowed_priority_classes(value) -> None:
         many="PriorityClass names",
         example='["batch-low"]',
         one="PriorityClass name",
-        good=lambda entry: bool(_PRIORITY_CLASS_NAME.match(entry)),
+        good=lambda entry: bool(_PRIORITY_CLASS_NAME.fullmatch(entry)),
         rule="Names are lower-case letters, digits, '-' and '.', at most 253 characters.",
     )
     system = [entry for entry in value if entry.startswith(SYSTEM_PRIORITY_CLASS_PREFIX)]

@@ -19,6 +19,7 @@ def test_names_are_accepted():
         ([1], "Give a list of PriorityClass names"),
         (["Batch"], "Not a PriorityClass name: 'Batch'"),
         (["-low"], "Not a PriorityClass name"),
+        (["batch-low\n"], "Not a PriorityClass name"),
         (["x" * 254], "Not a PriorityClass name"),
         (["system-cluster-critical"], "system-cluster-critical: Kubernetes' system-* classes"),
         (["ok", "system-node-critical"], "never allowed in team namespaces"),
@@ -36,7 +37,7 @@ def test_reserved_namespaces_are_namespace_names():
     from clusters.models import default_reserved_namespaces, validate_reserved_namespaces
 
     validate_reserved_namespaces(default_reserved_namespaces())
-    for bad in ("monitoring", ["Monitoring"], ["a_b"], ["x" * 64]):
+    for bad in ("monitoring", ["Monitoring"], ["a_b"], ["x" * 64], ["monitoring\n"]):
         with pytest.raises(ValidationError) as refused:
             validate_reserved_namespaces(bad)
         assert refused.value.code == "reserved_namespaces"
@@ -62,6 +63,7 @@ def test_object_limits_name_known_resources_with_whole_numbers(limits):
         ({"services": True}, "services: True is not a whole number"),
         ({"requests.storage": "lots"}, "is not a quantity such as 500Gi"),
         ({"requests.storage": "1.5Ti"}, "is not a quantity"),
+        ({"requests.storage": "1Ti\n"}, "is not a quantity"),
     ],
 )
 def test_bad_object_limits_are_refused_saying_why(limits, says):
@@ -71,3 +73,11 @@ def test_bad_object_limits_are_refused_saying_why(limits, says):
         validate_object_limits(limits)
 
     assert says in refused.value.messages[0]
+
+
+@pytest.mark.parametrize("domain", ["apps", "Apps.example.com", "apps.example.com\n", "a..b"])
+def test_an_apps_domain_is_a_lower_case_dns_domain(domain):
+    from clusters.models import validate_apps_domain
+
+    with pytest.raises(ValidationError):
+        validate_apps_domain(domain)

@@ -145,7 +145,7 @@ class NodeGpus:
         return sum(self.allocated.values())
 
 
-def _pod_gpus(pod: dict, resource_names: Sequence[str]) -> dict[str, int]:
+def pod_gpus(pod: dict, resource_names: Sequence[str]) -> dict[str, int]:
     """GPUs a pod asks for per resource name: its containers' sum, or an init container's if
     larger (init containers run one at a time, before the others)."""
     spec = pod.get("spec") or {}
@@ -176,7 +176,7 @@ def summarise_nodes(
         if not node or (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
             continue
         held = allocated.setdefault(node, {})
-        for name, gpus in _pod_gpus(pod, resource_names).items():
+        for name, gpus in pod_gpus(pod, resource_names).items():
             held[name] = held.get(name, 0) + gpus
     summaries = []
     for node in nodes:

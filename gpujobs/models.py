@@ -202,6 +202,11 @@ class QueueSnapshot(models.Model):
         blank=True, help_text="Why Kueue is not admitting, when it does not answer."
     )
     kueue_error_since = models.DateTimeField(null=True, blank=True)
+    held_outside = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Per team, the GPUs its pods hold that Kueue did not admit.",
+    )
 
     def __str__(self) -> str:
         return f"Kueue queues of {self.cluster.name} at {self.taken_at:%H:%M:%S}"

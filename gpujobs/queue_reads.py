@@ -19,7 +19,7 @@ from clusters.vocabulary import GUARANTEED
 from gpujobs import selectors, waiting
 from gpujobs.models import GpuJob, QueueSnapshot
 from gpujobs.observe import Reason
-from gpujobs.queues import Snapshot
+from gpujobs.queues import HeldOutside, Snapshot
 from tenants.models import Team
 
 State = GpuJob.State
@@ -187,7 +187,8 @@ def queue_statuses(
 @dataclass(frozen=True)
 class TeamQueue:
     """A team's place in a Kueue cluster: its GPUs per flavor (own, in use, borrowed, lent,
-    idle), its admitted jobs, and its waiting jobs in queue order with their status."""
+    idle), its admitted jobs, its waiting jobs in queue order with their status, and the GPUs
+    its pods hold outside the queue."""
 
     team: Team
     cluster: Cluster
@@ -197,6 +198,7 @@ class TeamQueue:
     waiting: list[tuple[GpuJob, QueueStatus]]
     kueue_error: str = ""
     as_of: datetime.datetime | None = None
+    held_outside: HeldOutside = field(default_factory=HeldOutside)
 
     @property
     def borrowed(self) -> int:
@@ -233,6 +235,7 @@ def team_queue(*, team: Team, cluster: Cluster, jobs=None) -> TeamQueue:
         waiting=sorted(((j, statuses[j.pk]) for j in jobs if j.pk in statuses), key=_queue_order),
         kueue_error=snapshot.kueue_error,
         as_of=snapshot.taken_at,
+        held_outside=snapshot.held_outside.get(team.slug, HeldOutside()),
     )
 
 
@@ -259,12 +262,18 @@ def team_queues(
 
 @dataclass(frozen=True)
 class CohortUsage:
-    """A Kueue cluster's cohorts: per team and GPU flavor, own, borrowed, lent and idle."""
+    """A Kueue cluster's cohorts: per team and GPU flavor, own, borrowed, lent and idle; and
+    per team the GPUs its pods hold outside the queue."""
 
     cluster: Cluster
     cohorts: dict[str, list[waiting.TeamFlavorUsage]]
     kueue_error: str = ""
     as_of: datetime.datetime | None = None
+    held_outside: dict[str, HeldOutside] = field(default_factory=dict)
+
+    @property
+    def gpus_held_outside(self) -> int:
+        return sum(held.gpus for held in self.held_outside.values())
 
 
 def cohort_usage(cluster: Cluster) -> CohortUsage:
@@ -275,4 +284,5 @@ def cohort_usage(cluster: Cluster) -> CohortUsage:
         cohorts={c: waiting.cohort_usage(snapshot, cohort=c) for c in cohorts},
         kueue_error=snapshot.kueue_error,
         as_of=snapshot.taken_at,
+        held_outside=snapshot.held_outside,
     )

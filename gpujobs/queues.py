@@ -13,6 +13,13 @@ A ClusterQueue is the portal's when it carries the portal's ownership label; its
 namespace its ``namespaceSelector`` picks (``kubernetes.io/metadata.name``), and its kind of work
 follows from its name (``clusters.vocabulary.cluster_queue_name``). A flavor's GPU model is its
 value of the cluster's GPU model node label ("" for a flavor of any GPU model).
+
+GPUs held outside the queue: a team's bound, unfinished pods asking for GPUs that no admitted
+Kueue Workload stands for (neither the pod itself nor the Job that controls it). They were made
+before the cluster was switched to Kueue mode (or by hand in quota mode); the admission policies
+refuse new ones, so the figure only shrinks as they end (each within its maximum run time).
+Kueue does not count them: its quota is what its admitted Workloads hold. The namespace's
+ResourceQuota does, so they narrow what the team's admitted jobs may still start.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from clusters.inventory import pod_gpus
 from clusters.kube import ClusterUnreachable, KubeError, NotFound, ServerError
 from clusters.models import Cluster
 from clusters.vocabulary import (
@@ -39,6 +47,9 @@ from gpujobs import manifests
 from gpujobs.models import QueueSnapshot
 
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+# Pods held outside the queue named per team, at most (the count covers the rest).
+NAMED_PODS_HELD_OUTSIDE = 10
+BOUND_UNFINISHED_PODS = "status.phase!=Succeeded,status.phase!=Failed,spec.nodeName!="
 # A row whose contents did not change is still written this often, so its time says how fresh
 # it is (a watcher that stopped leaves a row that grows old).
 REFRESH_SECONDS = 30
@@ -133,6 +144,16 @@ class PendingWorkload:
 
 
 @dataclass(frozen=True)
+class HeldOutside:
+    """A team's GPUs held by pods Kueue did not admit: how many GPUs, by how many pods, and
+    the names of the first few of them."""
+
+    gpus: int = 0
+    pods: int = 0
+    names: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Snapshot:
     taken_at: datetime.datetime | None = None
     flavors: dict[str, str] = field(default_factory=dict)  # GPU flavor -> model ("" any)
@@ -140,6 +161,7 @@ class Snapshot:
     pending: tuple[PendingWorkload, ...] = ()
     kueue_error: str = ""
     kueue_error_since: datetime.datetime | None = None
+    held_outside: dict[str, HeldOutside] = field(default_factory=dict)  # team slug -> GPUs
 
     @classmethod
     def from_row(cls, row: QueueSnapshot | None) -> Snapshot:
@@ -159,6 +181,10 @@ class Snapshot:
             pending=tuple(PendingWorkload(**item) for item in row.pending or []),
             kueue_error=row.kueue_error,
             kueue_error_since=row.kueue_error_since,
+            held_outside={
+                team: HeldOutside(gpus=held["gpus"], pods=held["pods"], names=tuple(held["names"]))
+                for team, held in (row.held_outside or {}).items()
+            },
         )
 
     def team_queue(self, slug: str, kind: str) -> QueueFigures | None:
@@ -258,6 +284,71 @@ def pending_workload(item: dict, *, cluster_queue: str) -> dict:
     }
 
 
+def gpu_pod_holding(pod: dict) -> dict | None:
+    """What a snapshot keeps of a bound, unfinished pod asking for GPUs (any GPU resource:
+    whole, MIG profile, shared): its namespace, name, uid, its controller's uid and its GPUs.
+    None for any other pod: a long list keeps only these."""
+    spec = pod.get("spec") or {}
+    if not spec.get("nodeName") or (pod.get("status") or {}).get("phase") in (
+        "Succeeded",
+        "Failed",
+    ):
+        return None
+    containers = [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]
+    names = sorted(
+        {
+            name
+            for container in containers
+            for kind in ("limits", "requests")
+            for name in ((container.get("resources") or {}).get(kind) or {})
+            if is_gpu(name)
+        }
+    )
+    gpus = sum(pod_gpus(pod, names).values()) if names else 0
+    if not gpus:
+        return None
+    metadata = pod.get("metadata") or {}
+    controller = next(
+        (o.get("uid") or "" for o in metadata.get("ownerReferences") or [] if o.get("controller")),
+        "",
+    )
+    return {
+        "namespace": metadata.get("namespace") or "",
+        "name": metadata.get("name") or "",
+        "uid": metadata.get("uid") or "",
+        "controller": controller,
+        "gpus": gpus,
+    }
+
+
+def admitted_owners(workload: dict) -> list[str]:
+    """The uids of what an admitted (or quota-reserving) Workload stands for: its Job, or its
+    pods; none when Kueue has not admitted it."""
+    conditions = (workload.get("status") or {}).get("conditions") or []
+    if not any(
+        c.get("type") in ("Admitted", "QuotaReserved") and c.get("status") == "True"
+        for c in conditions
+    ):
+        return []
+    owners = (workload.get("metadata") or {}).get("ownerReferences") or []
+    return [o["uid"] for o in owners if o.get("uid")]
+
+
+def held_outside(pods: list[dict], admitted: set[str], *, teams: set[str]) -> dict[str, dict]:
+    """Per team (its namespace), the GPUs its pods hold that no admitted Workload stands for.
+    ``pods``: ``gpu_pod_holding``'s; ``admitted``: the uids admitted Workloads own."""
+    held: dict[str, dict] = {}
+    for pod in sorted(pods, key=lambda p: (p["namespace"], p["name"])):
+        if pod["namespace"] not in teams or admitted & {pod["uid"], pod["controller"]}:
+            continue
+        team = held.setdefault(pod["namespace"], {"gpus": 0, "pods": 0, "names": []})
+        team["gpus"] += pod["gpus"]
+        team["pods"] += 1
+        if len(team["names"]) < NAMED_PODS_HELD_OUTSIDE:
+            team["names"].append(pod["name"])
+    return {team: held[team] for team in sorted(held)}
+
+
 def snapshot_fields(
     *,
     cluster_queues: list[dict],
@@ -266,9 +357,12 @@ def snapshot_fields(
     portal_name: str,
     gpu_model_label: str,
     kueue_error: str = "",
+    gpu_pods: list[dict] = (),
+    admitted: set[str] = frozenset(),
 ) -> dict:
     """The ``QueueSnapshot`` fields (JSON) for what the cluster returned: the portal's
-    ClusterQueues, every ResourceFlavor, and each ClusterQueue's pending workloads."""
+    ClusterQueues, every ResourceFlavor, each ClusterQueue's pending workloads, and the bound
+    GPU pods (``gpu_pod_holding``'s) with the uids admitted Workloads own."""
     queues, gpu_flavors = [], set()
     for cq in sorted(cluster_queues, key=lambda c: (c.get("metadata") or {}).get("name") or ""):
         figures, names = queue_figures(cq, portal_name=portal_name)
@@ -303,6 +397,9 @@ def snapshot_fields(
         "cluster_queues": queues,
         "pending": waiting,
         "kueue_error": kueue_error,
+        "held_outside": held_outside(
+            list(gpu_pods), set(admitted), teams={q["team"] for q in queues if q["team"]}
+        ),
     }
 
 
@@ -318,10 +415,12 @@ def kueue_not_answering(cluster_name: str, error: KubeError) -> str:
 
 def take_snapshot(cluster: Cluster, *, kube: WorkloadClient, portal_name: str) -> dict:
     """Read the cluster's queues (one list of the portal's ClusterQueues, one of the
-    ResourceFlavors, and the pending workloads of each ClusterQueue that has some) into
-    ``QueueSnapshot`` fields. Kueue answers the pending workloads itself, so while it is down
-    they fail: the fields then say so (``kueue_error``), with the last positions gone. Listing
-    the queues is the API server's, and errors there are raised."""
+    ResourceFlavors, and the pending workloads of each ClusterQueue that has some) and what
+    the teams hold outside them (one list of the bound, unfinished pods, kept only when they
+    ask for GPUs, and one of the Workloads) into ``QueueSnapshot`` fields. Kueue answers the
+    pending workloads itself, so while it is down they fail: the fields then say so
+    (``kueue_error``), with the last positions gone. Listing the queues, pods and Workloads
+    is the API server's, and errors there are raised."""
     selector = f"{MANAGED_BY_LABEL}={portal_name}"
     cluster_queues = kube.list_objects("ClusterQueue", label_selector=selector).items
     resource_flavors = kube.list_objects("ResourceFlavor").items
@@ -343,6 +442,10 @@ def take_snapshot(cluster: Cluster, *, kube: WorkloadClient, portal_name: str) -
     except (ServerError, ClusterUnreachable) as failure:
         pending, error = {}, kueue_not_answering(cluster.name, failure)
     pending = {name: items for name, items in pending.items() if name in waiting}
+    gpu_pods = kube.list_objects(
+        "Pod", field_selector=BOUND_UNFINISHED_PODS, keep=gpu_pod_holding
+    ).items
+    admitted = kube.list_objects("Workload", keep=admitted_owners).items
     return snapshot_fields(
         cluster_queues=cluster_queues,
         resource_flavors=resource_flavors,
@@ -350,6 +453,8 @@ def take_snapshot(cluster: Cluster, *, kube: WorkloadClient, portal_name: str) -
         portal_name=portal_name,
         gpu_model_label=cluster.gpu_model_label,
         kueue_error=error,
+        gpu_pods=[pod for pod in gpu_pods if pod is not None],
+        admitted={uid for owners in admitted for uid in owners},
     )
 
 

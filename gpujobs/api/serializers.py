@@ -442,6 +442,16 @@ class TeamFlavorUsageSerializer(serializers.Serializer):
     lending_limit = serializers.IntegerField(allow_null=True)
 
 
+class HeldOutsideSerializer(serializers.Serializer):
+    """The GPUs a team's pods hold that Kueue did not admit."""
+
+    gpus = serializers.IntegerField()
+    pods = serializers.IntegerField()
+    pod_names = serializers.ListField(
+        child=serializers.CharField(), source="names", help_text="The first ten, by name."
+    )
+
+
 class TeamQueueSerializer(serializers.Serializer):
     """A team's queue on one cluster: its GPUs per flavor and its admitted and waiting jobs."""
 
@@ -456,6 +466,12 @@ class TeamQueueSerializer(serializers.Serializer):
     gpus = TeamFlavorUsageSerializer(source="usage", many=True)
     admitted = QueueJobSerializer(many=True)
     waiting = WaitingJobSerializer(many=True, help_text="In the order Kueue takes them.")
+    held_outside_the_queue = HeldOutsideSerializer(
+        source="held_outside",
+        help_text="GPUs held in the team's namespace by pods Kueue did not admit (made before "
+        "the cluster was switched to Kueue mode): the namespace's quota counts them, Kueue "
+        "does not.",
+    )
 
     def get_kueue_admitting(self, queue) -> bool:
         return not queue.kueue_error

@@ -11,7 +11,7 @@ from django.utils import timezone
 from clusters.models import QuotaMode
 from gpujobs.models import GpuJob
 from gpujobs.observe import Reason
-from gpujobs.queues import record_snapshot, snapshot_fields
+from gpujobs.queues import gpu_pod_holding, record_snapshot, snapshot_fields
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -118,6 +118,73 @@ def test_the_cluster_page_shows_the_cohorts_usage_per_team(client_as, admin, clu
     assert '<td class="num" data-testid="cohort-lent">2</td>' in vision
     assert '<td class="num" data-testid="cohort-idle">0</td>' in vision
     assert '<td class="num" data-testid="cohort-borrowed">2</td>' in speech
+    assert html.count('data-testid="cohort-usage"') == 1
+
+
+def bound_gpu_pod(namespace: str, name: str, *, gpus: int) -> dict:
+    return {
+        "metadata": {"namespace": namespace, "name": name, "uid": f"uid-{name}"},
+        "spec": {
+            "nodeName": "gpu-node-1",
+            "containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": gpus}}}],
+        },
+        "status": {"phase": "Running"},
+    }
+
+
+@pytest.fixture
+def held_by_hand(cluster, team):
+    """vision's namespace holds 3 GPUs by two pods made by hand before the switch to Kueue
+    mode, beside its queued job's pod, which Kueue admitted."""
+    cluster.quota_mode = QuotaMode.KUEUE
+    cluster.save()
+    factories.TeamClusterFactory(team=team, cluster=cluster)
+    pods = [
+        bound_gpu_pod("vision", "notebook-by-hand", gpus=1),
+        bound_gpu_pod("vision", "train-by-hand", gpus=2),
+        bound_gpu_pod("vision", "queued", gpus=4),
+    ]
+    fields = snapshot_fields(
+        cluster_queues=[cluster_queue("gpu-portal-vision", "vision", nominal=8, used=4)],
+        resource_flavors=[],
+        pending={},
+        portal_name="gpu-portal",
+        gpu_model_label="nvidia.com/gpu.product",
+        gpu_pods=[gpu_pod_holding(p) for p in pods],
+        admitted={"uid-queued"},
+    )
+    record_snapshot(cluster.pk, fields, now=timezone.now())
+
+
+@pytest.mark.usefixtures("held_by_hand")
+def test_gpus_held_outside_the_queue_are_on_the_team_page_its_api_and_the_cluster_page(
+    client_as, member, admin, cluster, team
+):
+    team_page = client_as(member).get(f"/teams/{team.slug}/").content.decode()
+    answer = client_as(member).get(f"/api/v1/teams/{team.slug}/queue/?cluster={cluster.name}")
+    cluster_page = client_as(admin).get(f"/monitoring/clusters/{cluster.name}/").content.decode()
+
+    assert '<strong data-testid="team-held-outside-gpus">3</strong>' in team_page
+    assert "<code>notebook-by-hand</code>, <code>train-by-hand</code>" in team_page
+    assert answer.status_code == 200
+    assert answer.json()["held_outside_the_queue"] == {
+        "gpus": 3,
+        "pods": 2,
+        "pod_names": ["notebook-by-hand", "train-by-hand"],
+    }
+    row = cluster_page.split('data-testid="held-outside"')[1].split('data-team="vision"')[1]
+    assert '<td class="num" data-testid="held-outside-gpus">3</td>' in row.split("</tr>")[0]
+    assert "GPUs held outside the queue: 3" in cluster_page
+
+
+def test_a_team_holding_nothing_outside_the_queue_shows_no_warning(
+    client_as, member, cluster, team, queues
+):
+    team_page = client_as(member).get(f"/teams/{team.slug}/").content.decode()
+    answer = client_as(member).get(f"/api/v1/teams/{team.slug}/queue/?cluster={cluster.name}")
+
+    assert 'data-testid="team-held-outside"' not in team_page
+    assert answer.json()["held_outside_the_queue"] == {"gpus": 0, "pods": 0, "pod_names": []}
 
 
 def test_the_team_page_shows_gpus_lent_and_the_waiting_job(client_as, member, team, queues):

@@ -5,16 +5,20 @@ the priority. In quota mode the queue rules are absent, but no pod names a prior
 cluster does not allow.
 
 Everything here runs against the devcluster's API server and its real Kueue (with its pod and
-Deployment integrations), with credentials minted for the team's member."""
+Deployment integrations), with credentials minted for the team's member. What a team holds
+outside the queue is read as the watcher reads it, with the portal's own credentials."""
 
 from __future__ import annotations
 
 import copy
 
 import pytest
+from django.contrib.auth.models import User
 from kubernetes import client
 
 from clusters.models import QuotaMode
+from clusters.workloads import WorkloadClient
+from gpujobs import queues
 from tenants import queueing
 from tests import factories
 from tests.integration.conftest import wait_for
@@ -364,3 +368,73 @@ def test_in_quota_mode_gpu_work_needs_no_queue_but_a_deadline_and_no_priority_cl
     )
     assert status == 403
     assert "may not name a priorityClassName" in message
+
+
+def test_gpus_held_from_before_the_switch_to_kueue_are_counted_outside_the_queue(
+    portal, iso_cluster, make_team, onboard, member, admin_user, client_as
+):
+    """A member's bare GPU pod of quota mode keeps running after the switch to Kueue mode:
+    the watcher's read of the cluster (with the portal's own confined credentials) counts it as
+    held outside the queue, and the team's queue API and pages show it; the pod of a Job Kueue
+    admitted is not counted."""
+    factories.GpuModelCapacityFactory(cluster=iso_cluster, gpu_model=A100, allocatable=32)
+    team = make_team("held")
+    onboard(team, iso_cluster, gpus=OWN_GPUS, lead=f"lead-{team.slug}", members=[f"mo-{team.slug}"])
+    mo = member(f"portal:mo-{team.slug}")
+    core = client.CoreV1Api(mo)
+    wait_for(
+        lambda: not _refused(mo, team.slug, gpu_pod("probe")),
+        timeout=30,
+        what="the quota-mode policies enforced",
+    )
+    core.create_namespaced_pod(team.slug, gpu_pod("by-hand", gpus=2))
+    wait_for(
+        lambda: core.read_namespaced_pod("by-hand", team.slug).status.phase == "Running",
+        timeout=90,
+        what="the pod made by hand to run",
+    )
+
+    queueing.cluster_set_quota_mode(
+        actor=admin_user, cluster=iso_cluster, quota_mode=QuotaMode.KUEUE
+    )
+    wait_for(
+        lambda: portal.objects.names("localqueues", team.slug),
+        timeout=60,
+        what="the team's LocalQueues",
+    )
+    wait_for(
+        lambda: _refused(mo, team.slug, gpu_job("probe")),
+        timeout=60,
+        what="the queue policies enforced",
+    )
+    client.BatchV1Api(mo).create_namespaced_job(
+        team.slug, gpu_job("queued", labels=_job_queued_labels("guaranteed", portal.name))
+    )
+    wait_for(
+        lambda: any(
+            p.status.phase == "Running"
+            for p in core.list_namespaced_pod(team.slug, label_selector="job-name=queued").items
+        ),
+        timeout=90,
+        what="the queued job's pod to run",
+    )
+
+    fields = queues.take_snapshot(
+        iso_cluster, kube=WorkloadClient.for_cluster(iso_cluster), portal_name=portal.name
+    )
+    queues.record_snapshot(iso_cluster.pk, fields)
+
+    assert fields["held_outside"] == {team.slug: {"gpus": 2, "pods": 1, "names": ["by-hand"]}}
+    lead = User.objects.get(username=f"lead-{team.slug}")
+    answer = client_as(lead).get(f"/api/v1/teams/{team.slug}/queue/?cluster={iso_cluster.name}")
+    assert answer.json()["held_outside_the_queue"] == {
+        "gpus": 2,
+        "pods": 1,
+        "pod_names": ["by-hand"],
+    }
+    page = client_as(lead).get(f"/teams/{team.slug}/").content.decode()
+    assert '<strong data-testid="team-held-outside-gpus">2</strong>' in page
+    cluster_page = client_as(factories.AdminFactory()).get(
+        f"/monitoring/clusters/{iso_cluster.name}/"
+    )
+    assert "GPUs held outside the queue: 2" in cluster_page.content.decode()

@@ -440,6 +440,11 @@ WEBHOOKS_MAX_ATTEMPTS = env_int("WEBHOOKS_MAX_ATTEMPTS", 6)
 WEBHOOKS_RETRY_BASE_SECONDS = env_float("WEBHOOKS_RETRY_BASE_SECONDS", 30)
 WEBHOOKS_RETRY_MAX_SECONDS = env_float("WEBHOOKS_RETRY_MAX_SECONDS", 1800)
 WEBHOOKS_SWEEP_SECONDS = env_float("WEBHOOKS_SWEEP_SECONDS", 60)
+# Deliveries (and their sweep) go to a Celery queue of their own, read by workers of their own
+# (`celery -A portal worker -Q webhooks`): a receiver that answers slowly holds up only other
+# deliveries, never a reconcile or the removal of someone's access.
+WEBHOOKS_QUEUE = env("WEBHOOKS_QUEUE", "webhooks")
+CELERY_TASK_ROUTES = ("portal.celery.route_task",)
 CELERY_BEAT_SCHEDULE = {
     # Expires grants whose period is over, then reconciles every team on every cluster: repairs
     # hand edits and shrinks the quotas of expired grants.

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The demo: the portal on embedded defaults (SQLite), with a private Redis, a Celery worker and
-# beat, the job watcher and the local GPU cluster, seeded so that it looks in use: two teams with
-# grants and requests in the review queue, a week of GPU history, an idle-GPU notice, jobs that
-# finish and one that keeps running. Ctrl-C stops everything it started.
+# The demo: the portal on embedded defaults (SQLite), with a private Redis, a Celery worker, one
+# for webhook deliveries and beat, the job watcher and the local GPU cluster, seeded so that it
+# looks in use: two teams with grants and requests in the review queue, a week of GPU history, an
+# idle-GPU notice, jobs that finish and one that keeps running. Ctrl-C stops everything it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -42,7 +42,11 @@ history_options=""
 .venv/bin/python -m devcluster.demo_history $history_options
 .venv/bin/python manage.py check_idle_gpus
 
-.venv/bin/celery -A portal worker --pool=solo --loglevel=INFO >"$STATE/worker.log" 2>&1 &
+.venv/bin/celery -A portal worker --pool=solo --loglevel=INFO -n worker@%h >"$STATE/worker.log" 2>&1 &
+pids+=($!)
+# Webhook deliveries have a queue of their own, read by a worker of their own: a slow receiver
+# never delays a reconcile or the removal of access.
+.venv/bin/celery -A portal worker --pool=solo -Q "${WEBHOOKS_QUEUE:-webhooks}" --loglevel=INFO -n webhooks@%h >"$STATE/webhook-worker.log" 2>&1 &
 pids+=($!)
 .venv/bin/celery -A portal beat --loglevel=INFO >"$STATE/beat.log" 2>&1 &
 pids+=($!)
@@ -64,7 +68,7 @@ cat <<MSG
   Cluster:     export KUBECONFIG=$KUBECONFIG   (kubectl: $(.venv/bin/python -c "from devcluster import builder; print(builder.bin_dir())")/kubectl)
                a member's own: .venv/bin/python -m devcluster mint portal:lena  (the team roles, as in a company)
   Prometheus:  $PROMETHEUS_URL
-  Logs:        $STATE/  (worker.log, beat.log, watcher.log)    Stop with Ctrl-C.
+  Logs:        $STATE/  (worker.log, webhook-worker.log, beat.log, watcher.log)    Stop with Ctrl-C.
 
 MSG
 # The ASGI application, as in production (a followed job log streams on the event loop).

@@ -34,6 +34,11 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 SESSION_QUEUE = f"pytest-{os.getpid()}"
 os.environ["CELERY_TASK_DEFAULT_QUEUE"] = SESSION_QUEUE
 celery_app.conf.task_default_queue = SESSION_QUEUE
+# Webhook deliveries have a queue of their own (settings.WEBHOOKS_QUEUE): the session's is read
+# by the session worker too.
+SESSION_WEBHOOKS_QUEUE = f"{SESSION_QUEUE}-webhooks"
+os.environ["WEBHOOKS_QUEUE"] = SESSION_WEBHOOKS_QUEUE
+settings.WEBHOOKS_QUEUE = SESSION_WEBHOOKS_QUEUE
 WORKER_NAME = f"{SESSION_QUEUE}@{socket.gethostname()}"
 _running_workers: list[subprocess.Popen] = []
 
@@ -41,7 +46,8 @@ _running_workers: list[subprocess.Popen] = []
 def _worker_busy() -> bool:
     """Whether the session worker has tasks queued, reserved or running."""
     with celery_app.connection_for_read() as conn:
-        queued = conn.default_channel.client.llen(SESSION_QUEUE)
+        redis = conn.default_channel.client
+        queued = redis.llen(SESSION_QUEUE) + redis.llen(SESSION_WEBHOOKS_QUEUE)
     inspect = celery_app.control.inspect(destination=[WORKER_NAME], timeout=2)
     active = (inspect.active() or {}).get(WORKER_NAME, [])
     reserved = (inspect.reserved() or {}).get(WORKER_NAME, [])
@@ -158,6 +164,8 @@ def _start_worker(postgres_database, tmp_path_factory) -> subprocess.Popen:
                 "portal",
                 "worker",
                 "--pool=solo",
+                "-Q",
+                f"{SESSION_QUEUE},{SESSION_WEBHOOKS_QUEUE}",
                 "--loglevel=INFO",
                 "--without-gossip",
                 "--without-mingle",

@@ -1,12 +1,12 @@
 """The demo's processes on the embedded SQLite default, all writing at once.
 
-``make demo`` runs a web server, a Celery worker, Celery beat and the job watcher on one SQLite
-file. Here they run as the demo starts them, on a fresh SQLite file, against the devcluster and
-Redis: threads post GPU jobs through the API as fast as the server takes them while the worker
-creates the Jobs, the watcher writes back their states as they run and finish, and beat's
-schedule (squeezed to seconds) has the worker sync inventories, resync jobs, check idle GPUs
-and reconcile teams. Not one HTTP answer may be a server error, and no process may log a locked
-database.
+``make demo`` runs a web server, a Celery worker, a Celery worker for webhook deliveries, Celery
+beat and the job watcher on one SQLite file. Here they run as the demo starts them, on a fresh
+SQLite file, against the devcluster and Redis: threads post GPU jobs through the API as fast as
+the server takes them while the worker creates the Jobs, the watcher writes back their states as
+they run and finish, and beat's schedule (squeezed to seconds) has the worker sync inventories,
+resync jobs, check idle GPUs and reconcile teams, and the webhook worker sweep deliveries. Not
+one HTTP answer may be a server error, and no process may log a locked database.
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ class DemoProcess:
 
 @pytest.fixture
 def sqlite_demo(devcluster, tmp_path):
-    """The demo's four processes on a fresh SQLite file, with one team granted GPUs on the
+    """The demo's five processes on a fresh SQLite file, with one team granted GPUs on the
     devcluster. Yields the server's URL, the lead's API token, the team's slug and the
     processes."""
     with celery_app.connection_for_write() as conn:
@@ -112,14 +112,16 @@ def sqlite_demo(devcluster, tmp_path):
         **os.environ,
         "DATABASE_URL": f"sqlite:///{tmp_path / 'demo.sqlite3'}",
         "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
-        # A queue of its own: no other worker on this Redis takes these tasks.
+        # Queues of its own: no other worker on this Redis takes these tasks.
         "CELERY_TASK_DEFAULT_QUEUE": queue,
+        "WEBHOOKS_QUEUE": f"{queue}-webhooks",
         "PYTHONUNBUFFERED": "1",
         # Beat's schedule in seconds, so that the worker writes all along.
         "PORTAL_RECONCILE_SWEEP_SECONDS": "3",
         "PORTAL_INVENTORY_SYNC_SECONDS": "1",
         "PORTAL_IDLE_CHECK_EVERY_SECONDS": "1",
         "GPUJOBS_RESYNC_SECONDS": "1",
+        "WEBHOOKS_SWEEP_SECONDS": "1",
         # Its watcher leads the devcluster under a Lease of its own (not the session's), in the
         # portal's namespace, which a cluster admin makes (deploy/namespace.yaml).
         "GPUJOBS_WATCHER_LEASE_NAME": f"{queue}-watcher",
@@ -170,6 +172,22 @@ def sqlite_demo(devcluster, tmp_path):
                 "ready.",
             ),
             (
+                "webhook-worker",
+                [
+                    *celery,
+                    "worker",
+                    "--pool=solo",
+                    "-Q",
+                    f"{queue}-webhooks",
+                    "--loglevel=INFO",
+                    "-n",
+                    f"{queue}-webhooks@{socket.gethostname()}",
+                    "--without-gossip",
+                    "--without-mingle",
+                ],
+                "ready.",
+            ),
+            (
                 "beat",
                 [*celery, "beat", "--loglevel=INFO", "-s", str(tmp_path / "beat-schedule")],
                 "beat: Starting",
@@ -190,7 +208,7 @@ def sqlite_demo(devcluster, tmp_path):
         for process in reversed(processes):
             process.stop()
         with celery_app.connection_for_write() as conn:
-            conn.default_channel.client.delete(queue)
+            conn.default_channel.client.delete(queue, f"{queue}-webhooks")
         _delete_namespace(devcluster, slug)
 
 
@@ -275,4 +293,7 @@ def test_web_worker_beat_and_watcher_write_to_sqlite_at_once_without_lock_errors
     # Everyone wrote: the worker created jobs and ran beat's tasks, the watcher saw jobs end.
     assert "gpujobs.tasks.submit_job" in logs["worker"]
     assert "monitoring.tasks.check_idle_gpus" in logs["worker"]
+    # Webhook tasks go to the webhook worker alone (the banners list every task: match runs).
+    assert "Task webhooks.tasks.send_due_deliveries[" in logs["webhook-worker"]
+    assert "Task webhooks.tasks." not in logs["worker"]
     assert "Sending due task" in logs["beat"]

@@ -19,7 +19,7 @@ WHOLE = {
 }
 # Each component's placement, documented once for all of them.
 PLACEMENT = {"podAnnotations", "nodeSelector", "tolerations", "affinity"}
-COMPONENTS = {"web", "worker", "beat", "watcher"}
+COMPONENTS = {"web", "worker", "webhookWorker", "beat", "watcher"}
 
 
 def value_paths(values: dict, prefix: str = "") -> set[str]:

@@ -75,6 +75,8 @@ def test_overrides_are_accepted_by_the_api_server(helm, kubectl, namespace):
             "web.replicas": 4,
             "web.podDisruptionBudget.minAvailable": "50%",
             "worker.replicas": 3,
+            "webhookWorker.replicas": 2,
+            "webhookWorker.queue": "hooks",
             "ingress.enabled": "true",
             "ingress.host": "gpus.example.org",
             "ingress.tlsSecretName": "gpus-tls",

@@ -20,7 +20,7 @@ from tests.integration.deploy.conftest import CHART, OIDC, by_kind_and_name, set
 pytestmark = [pytest.mark.integration]
 
 DEPLOY = REPO_ROOT / "deploy"
-COMPONENTS = ("web", "worker", "beat", "watcher")
+COMPONENTS = ("web", "worker", "webhook-worker", "beat", "watcher")
 
 
 def deploy_objects(name: str) -> dict[tuple[str, str], dict]:
@@ -72,6 +72,17 @@ def test_each_component_runs_the_images_own_command(helm):
     assert container(objects, "web")["command"] == [*server[:-1], "5"]
     assert server[-2] == "--workers"
     assert container(objects, "worker")["command"][:4] == ["celery", "-A", "portal", "worker"]
+    assert "-Q" not in container(objects, "worker")["command"]
+    assert container(objects, "webhook-worker")["command"] == [
+        "celery",
+        "-A",
+        "portal",
+        "worker",
+        "-Q",
+        "webhooks",
+        "--loglevel=INFO",
+        "--concurrency=4",
+    ]
     assert container(objects, "beat")["command"][:4] == ["celery", "-A", "portal", "beat"]
     assert container(objects, "watcher")["command"] == ["python", "manage.py", "watch_jobs"]
     job = by_kind_and_name(objects)[("Job", "portal-gpu-portal-migrate")]
@@ -108,7 +119,13 @@ def test_every_component_reads_the_settings_and_only_some_get_a_token(helm):
         assert pod["serviceAccountName"] == "gpu-portal"
         tokens[name] = pod["automountServiceAccountToken"]
 
-    assert tokens == {"web": True, "worker": True, "beat": False, "watcher": True}
+    assert tokens == {
+        "web": True,
+        "worker": True,
+        "webhook-worker": False,
+        "beat": False,
+        "watcher": True,
+    }
 
 
 def test_settings_go_to_the_configmap_and_secrets_to_the_secret(helm):
@@ -208,6 +225,54 @@ def test_the_migration_job_runs_before_install_and_upgrade_after_the_settings(he
     assert job["helm.sh/hook"] == "pre-install,pre-upgrade"
     assert int(config["helm.sh/hook-weight"]) < int(job["helm.sh/hook-weight"])
     assert int(secret["helm.sh/hook-weight"]) < int(job["helm.sh/hook-weight"])
+
+
+def test_webhook_deliveries_go_to_the_queue_the_webhook_worker_reads(helm):
+    for values, queue in [
+        ({}, "webhooks"),
+        ({"webhookWorker.queue": "hooks", "webhookWorker.concurrency": 8}, "hooks"),
+    ]:
+        objects = helm.objects(values=values)
+        command = container(objects, "webhook-worker")["command"]
+        config = by_kind_and_name(objects)[("ConfigMap", "portal-gpu-portal")]["data"]
+
+        assert command[command.index("-Q") + 1] == queue
+        assert config["WEBHOOKS_QUEUE"] == queue
+        if values:
+            assert command[-1] == "--concurrency=8"
+
+
+def test_the_webhook_worker_is_small_and_apart(helm):
+    objects = by_kind_and_name(helm.objects(values={"webhookWorker.replicas": 2}))
+    deployment = objects[("Deployment", "portal-gpu-portal-webhook-worker")]["spec"]
+    worker = objects[("Deployment", "portal-gpu-portal-worker")]["spec"]
+
+    assert deployment["replicas"] == 2
+    assert deployment["selector"]["matchLabels"]["app.kubernetes.io/component"] == "webhook-worker"
+    assert deployment["selector"]["matchLabels"] != worker["selector"]["matchLabels"]
+    assert deployment["template"]["spec"]["containers"][0]["resources"] == {
+        "requests": {"cpu": "50m", "memory": "256Mi"},
+        "limits": {"memory": "512Mi"},
+    }
+
+
+@pytest.mark.parametrize(
+    ("values", "complaint"),
+    [
+        ({"config.env.WEBHOOKS_QUEUE": "other"}, "set webhookWorker.queue, not WEBHOOKS_QUEUE"),
+        ({"secrets.env.WEBHOOKS_QUEUE": "other"}, "set webhookWorker.queue, not WEBHOOKS_QUEUE"),
+        ({"webhookWorker.queue": "celery"}, "webhookWorker.queue must differ"),
+        (
+            {"config.env.CELERY_TASK_DEFAULT_QUEUE": "main", "webhookWorker.queue": "main"},
+            "webhookWorker.queue must differ",
+        ),
+    ],
+)
+def test_a_webhook_queue_the_worker_would_not_read_alone_is_refused(helm, values, complaint):
+    result = helm.run("template", "portal", str(CHART), *sets(values))
+
+    assert result.returncode != 0
+    assert complaint in result.stderr
 
 
 def test_one_beat_two_electing_watchers_and_disruption_budgets(helm):
@@ -352,6 +417,8 @@ def test_an_existing_secret_an_ingress_and_no_confinement(helm):
     [
         ("web.replicas=abc", "/web/replicas", "got string, want integer"),
         ("worker.concurrency=0", "/worker/concurrency", "minimum"),
+        ("webhookWorker.concurrency=0", "/webhookWorker/concurrency", "minimum"),
+        ("webhookWorker.queue=a\\,b", "/webhookWorker/queue", "does not match pattern"),
         ("service.type=Public", "/service/type", "value must be one of"),
         ("config.sslRedirect=maybe", "/config/sslRedirect", "got string, want boolean"),
         ("webb.replicas=2", "", "additional properties 'webb' not allowed"),

@@ -2,14 +2,15 @@
 worker process on the real Redis broker, to a real receiver the test runs, which checks the
 HMAC signature; a receiver that answers 500 first sees the delivery again after the backoff.
 
-The worker is this module's own, on a queue of its own, with a one-second backoff (the
-default, 30 s, is too long for a test): ``deliver`` is routed there, and the worker's retries
-follow (its default queue is that queue)."""
+The worker is this module's own, on a webhooks queue of its own (``WEBHOOKS_QUEUE``, here and
+in the worker, so its retries follow), with a one-second backoff (the default, 30 s, is too
+long for a test)."""
 
 import time
 import uuid
 
 import pytest
+from django.conf import settings
 
 from portal.celery import app as celery_app
 from tenants import quota
@@ -19,7 +20,6 @@ from tests.integration.reconcile.conftest import Worker, own_queue  # noqa: F401
 from webhooks import services
 from webhooks.models import Delivery
 from webhooks.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, signature_valid
-from webhooks.tasks import deliver
 
 # A worker of the module's own (not a fixture that marks the test): say what it needs.
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker, pytest.mark.redis]
@@ -28,15 +28,13 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker, pytes
 @pytest.fixture(scope="module")
 def webhook_worker(postgres_database, tmp_path_factory):
     queue = f"webhooks-test-{uuid.uuid4().hex[:8]}"
-    task = deliver._get_current_object()
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(task, "queue", queue, raising=False)
-        patch.setattr(task, "_exec_options", None)  # Celery caches the options with the queue
+        patch.setattr(settings, "WEBHOOKS_QUEUE", queue)  # the router reads it at each send
         worker = Worker(
             queue=queue,
             log=tmp_path_factory.mktemp("webhooks") / "worker.log",
             env={
-                "CELERY_TASK_DEFAULT_QUEUE": queue,
+                "WEBHOOKS_QUEUE": queue,
                 "WEBHOOKS_RETRY_BASE_SECONDS": "1",
                 "WEBHOOKS_ALLOWED_INTERNAL_HOSTS": "127.0.0.1",
                 "WEBHOOKS_MAX_ATTEMPTS": "3",

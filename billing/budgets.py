@@ -19,7 +19,7 @@ from billing import periods
 from billing.amounts import read_amount
 from billing.models import Budget
 from billing.statements import department_ancestors, monthly_statement
-from portal import spreadsheets
+from core import spreadsheets
 from tenants.audit import audit, snapshot
 from tenants.models import AuditEvent, Department, Team
 from tenants.permissions import is_portal_admin

@@ -19,8 +19,8 @@ from billing import pricing
 from billing.models import Price
 from billing.periods import add_months
 from clusters.models import Cluster
+from core import spreadsheets
 from monitoring.usage import UsageReport, usage_rows
-from portal import spreadsheets
 from tenants.models import Department, Team
 
 

@@ -4,7 +4,7 @@ from django.db import models
 
 from clusters.models import Cluster, GpuCapacity, GpuModelCapacity
 from clusters.signals import settings_changed
-from portal.redaction import MASK, redact, without_credentials
+from core.redaction import MASK, redact, without_credentials
 
 
 class GpuCapacityInline(admin.TabularInline):

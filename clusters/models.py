@@ -21,8 +21,8 @@ from clusters.vocabulary import (
     POD_SECURITY_RESTRICTED,
     SYSTEM_IDENTITY_PREFIX,
 )
-from portal.redaction import redact
-from portal.validators import (
+from core.redaction import redact
+from core.validators import (
     DNS1123_LABEL_MAX_LENGTH,
     dns1123_label_validator,
     extended_resource_name_validator,

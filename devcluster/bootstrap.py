@@ -10,11 +10,11 @@ from pathlib import Path
 import yaml
 from kubernetes import client
 
+from core.validators import LabelMatcher
 from devcluster import kubeconfig, pki, podlogs, processes, tenant_metrics
 from devcluster.components import kwok_logs_config
 from devcluster.settings import Settings
 from monitoring import promql
-from portal.validators import LabelMatcher
 
 KUBERNETES_SERVICE_IP = "10.96.0.1"
 # The portal's recording rules, loaded from <state>/prometheus/rules/ (see prometheus_rules).

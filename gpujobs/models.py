@@ -5,9 +5,9 @@ from django.db.models import Q
 
 from clusters.models import Cluster
 from clusters.vocabulary import DEFAULT_GPU_RESOURCE, GUARANTEED, OPPORTUNISTIC
+from core.validators import extended_resource_name_validator
 from gpujobs import manifests, observe
 from gpujobs.specs import MAX_BACKOFF_LIMIT, MAX_GPUS_PER_JOB, MAX_RUNTIME_SECONDS, PRIORITY_HELP
-from portal.validators import extended_resource_name_validator
 from tenants.models import Team
 
 

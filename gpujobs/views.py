@@ -18,6 +18,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from core.params import page_of
 from gpujobs import cluster_reads, queue_reads, selectors, services
 from gpujobs.filtersets import GpuJobFilter
 from gpujobs.forms import JobForm, add_job_errors
@@ -29,7 +30,6 @@ from gpujobs.workload_pages import (
     creator_teams,
     fragment,
 )
-from portal.params import page_of
 from tenants.errors import InvalidTransition
 from tenants.selectors import teams_visible_to
 

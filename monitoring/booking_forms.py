@@ -10,7 +10,7 @@ from django.db.models import QuerySet
 
 from clusters.models import Cluster
 from clusters.vocabulary import DEFAULT_GPU_RESOURCE
-from portal.validators import MAX_TEXT_LENGTH
+from core.validators import MAX_TEXT_LENGTH
 from tenants import bookings
 from tenants.forms import DateInput, gpu_kind_choices, gpu_model_choices
 from tenants.models import Membership, Team

@@ -17,9 +17,9 @@ import math
 from dataclasses import dataclass
 
 from clusters.models import Cluster
+from core.validators import parse_label_matchers
 from monitoring import promql
 from monitoring.prometheus import PrometheusClient, PrometheusError, PrometheusQueryError
-from portal.validators import parse_label_matchers
 from tenants.models import Team
 from tenants.selectors import namespace_ownership
 

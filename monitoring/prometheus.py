@@ -29,7 +29,7 @@ import orjson
 from django.conf import settings
 from django.core.cache import cache
 
-from portal.redaction import without_credentials
+from core.redaction import without_credentials
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from portal import spreadsheets
+from core import spreadsheets
 
 BUCKETS = ("day", "week", "month", "total")
 MAX_PERIODS = 400

@@ -22,11 +22,11 @@ from django.views.decorators.gzip import gzip_page
 from django.views.decorators.http import require_POST
 
 from clusters.models import Cluster
+from core.params import page_of
 from monitoring import dashboards, idle, permissions, rules, selectors, usage
 from monitoring.forms import IdlePolicyForm, IdleServicesPolicyForm, UsageReportForm, WindowForm
 from monitoring.models import IdlePolicy
 from monitoring.notifications import notifications_mark_read
-from portal.params import page_of
 from tenants.forms import add_service_errors
 from tenants.models import Team
 from tenants.selectors import teams_visible_to

@@ -15,7 +15,7 @@ what they raise into the answer, for every API view alike:
   out of connections): 503 ``{"detail"}`` with ``Retry-After``;
 * anything else DRF knows (its own 400, 401, 403, 404, 405, ...) as DRF answers it.
 
-``portal.openapi`` declares the same answers in the API's description.
+``core.openapi`` declares the same answers in the API's description.
 """
 
 import logging
@@ -34,9 +34,9 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from clusters.kube import KubeError
+from core.params import page_number, whole_number
 from monitoring.metrics import NamespaceNotConfirmed, unavailable_message
 from monitoring.prometheus import PrometheusError
-from portal.params import page_number, whole_number
 from tenants.errors import InvalidTransition
 
 logger = logging.getLogger(__name__)

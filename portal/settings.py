@@ -104,7 +104,7 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
-    "portal.middleware.RefuseUntextualInput",
+    "core.middleware.RefuseUntextualInput",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -134,8 +134,8 @@ TEMPLATES = [
 ]
 
 # Django's renderer, but the common widgets written in Python rather than a template each
-# (portal/form_rendering.py): pages of forms spent most of their time rendering widgets.
-FORM_RENDERER = "portal.form_rendering.PythonWidgetRenderer"
+# (core/form_rendering.py): pages of forms spent most of their time rendering widgets.
+FORM_RENDERER = "core.form_rendering.PythonWidgetRenderer"
 
 WSGI_APPLICATION = "portal.wsgi.application"
 
@@ -354,9 +354,9 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     # JSON, forms and multipart as DRF parses them, refusing strings that are not text.
     "DEFAULT_PARSER_CLASSES": [
-        "portal.parsers.TextJSONParser",
-        "portal.parsers.TextFormParser",
-        "portal.parsers.TextMultiPartParser",
+        "core.parsers.TextJSONParser",
+        "core.parsers.TextFormParser",
+        "core.parsers.TextMultiPartParser",
     ],
     "DEFAULT_PAGINATION_CLASS": "portal.api.PortalPagination",
     "PAGE_SIZE": 50,
@@ -364,9 +364,9 @@ REST_FRAMEWORK = {
         "tenants.api.filters.PortalFilterBackend",
         "rest_framework.filters.OrderingFilter",
     ],
-    "DEFAULT_SCHEMA_CLASS": "portal.openapi.PortalAutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "core.openapi.PortalAutoSchema",
     "EXCEPTION_HANDLER": "portal.api.exception_handler",
-    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "portal.negotiation.PortalContentNegotiation",
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "core.negotiation.PortalContentNegotiation",
 }
 
 SPECTACULAR_SETTINGS = {
@@ -611,8 +611,8 @@ PORTAL_LOG_LEVEL = env("PORTAL_LOG_LEVEL", "INFO")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    # No URL credentials in any log line, whoever logs it (portal/redaction.py).
-    "filters": {"redact": {"()": "portal.redaction.RedactingFilter"}},
+    # No URL credentials in any log line, whoever logs it (core/redaction.py).
+    "filters": {"redact": {"()": "core.redaction.RedactingFilter"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["redact"]}},
     "root": {"handlers": ["console"], "level": PORTAL_LOG_LEVEL},
 }

@@ -5,8 +5,8 @@ from django.db.models import Q
 
 from clusters.models import Cluster
 from clusters.vocabulary import DEFAULT_GPU_RESOURCE
+from core.validators import extended_resource_name_validator
 from gpujobs.specs import MAX_GPUS_PER_JOB
-from portal.validators import extended_resource_name_validator
 from serving.specs import MAX_PORT, MAX_REPLICAS, MAX_SERVICE_NAME_LENGTH, ProbeKind
 from tenants.models import ReconcileState, Team
 

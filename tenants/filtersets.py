@@ -9,7 +9,7 @@ from django import forms
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from portal.params import BIGINT_MAX
+from core.params import BIGINT_MAX
 from tenants.models import AuditEvent, QuotaGrant, QuotaRequest
 
 

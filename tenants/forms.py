@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from clusters.models import Cluster, GpuCapacity, GpuModelCapacity, QuotaMode
-from portal.validators import MAX_NOTE_LENGTH, MAX_TEXT_LENGTH
+from core.validators import MAX_NOTE_LENGTH, MAX_TEXT_LENGTH
 
 
 class DateInput(forms.DateInput):

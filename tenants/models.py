@@ -8,7 +8,7 @@ from django.db.models import F, Q
 
 from clusters.models import Cluster, validate_object_limits
 from clusters.vocabulary import DEFAULT_GPU_RESOURCE
-from portal.validators import (
+from core.validators import (
     DNS1123_LABEL_MAX_LENGTH,
     dns1123_label_validator,
     extended_resource_name_validator,

@@ -2,7 +2,7 @@
 
 import django_filters
 
-from portal.params import BIGINT_MAX
+from core.params import BIGINT_MAX
 from tenants.filtersets import IntegerFilter
 from webhooks.models import Delivery
 

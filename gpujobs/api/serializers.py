@@ -161,7 +161,7 @@ class GpuJobSerializer(serializers.ModelSerializer):
         ]
         read_only_fields = fields
 
-    # The list reads jobs as rows (portal.rows): ``job`` is then the row, with its columns,
+    # The list reads jobs as rows (core.rows): ``job`` is then the row, with its columns,
     # ``pk`` and ``team.slug``; a job waiting in Kueue is read whole by ``prepare_rows``.
 
     @extend_schema_field(KubernetesRefSerializer)

@@ -4,7 +4,7 @@ team's job is a 404, never a 403 that confirms it exists), read the body (a subm
 
 Cluster reads (logs, events) that fail raise ``KubeError``, which ``portal.api`` answers with
 503 (worth retrying: the cluster is unreachable or busy) or 502 (the cluster refused), with the
-cluster's reason in words. Error answers are declared in the schema by ``portal.openapi``.
+cluster's reason in words. Error answers are declared in the schema by ``core.openapi``.
 """
 
 from django.db import connection
@@ -25,14 +25,14 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from clusters.models import Cluster
+from core.openapi import ErrorSerializer
+from core.params import whole_number
+from core.rows import RowListMixin, row_shape
 from gpujobs import cluster_reads, log_follows, queue_reads, selectors, services
 from gpujobs.api import serializers as s
 from gpujobs.filtersets import GpuJobFilter
 from gpujobs.manifests import GPU_CONTAINER
 from gpujobs.specs import DNS_SUBDOMAIN_RE
-from portal.openapi import ErrorSerializer
-from portal.params import whole_number
-from portal.rows import RowListMixin, row_shape
 from tenants.api.filters import PortalFilterBackend, StableOrderingFilter
 from tenants.selectors import teams_visible_to
 

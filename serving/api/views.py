@@ -20,9 +20,9 @@ from rest_framework.decorators import action
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 
+from core.openapi import ErrorSerializer
 from gpujobs.api.serializers import JobEventSerializer, LogSerializer
 from gpujobs.api.views import TAIL, log_answer, log_container, log_tail
-from portal.openapi import ErrorSerializer
 from serving import cluster_reads, selectors, services
 from serving.api import serializers as s
 from serving.filtersets import InferenceServiceFilter

@@ -14,8 +14,8 @@ from rest_framework import serializers
 
 from clusters.models import Cluster, QuotaMode
 from clusters.vocabulary import DEFAULT_GPU_RESOURCE
-from portal.fields import StringField
-from portal.validators import (
+from core.fields import StringField
+from core.validators import (
     MAX_NAME_LENGTH,
     MAX_NOTE_LENGTH,
     MAX_TEXT_LENGTH,
@@ -599,7 +599,7 @@ class ReviewQueueItemSerializer(QuotaRequestSerializer):
 
     def prepare_rows(self, objects) -> None:
         """What grants hold during each request's period, and for a department admin each
-        request's verdict (``portal.rows``: read once per page, from the requests themselves)."""
+        request's verdict (``core.rows``: read once per page, from the requests themselves)."""
         self._in_period = granted_in_request_periods(objects)
         self._delegations = {}
         user = self.context["request"].user

@@ -4,7 +4,7 @@ Visibility comes from ``tenants.selectors`` (another team's object is a 404, so 
 says it exists); what a user may do is decided by ``tenants.services`` (a 403 with its reason),
 with admin-only actions refused up front by ``AdminOnlyActions`` so that a non-admin hears "no"
 before any complaint about the body. Domain errors become JSON in ``portal.api``, and the error
-answers are declared in the schema by ``portal.openapi``.
+answers are declared in the schema by ``core.openapi``.
 """
 
 import datetime
@@ -27,7 +27,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from clusters.models import Cluster
-from portal.rows import RowListMixin
+from core.rows import RowListMixin
 from tenants import departments, impact, queueing, quota, selectors, services
 from tenants.api import serializers as s
 from tenants.api.filters import PortalFilterBackend, StableOrderingFilter

@@ -10,7 +10,7 @@ from django.shortcuts import render
 from django.urls import reverse
 
 from clusters.models import Cluster
-from portal.params import page_of
+from core.params import page_of
 from tenants import selectors
 from tenants.filtersets import AuditEventFilter
 from tenants.models import AuditEvent, Team

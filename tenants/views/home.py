@@ -9,7 +9,7 @@ from django.db.models import Count, Sum
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from portal.params import page_of
+from core.params import page_of
 from tenants import selectors
 from tenants.models import Membership, QuotaGrant, QuotaRequest
 from tenants.permissions import is_portal_admin

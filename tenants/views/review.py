@@ -14,7 +14,7 @@ from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from portal.params import page_of
+from core.params import page_of
 from tenants import quota, selectors
 from tenants.ceilings import Delegation, delegation
 from tenants.errors import InvalidTransition

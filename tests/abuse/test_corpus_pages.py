@@ -1,6 +1,6 @@
 """The corpus against the writes pages make through forms of their own (a team's idle-GPU
 policy, marking notifications read): nothing written, never a server error, and an answer the
-page shows: a 400 naming the field (text that is not text: ``portal.middleware``), or the
+page shows: a 400 naming the field (text that is not text: ``core.middleware``), or the
 redirect back with an error message (the idle policy's messages say what is wrong, not which
 field: tests/integration/pages/test_idle_policy_page.py holds them to their words). Ids that
 are no notification's mark nothing (tests/integration/pages/test_notifications.py).

@@ -5,7 +5,7 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from clusters.models import Cluster
-from portal.validators import LabelMatcher, parse_label_matchers
+from core.validators import LabelMatcher, parse_label_matchers
 
 
 @pytest.mark.parametrize(

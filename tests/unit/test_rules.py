@@ -6,7 +6,7 @@ from decimal import Decimal
 import pytest
 from django.core.exceptions import ValidationError
 
-from portal.validators import dns1123_label_validator, extended_resource_name_validator
+from core.validators import dns1123_label_validator, extended_resource_name_validator
 from tenants.audit import snapshot
 from tenants.errors import InvalidTransition
 from tenants.models import QuotaGrant, QuotaRequest, Team

@@ -1,6 +1,6 @@
 """Every page, number and date parameter of the API refuses a value out of range with a 400
 that names it, before anything is queried; none is quietly replaced by a default, and none
-reaches the database or Prometheus (portal/params.py, portal/api.py, monitoring/forms.py)."""
+reaches the database or Prometheus (core/params.py, portal/api.py, monitoring/forms.py)."""
 
 import datetime
 

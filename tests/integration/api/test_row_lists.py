@@ -1,4 +1,4 @@
-"""The lists answered from rows (``portal.rows``) say exactly what their serializer says of the
+"""The lists answered from rows (``core.rows``) say exactly what their serializer says of the
 same objects: every field, its type and its format, nulls included."""
 
 import datetime

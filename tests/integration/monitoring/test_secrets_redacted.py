@@ -1,6 +1,6 @@
 """A Prometheus URL with credentials (``http://user:password@host/``): the password goes to
 Prometheus as HTTP basic auth and nowhere else, not into a page, an API answer, the admin or a
-log line (portal/redaction.py)."""
+log line (core/redaction.py)."""
 
 import logging
 import warnings

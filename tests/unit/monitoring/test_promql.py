@@ -6,10 +6,10 @@ import re
 import pytest
 
 from clusters.models import Cluster
+from core.validators import parse_label_matchers
 from monitoring import promql, rules
 from monitoring.metrics import metrics_config
 from monitoring.promql import MetricsConfig
-from portal.validators import parse_label_matchers
 
 UTC = datetime.UTC
 PERCENT = MetricsConfig()

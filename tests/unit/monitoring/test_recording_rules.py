@@ -5,9 +5,9 @@ import datetime
 
 import yaml
 
+from core.validators import LabelMatcher
 from monitoring import promql, rules
 from monitoring.promql import MetricsConfig
-from portal.validators import LabelMatcher
 
 PERCENT = MetricsConfig()
 RATIO = MetricsConfig(utilisation_metric=promql.GR_ENGINE_ACTIVE)

@@ -5,7 +5,7 @@ import io
 
 import pytest
 
-from portal.spreadsheets import csv_text, safe_cell
+from core.spreadsheets import csv_text, safe_cell
 
 
 @pytest.mark.parametrize(

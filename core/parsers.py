@@ -1,4 +1,4 @@
-"""The API's request parsers: DRF's, refusing a body whose strings are not text (``portal.text``)
+"""The API's request parsers: DRF's, refusing a body whose strings are not text (``core.text``)
 with a 400 naming the top-level field that holds them, before any serializer sees it, so that no
 endpoint can forget."""
 
@@ -11,7 +11,7 @@ from rest_framework.exceptions import ParseError, ValidationError
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.settings import api_settings
 
-from portal.text import MAX_DEPTH, first_problem
+from core.text import MAX_DEPTH, first_problem
 
 
 def check_text(data) -> None:

@@ -9,8 +9,8 @@ from django.conf import settings
 from django.forms.renderers import DjangoTemplates
 from django.utils.safestring import mark_safe
 
-from portal import form_rendering
-from portal.form_rendering import PythonWidgetRenderer
+from core import form_rendering
+from core.form_rendering import PythonWidgetRenderer
 
 NASTY = "a < b & \"c\" 'd' <script>alert(1)</script> ü 🚀"
 
@@ -117,4 +117,4 @@ def test_a_template_it_does_not_know_is_rendered_as_a_template(monkeypatch):
 
 
 def test_the_portal_renders_forms_with_it():
-    assert settings.FORM_RENDERER == "portal.form_rendering.PythonWidgetRenderer"
+    assert settings.FORM_RENDERER == "core.form_rendering.PythonWidgetRenderer"

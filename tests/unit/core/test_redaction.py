@@ -1,11 +1,11 @@
-"""URL credentials are masked wherever the portal shows or logs a URL (portal/redaction.py)."""
+"""URL credentials are masked wherever the portal shows or logs a URL (core/redaction.py)."""
 
 import io
 import logging
 
 import pytest
 
-from portal.redaction import RedactingFilter, redact, without_credentials
+from core.redaction import RedactingFilter, redact, without_credentials
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ Views declare their successful answers (and may override an error's description)
 class adds the errors from what the operation is:
 
 * 400 for every operation: any query string may hold what is not text
-  (``portal.middleware``), besides the body, filters, ordering, pagination and parameters an
+  (``core.middleware``), besides the body, filters, ordering, pagination and parameters an
   operation takes;
 * 401 for views that need a signed-in user, and 403 where such a user may still be refused (a
   write, or an action in the view's ``admin_actions``);

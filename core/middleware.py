@@ -4,7 +4,7 @@ from urllib.parse import unquote, unquote_to_bytes
 
 from django.http import HttpResponseBadRequest, HttpResponseNotFound, JsonResponse
 
-from portal.text import first_problem, text_problem
+from core.text import first_problem, text_problem
 
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 # A query parameter is a filter, a date, a number or a name: none is longer than this.
@@ -31,11 +31,11 @@ def _overlong(query) -> tuple[str, str] | None:
 
 
 class RefuseUntextualInput:
-    """Query strings, and the forms pages post, hold only text (``portal.text``): otherwise a
+    """Query strings, and the forms pages post, hold only text (``core.text``): otherwise a
     400 naming the parameter, before any view, filter or form sees it (a NUL in a filter would
     reach PostgreSQL, which cannot take it). A path that is not text is a 404. JSON under
     /api/; plain text elsewhere. The API's bodies are checked by its parsers
-    (``portal.parsers``)."""
+    (``core.parsers``)."""
 
     def __init__(self, get_response):
         self.get_response = get_response

@@ -1,0 +1,102 @@
+"""The layers of ARCHITECTURE.md hold in the code: each app imports only the layers below it,
+the workload kinds never import each other, nothing of the product imports the devcluster or the
+command-line client, and the kernel (``core``) imports no app and never loads Celery."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+# Lower numbers are lower layers: an app imports only apps of a lower layer. Apps on one layer
+# never import each other (the workload kinds; the listeners to tenants' events).
+LAYERS = {
+    "core": 0,
+    "clusters": 1,
+    "tenants": 2,
+    "monitoring": 3,
+    "billing": 4,
+    "workloads": 5,
+    "gpujobs": 6,
+    "serving": 6,
+    "sessions": 6,
+    "accounts": 7,
+    "webhooks": 7,
+    "portal": 8,  # the project's wiring: settings, URLs, the Celery app, error handlers
+}
+TOOLS = ("devcluster", "cli")  # never imported by the product
+# Imports that break the rule today, each with the work that removes it. Serving still takes
+# what it shares with jobs from gpujobs, until that moves to workloads/ (issue 28).
+NOT_YET_LAYERED = {("serving", "gpujobs")}
+
+
+def imports_of(app: str) -> dict[str, set[str]]:
+    """The product apps and tools ``app`` imports, each with the files that do."""
+    found: dict[str, set[str]] = {}
+    for path in (REPO / app).rglob("*.py"):
+        if "migrations" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                modules = [node.module]
+            else:
+                continue
+            for module in modules:
+                top = module.split(".")[0]
+                if top != app and (top in LAYERS or top in TOOLS):
+                    found.setdefault(top, set()).add(str(path.relative_to(REPO)))
+    return found
+
+
+@pytest.mark.parametrize("app", [app for app in LAYERS if (REPO / app).is_dir()])
+def test_each_app_imports_only_the_layers_below_it(app):
+    wrong = {
+        imported: sorted(files)
+        for imported, files in imports_of(app).items()
+        if (imported in TOOLS or LAYERS[imported] >= LAYERS[app])
+        and (app, imported) not in NOT_YET_LAYERED
+    }
+
+    assert wrong == {}, f"{app} imports what it may not: {wrong}"
+
+
+def test_the_exceptions_still_exist():
+    """An exception that no longer happens is taken off the list, so it cannot come back."""
+    for app, imported in NOT_YET_LAYERED:
+        assert imported in imports_of(app), f"{app} no longer imports {imported}: drop it"
+
+
+def test_importing_the_kernel_loads_neither_celery_nor_an_app():
+    modules = sorted(
+        f"core.{path.stem}" for path in (REPO / "core").glob("*.py") if path.stem != "__init__"
+    )
+    # Django and DRF set up bare (the kernel's API pieces need them), none of the portal's apps.
+    probe = (
+        "import sys, django\n"
+        "from django.conf import settings\n"
+        "settings.configure(INSTALLED_APPS=['django.contrib.contenttypes',"
+        " 'django.contrib.auth', 'rest_framework', 'drf_spectacular'])\n"
+        "django.setup()\n"
+        f"for name in {modules!r}: __import__(name)\n"
+        f"apps = {sorted(set(LAYERS) - {'core'})!r}\n"
+        "loaded = sorted({m.split('.')[0] for m in sys.modules} & {'celery', *apps})\n"
+        "print(','.join(loaded))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={"PATH": ""},
+        check=False,
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == ""

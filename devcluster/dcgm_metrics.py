@@ -2,20 +2,31 @@
 
 Pure functions only (no Kubernetes, no HTTP), so the rules are unit-tested directly:
 
-* GPUs on a node are handed out to the Running pods bound to it in a fixed order: pods sorted by
-  (creation time, namespace, name), containers in spec order, each container taking as many GPUs
-  (lowest free index first) as its nvidia.com/gpu limit. A pod created later never displaces an
-  earlier one.
+* A GPU, once given to a container of a Running pod, stays that container's for as long as the pod
+  is Running on the node, whatever other pods come and go (as the kubelet's device assignment
+  does). The caller passes the previous assignment of the node to assign_gpus and keeps the one it
+  returns for the next call; a holder is known by (namespace, pod, creation time, container), so a
+  pod recreated under the same name starts afresh.
+* GPUs that are free (never held, or held by a pod that has ended) go to the containers still
+  short of GPUs: pods sorted by (creation time, namespace, name), containers in spec order, each
+  taking the lowest free index first until it holds as many GPUs as its nvidia.com/gpu limit. So a
+  pod created later never displaces an earlier one. Without a previous assignment (the first
+  scrape, or after a restart) this hands out every GPU afresh in that order.
+* When a node has fewer free GPUs than its pods ask for, the containers first in that order get
+  what is free and the rest get none; a container left short takes GPUs as they are freed, before
+  any container after it in that order.
 * A GPU nobody holds reads 0% utilisation. A held GPU reads the utilisation its pod asks for with
-  the annotation devcluster.gpuportal.io/gpu-util ("73", or "90,10" for per-GPU values in the
-  order the pod's GPUs were handed out, the last value repeating), else DEFAULT_HELD_UTILISATION.
+  the annotation devcluster.gpuportal.io/gpu-util ("73", or "90,10" for per-GPU values over the
+  pod's GPUs in container spec order, then index order, the last value repeating), else
+  DEFAULT_HELD_UTILISATION.
 * Every other reading is derived from utilisation, so a test can predict all of them.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from devcluster.gpu_models import GpuModel
@@ -66,6 +77,10 @@ class GpuHolder:
     pod: str
     container: str
     utilisation: float
+    created: str = ""  # the pod's creation timestamp, which tells a recreated pod from the last
+
+
+HolderKey = tuple[str, str, str, str]  # (namespace, pod, created, container)
 
 
 @dataclass(frozen=True)
@@ -99,25 +114,52 @@ def _utilisation_for(pod: PodOnNode, position: int) -> float:
     return pod.utilisation[min(position, len(pod.utilisation) - 1)]
 
 
-def assign_gpus(gpu_count: int, pods: Iterable[PodOnNode]) -> dict[int, GpuHolder]:
-    """Hand out a node's GPU indices to its pods; returns index -> holder for held GPUs."""
+def _holder_key(holder: GpuHolder) -> HolderKey:
+    return (holder.namespace, holder.pod, holder.created, holder.container)
+
+
+def assign_gpus(
+    gpu_count: int,
+    pods: Iterable[PodOnNode],
+    previous: Mapping[int, GpuHolder] | None = None,
+) -> dict[int, GpuHolder]:
+    """Hand out a node's GPU indices to its pods; returns index -> holder for held GPUs, by index.
+
+    previous is what the last call for this node returned (None on the first scrape): GPUs it
+    gave to containers of pods still present stay theirs, and only the rest are handed out."""
+    ordered = sorted(pods, key=lambda p: (p.created, p.namespace, p.name))
+    short: dict[HolderKey, int] = defaultdict(int)  # GPUs each container still lacks
+    for pod in ordered:
+        for container in pod.containers:
+            short[(pod.namespace, pod.name, pod.created, container.name)] += container.gpus
+    taken: dict[int, HolderKey] = {}
+    for index, holder in sorted((previous or {}).items()):
+        key = _holder_key(holder)
+        if 0 <= index < gpu_count and short.get(key, 0) > 0:
+            taken[index] = key
+            short[key] -= 1
+    free = iter([index for index in range(gpu_count) if index not in taken])
+    for key in short:  # in (creation time, namespace, name) order, containers in spec order
+        while short[key] > 0 and (index := next(free, None)) is not None:
+            taken[index] = key
+            short[key] -= 1
+    indices: dict[HolderKey, list[int]] = defaultdict(list)
+    for index, key in sorted(taken.items()):
+        indices[key].append(index)
     holders: dict[int, GpuHolder] = {}
-    next_index = 0
-    for pod in sorted(pods, key=lambda p: (p.created, p.namespace, p.name)):
+    for pod in ordered:
         position = 0
         for container in pod.containers:
-            for _ in range(container.gpus):
-                if next_index >= gpu_count:
-                    return holders
-                holders[next_index] = GpuHolder(
+            for index in indices.pop((pod.namespace, pod.name, pod.created, container.name), []):
+                holders[index] = GpuHolder(
                     namespace=pod.namespace,
                     pod=pod.name,
                     container=container.name,
                     utilisation=_utilisation_for(pod, position),
+                    created=pod.created,
                 )
-                next_index += 1
                 position += 1
-    return holders
+    return dict(sorted(holders.items()))
 
 
 def readings_for_utilisation(model: GpuModel, utilisation: float, held: bool) -> dict[str, float]:
@@ -159,8 +201,15 @@ def gpu_labels(node: str, index: int, model: GpuModel, holder: GpuHolder | None)
 def node_readings(
     node: str, model: GpuModel, gpu_count: int, pods: Iterable[PodOnNode]
 ) -> list[GpuReading]:
-    """Readings for every GPU of one node, given the Running pods bound to it."""
-    holders = assign_gpus(gpu_count, pods)
+    """Readings for every GPU of one node, given the Running pods bound to it and no previous
+    assignment (a caller that scrapes again uses assign_gpus and gpu_readings)."""
+    return gpu_readings(node, model, gpu_count, assign_gpus(gpu_count, pods))
+
+
+def gpu_readings(
+    node: str, model: GpuModel, gpu_count: int, holders: Mapping[int, GpuHolder]
+) -> list[GpuReading]:
+    """Readings for every GPU of one node, given who holds which (from assign_gpus)."""
     readings = []
     for index in range(gpu_count):
         holder = holders.get(index)

@@ -3,7 +3,9 @@
 Serves /metrics in the Prometheus text format with the DCGM exporter's metric names and labels for
 every GPU of every node that has nvidia.com/gpu allocatable. Each scrape reads the nodes and the
 Running pods from the apiserver (cached for a second), so GPU attribution follows the cluster
-without a watch to keep in sync. The arithmetic is in devcluster.dcgm_metrics.
+without a watch to keep in sync. The last assignment of each node is kept in memory, so a GPU stays
+with its pod from scrape to scrape until the pod ends (a restart starts afresh in creation order).
+The arithmetic is in devcluster.dcgm_metrics.
 
 Run as: python -m devcluster.dcgm_simulator --kubeconfig PATH --port PORT
 """
@@ -62,6 +64,8 @@ class Collector:
         self._lock = threading.Lock()
         self._rendered = ""
         self._rendered_at = 0.0
+        # node -> the GPU assignment of the last scrape, so that GPUs stay with their pods
+        self._assignments: dict[str, dict[int, dcgm_metrics.GpuHolder]] = {}
 
     def collect(self) -> str:
         with self._lock:
@@ -78,6 +82,7 @@ class Collector:
             if pod.spec.node_name:
                 pods_by_node[pod.spec.node_name].append(pod_on_node(pod))
         readings = []
+        assignments: dict[str, dict[int, dcgm_metrics.GpuHolder]] = {}
         for node in sorted(self._core.list_node().items, key=lambda n: n.metadata.name):
             gpu_count = int((node.status.allocatable or {}).get(GPU_RESOURCE, 0) or 0)
             if not gpu_count:
@@ -86,9 +91,13 @@ class Collector:
             model = model_for(labels.get("nvidia.com/gpu.product", ""))
             if "nvidia.com/gpu.memory" in labels:
                 model = dataclasses.replace(model, memory_mib=int(labels["nvidia.com/gpu.memory"]))
-            readings += dcgm_metrics.node_readings(
-                node.metadata.name, model, gpu_count, pods_by_node.get(node.metadata.name, [])
+            name = node.metadata.name
+            holders = dcgm_metrics.assign_gpus(
+                gpu_count, pods_by_node.get(name, []), self._assignments.get(name)
             )
+            assignments[name] = holders
+            readings += dcgm_metrics.gpu_readings(name, model, gpu_count, holders)
+        self._assignments = assignments
         return readings
 
 

@@ -100,3 +100,33 @@ def test_a_pod_on_an_h100_node_is_published_with_the_h100s_name_and_memory(
     assert used["metric"]["modelName"] == "NVIDIA H100 80GB HBM3"
     assert used["metric"]["Hostname"].startswith("gpu-node-h100-")
     assert float(used["value"][1]) + float(free["value"][1]) == 81559
+
+
+def test_a_gpu_stays_its_pods_while_other_pods_on_the_node_come_and_go(devcluster, core, namespace):
+    """As the kubelet's device assignment: when an earlier pod on the node ends, a later pod
+    keeps its GPUs, and a new pod takes the ones freed (the simulator used to pack the pods
+    again at each scrape, so a chart showed a pod on GPUs it never had)."""
+
+    def on_node(name, node=None):
+        manifest = gpu_pod(name, gpus=2, gpu_model=DEFAULT_GPU_MODEL)
+        if node:
+            manifest["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
+        return manifest
+
+    def gpus_of(pod):
+        series = series_for(
+            devcluster, f'DCGM_FI_DEV_GPU_UTIL{{namespace="{namespace}",pod="{pod}"}}', 2
+        )
+        return sorted(s["metric"]["gpu"] for s in series)
+
+    run_pod(core, namespace, on_node("first"))
+    node = core.read_namespaced_pod("first", namespace).spec.node_name
+    run_pod(core, namespace, on_node("second", node))
+    first, second = gpus_of("first"), gpus_of("second")
+
+    core.delete_namespaced_pod("first", namespace, grace_period_seconds=0)
+    series_for(devcluster, f'DCGM_FI_DEV_GPU_UTIL{{namespace="{namespace}",pod="first"}}', 0)
+    run_pod(core, namespace, on_node("third", node))
+
+    assert gpus_of("third") == first
+    assert gpus_of("second") == second

@@ -51,6 +51,121 @@ def test_assignment_stops_when_the_node_runs_out_of_gpus():
     assert holders[1].pod == "b"
 
 
+def gpus_of(holders):
+    """pod name -> the GPU indices it holds, from an assignment."""
+    held = {}
+    for index, holder in holders.items():
+        held.setdefault(holder.pod, []).append(index)
+    return held
+
+
+def test_a_pod_keeps_its_gpus_when_an_earlier_pod_ends_and_a_new_pod_takes_the_freed_ones():
+    a = pod("a", [2], created="2026-01-01T00:00:00Z")
+    b = pod("b", [2], created="2026-01-01T00:00:05Z")
+    c = pod("c", [2], created="2026-01-01T00:01:00Z")
+
+    first = dcgm_metrics.assign_gpus(8, [a, b])
+    after_a_ends = dcgm_metrics.assign_gpus(8, [b, c], first)
+
+    assert gpus_of(first) == {"a": [0, 1], "b": [2, 3]}
+    assert gpus_of(after_a_ends) == {"b": [2, 3], "c": [0, 1]}
+
+
+def test_a_pod_keeps_its_gpus_over_many_scrapes_while_other_pods_come_and_go():
+    early = pod("early", [3], created="2026-01-01T00:00:00Z")
+    keeper = pod("keeper", [2], created="2026-01-01T00:00:10Z")
+    # p0, p1, ... of 1 and 2 GPUs, created a minute apart; each runs for three scrapes
+    others = [
+        pod(f"p{i}", [1 + i % 2], created=f"2026-01-01T00:{i + 1:02d}:00Z") for i in range(30)
+    ]
+    holders = dcgm_metrics.assign_gpus(8, [early, keeper])
+    assert gpus_of(holders) == {"early": [0, 1, 2], "keeper": [3, 4]}
+    first_held = {}
+    for scrape in range(33):
+        running = [keeper, *others[max(0, scrape - 2) : scrape + 1]]
+        if scrape < 2:  # early ends before the third scrape
+            running.append(early)
+        holders = dcgm_metrics.assign_gpus(8, running, holders)
+
+        held = gpus_of(holders)
+        assert held["keeper"] == [3, 4], f"keeper moved at scrape {scrape}"
+        assert sorted(held) == sorted(p.name for p in running)  # no pod ends up short here
+        for name, indices in held.items():
+            assert first_held.setdefault(name, indices) == indices, f"{name} moved at {scrape}"
+    assert first_held["p0"] == [5]
+    assert first_held["p1"] == [6, 7]
+    assert first_held["p2"] == [0]  # the lowest of the GPUs early freed
+    assert first_held["p3"] == [1, 2]
+
+
+def test_a_new_pod_takes_the_lowest_free_indices_even_when_they_are_not_contiguous():
+    pods = [pod(name, [1], created=f"2026-01-01T00:00:0{i}Z") for i, name in enumerate("abcd")]
+    holders = dcgm_metrics.assign_gpus(4, pods)
+
+    holders = dcgm_metrics.assign_gpus(
+        4, [pods[1], pods[3], pod("e", [2], created="2026-01-01T00:01:00Z")], holders
+    )
+
+    assert gpus_of(holders) == {"b": [1], "d": [3], "e": [0, 2]}
+
+
+def test_without_a_previous_assignment_gpus_are_packed_afresh_in_creation_order():
+    a = pod("a", [2], created="2026-01-01T00:00:00Z")
+    b = pod("b", [2], created="2026-01-01T00:00:05Z")
+    c = pod("c", [2], created="2026-01-01T00:01:00Z")
+    sticky = dcgm_metrics.assign_gpus(8, [b, c], dcgm_metrics.assign_gpus(8, [a, b]))
+
+    after_restart = dcgm_metrics.assign_gpus(8, [c, b])
+
+    assert gpus_of(sticky) == {"b": [2, 3], "c": [0, 1]}
+    assert gpus_of(after_restart) == {"b": [0, 1], "c": [2, 3]}
+    assert dcgm_metrics.assign_gpus(8, [c, b], None) == after_restart
+
+
+def test_a_pod_recreated_under_the_same_name_is_a_new_holder():
+    first = pod("first", [1], created="2026-01-01T00:00:00Z")
+    old = pod("worker-0", [1], created="2026-01-01T00:00:05Z")
+    holders = dcgm_metrics.assign_gpus(2, [first, old])
+    assert gpus_of(holders) == {"first": [0], "worker-0": [1]}
+    recreated = pod("worker-0", [1], created="2026-01-01T00:02:00Z")
+
+    holders = dcgm_metrics.assign_gpus(2, [recreated], holders)
+
+    assert gpus_of(holders) == {"worker-0": [0]}  # the lowest free GPU, not the old pod's
+    assert holders[0].created == "2026-01-01T00:02:00Z"
+
+
+def test_a_container_left_short_takes_freed_gpus_before_a_newer_pod():
+    a = pod("a", [2], created="2026-01-01T00:00:00Z")
+    b = pod("b", [3], created="2026-01-01T00:00:05Z")
+    holders = dcgm_metrics.assign_gpus(4, [a, b])
+    assert gpus_of(holders) == {"a": [0, 1], "b": [2, 3]}  # b asked for 3 and got what was free
+    c = pod("c", [1], created="2026-01-01T00:01:00Z")
+
+    holders = dcgm_metrics.assign_gpus(4, [b, c], holders)
+
+    assert gpus_of(holders) == {"b": [0, 2, 3], "c": [1]}
+
+
+def test_a_kept_gpu_keeps_its_per_gpu_utilisation():
+    a = pod("a", [1], created="2026-01-01T00:00:00Z")
+    b = pod("b", [2], created="2026-01-01T00:00:05Z", utilisation=(90.0, 10.0))
+    holders = dcgm_metrics.assign_gpus(8, [a, b])
+
+    holders = dcgm_metrics.assign_gpus(8, [b, pod("c", [1], "2026-01-01T00:01:00Z")], holders)
+
+    assert (holders[1].pod, holders[1].utilisation) == ("b", 90.0)
+    assert (holders[2].pod, holders[2].utilisation) == ("b", 10.0)
+
+
+def test_gpus_the_node_no_longer_has_are_dropped_from_the_previous_assignment():
+    holders = dcgm_metrics.assign_gpus(8, [pod("a", [2]), pod("b", [2], "2026-01-01T00:00:05Z")])
+
+    holders = dcgm_metrics.assign_gpus(3, [pod("b", [2], "2026-01-01T00:00:05Z")], holders)
+
+    assert gpus_of(holders) == {"b": [0, 2]}
+
+
 def test_a_pod_without_the_annotation_runs_its_gpus_at_the_default_utilisation():
     holders = dcgm_metrics.assign_gpus(8, [pod("p", [1])])
 

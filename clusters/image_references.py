@@ -1,5 +1,5 @@
 """Container image references read the way the container runtime reads them, and the registry
-entries of a cluster's allow-list. Pure; shared by the job checks (``gpujobs.images``), the
+entries of a cluster's allow-list. Pure; shared by the job checks (``workloads.images``), the
 cluster's admission policy (``tenants.admission_policies``, which repeats these rules in CEL) and
 the validation of ``Cluster.allowed_registries``.
 

@@ -1,7 +1,7 @@
 """Leases (``coordination.k8s.io/v1``): read, create and update one, the update conditional on
 the resourceVersion it was read at, so that two processes racing for it cannot both win (the
 loser gets ``Conflict``, or ``AlreadyExists`` on a create). The watcher's leader election
-(``gpujobs.leader_election``) decides what to write; this module only talks to the API server.
+(``workloads.leader_election``) decides what to write; this module only talks to the API server.
 """
 
 from __future__ import annotations

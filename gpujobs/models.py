@@ -7,8 +7,9 @@ from clusters.models import Cluster
 from clusters.vocabulary import DEFAULT_GPU_RESOURCE, GUARANTEED, OPPORTUNISTIC
 from core.validators import extended_resource_name_validator
 from gpujobs import manifests, observe
-from gpujobs.specs import MAX_BACKOFF_LIMIT, MAX_GPUS_PER_JOB, MAX_RUNTIME_SECONDS, PRIORITY_HELP
+from gpujobs.specs import MAX_BACKOFF_LIMIT, MAX_RUNTIME_SECONDS, PRIORITY_HELP
 from tenants.models import Team
+from workloads.specs import MAX_GPUS_PER_POD
 
 
 class GpuJob(models.Model):
@@ -46,7 +47,7 @@ class GpuJob(models.Model):
     args = models.JSONField(default=list, blank=True)
     env = models.JSONField(default=list, blank=True, help_text='[{"name": ..., "value": ...}]')
     gpus = models.PositiveIntegerField(
-        validators=[MinValueValidator(1), MaxValueValidator(MAX_GPUS_PER_JOB)]
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_GPUS_PER_POD)]
     )
     gpu_resource = models.CharField(
         max_length=253, default=DEFAULT_GPU_RESOURCE, validators=[extended_resource_name_validator]

@@ -20,8 +20,18 @@ import datetime
 import re
 from dataclasses import dataclass, replace
 
-from clusters.vocabulary import DEFAULT_GPU_RESOURCE, KUEUE_ADMISSION_GATE, KUEUE_QUEUE_LABEL
+from clusters.vocabulary import DEFAULT_GPU_RESOURCE, KUEUE_QUEUE_LABEL
 from gpujobs.manifests import GPU_CONTAINER
+from workloads.pod_states import (
+    Reason,
+    container_statuses,
+    is_quota_refusal,
+    metadata_of,
+    parse_time,
+    pod_waiting_reason,
+    quota_message,
+    status_of,
+)
 
 
 class State:
@@ -36,50 +46,6 @@ class State:
 
 FINAL_STATES = frozenset({State.SUCCEEDED, State.FAILED, State.CANCELLED})
 ACTIVE_STATES = frozenset({State.QUEUED, State.SUBMITTED, State.PENDING, State.RUNNING})
-
-
-class Reason:
-    """Short codes for why a job waits or ended; ``message`` says it in words."""
-
-    UNSCHEDULABLE = "Unschedulable"
-    NO_FREE_GPUS = "InsufficientGPUs"
-    EXCEEDED_QUOTA = "ExceededQuota"
-    IMAGE_PULL = "ImagePullFailed"
-    CONTAINER_CONFIG = "ContainerConfigError"
-    POD_CREATE_FAILED = "FailedCreate"
-    DEADLINE_EXCEEDED = "DeadlineExceeded"
-    BACKOFF_LIMIT = "BackoffLimitExceeded"
-    COMPLETED = "Completed"
-    STARTING = "Starting"
-    JOB_GONE = "JobDeleted"
-    SUBMIT_FAILED = "SubmitFailed"
-    CANCELLED = "Cancelled"
-    IDLE_STOPPED = "IdleStopped"
-    # Kueue mode: waiting in the team's queue, admitted and starting, preempted (or otherwise
-    # evicted) and requeued; Kueue's webhook refusing to take the Job; the Job moved between
-    # modes when its cluster's quota mode changed.
-    IN_QUEUE = "InQueue"
-    ADMITTED = "Admitted"
-    PREEMPTED = "Preempted"
-    EVICTED = "Evicted"
-    KUEUE_NOT_ADMITTING = "KueueNotAdmitting"
-    QUOTA_MODE_CHANGED = "QuotaModeChanged"
-
-
-QUOTA_USED_UP = "The team's GPU quota is used up"
-# The scheduler's reason for a pod it leaves alone while the pod has scheduling gates.
-SCHEDULING_GATED = "SchedulingGated"
-NO_GPU_NODE = "No GPU node has enough free GPUs"
-IMAGE_PULL_REASONS = frozenset(
-    {
-        "ErrImagePull",
-        "ImagePullBackOff",
-        "InvalidImageName",
-        "ErrImageNeverPull",
-        "RegistryUnavailable",
-    }
-)
-CONFIG_ERROR_REASONS = frozenset({"CreateContainerConfigError", "CreateContainerError"})
 
 
 @dataclass(frozen=True)
@@ -105,42 +71,19 @@ class Observation:
     preemptor_queue: str = ""
 
 
-def parse_time(value: str | None) -> datetime.datetime | None:
-    """An RFC 3339 time from the API (``2026-01-02T03:04:05Z``), timezone-aware."""
-    if not value:
-        return None
-    try:
-        return datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
-def _metadata(obj: dict) -> dict:
-    return obj.get("metadata") or {}
-
-
-def _status(obj: dict) -> dict:
-    return obj.get("status") or {}
-
-
 def _condition(obj: dict, *types: str) -> dict | None:
-    for condition in _status(obj).get("conditions") or []:
+    for condition in status_of(obj).get("conditions") or []:
         if condition.get("type") in types and condition.get("status") == "True":
             return condition
     return None
 
 
 def _created(obj: dict) -> str:
-    return _metadata(obj).get("creationTimestamp") or ""
+    return metadata_of(obj).get("creationTimestamp") or ""
 
 
-def _container_statuses(pod: dict) -> list[dict]:
-    status = _status(pod)
-    return [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]
-
-
-def _gpu_container_status(pod: dict) -> dict | None:
-    for container in _status(pod).get("containerStatuses") or []:
+def _gpu_containerstatus_of(pod: dict) -> dict | None:
+    for container in status_of(pod).get("containerStatuses") or []:
         if container.get("name") == GPU_CONTAINER:
             return container
     return None
@@ -156,12 +99,12 @@ def _terminated(container: dict | None) -> dict | None:
 def exit_code(pod: dict) -> int | None:
     """The GPU container's exit code; failing that, the first non-zero one of any container
     (a preprocessing step that failed is why the job failed)."""
-    terminated = _terminated(_gpu_container_status(pod))
+    terminated = _terminated(_gpu_containerstatus_of(pod))
     if terminated and terminated.get("exitCode") is not None:
         return int(terminated["exitCode"])
     codes = [
         int(t["exitCode"])
-        for t in (_terminated(c) for c in _container_statuses(pod))
+        for t in (_terminated(c) for c in container_statuses(pod))
         if t and t.get("exitCode") is not None
     ]
     failing = [code for code in codes if code != 0]
@@ -171,21 +114,21 @@ def exit_code(pod: dict) -> int | None:
 
 
 def _started_at(pod: dict) -> datetime.datetime | None:
-    container = _gpu_container_status(pod) or {}
+    container = _gpu_containerstatus_of(pod) or {}
     state = container.get("state") or {}
     running = state.get("running") or {}
     terminated = _terminated(container) or {}
     return (
         parse_time(running.get("startedAt"))
         or parse_time(terminated.get("startedAt"))
-        or parse_time(_status(pod).get("startTime"))
+        or parse_time(status_of(pod).get("startTime"))
     )
 
 
 def _finished_at(pod: dict) -> datetime.datetime | None:
     times = [
         parse_time(t.get("finishedAt"))
-        for t in (_terminated(c) for c in _container_statuses(pod))
+        for t in (_terminated(c) for c in container_statuses(pod))
         if t
     ]
     times = [t for t in times if t is not None]
@@ -200,65 +143,6 @@ def _duration(seconds: int | None) -> str:
     if seconds % 60 == 0:
         return f"its maximum run time of {seconds // 60} min"
     return f"its maximum run time of {seconds} s"
-
-
-def _quota_message(detail: str) -> str:
-    return f"{QUOTA_USED_UP}: the cluster refused the pod ({detail.strip()})."
-
-
-def is_quota_refusal(message: str) -> bool:
-    return "exceeded quota" in message
-
-
-def scheduling_message(detail: str) -> tuple[str, str]:
-    """The scheduler's ``Unschedulable`` message as a reason code and words."""
-    if re.search(r"Insufficient [\w./-]*gpu", detail) or DEFAULT_GPU_RESOURCE in detail:
-        return Reason.NO_FREE_GPUS, f"{NO_GPU_NODE}. The scheduler says: {detail.strip()}"
-    return (
-        Reason.UNSCHEDULABLE,
-        f"No node can take the pod (check the GPU model). The scheduler says: {detail.strip()}",
-    )
-
-
-def _kueue_gated(pod: dict) -> bool:
-    gates = (pod.get("spec") or {}).get("schedulingGates") or []
-    return any(gate.get("name") == KUEUE_ADMISSION_GATE for gate in gates)
-
-
-def pod_waiting_reason(pod: dict) -> tuple[str, str]:
-    """Why a pod that is not running yet waits: the scheduler, the image, or just starting.
-    Any workload's pod (a job's, a service replica's)."""
-    scheduled = next(
-        (c for c in _status(pod).get("conditions") or [] if c.get("type") == "PodScheduled"), None
-    )
-    if scheduled and scheduled.get("status") == "False":
-        if scheduled.get("reason") == SCHEDULING_GATED and _kueue_gated(pod):
-            return Reason.IN_QUEUE, "Waiting in the team's queue for Kueue to admit it."
-        return scheduling_message(scheduled.get("message") or scheduled.get("reason") or "")
-    for container in _container_statuses(pod):
-        waiting = (container.get("state") or {}).get("waiting") or {}
-        reason = waiting.get("reason") or ""
-        detail = (waiting.get("message") or "").strip()
-        if reason in IMAGE_PULL_REASONS:
-            return (
-                Reason.IMAGE_PULL,
-                f"The image of container {container.get('name')} cannot be pulled ({reason}"
-                + (f": {detail}" if detail else "")
-                + ").",
-            )
-        if reason in CONFIG_ERROR_REASONS:
-            return (
-                Reason.CONTAINER_CONFIG,
-                f"Container {container.get('name')} cannot be created ({reason}"
-                + (f": {detail}" if detail else "")
-                + ").",
-            )
-    if _metadata(pod).get("deletionTimestamp"):
-        return Reason.STARTING, "The pod is being removed."
-    node = (pod.get("spec") or {}).get("nodeName")
-    if node:
-        return Reason.STARTING, f"Starting on node {node}."
-    return Reason.STARTING, "Waiting to be scheduled."
 
 
 def _failed_create(events: list[dict], *, job_name: str) -> dict | None:
@@ -276,7 +160,7 @@ def _failed_create(events: list[dict], *, job_name: str) -> dict | None:
         return (
             event.get("lastTimestamp")
             or event.get("eventTime")
-            or _metadata(event).get("creationTimestamp")
+            or metadata_of(event).get("creationTimestamp")
             or ""
         )
 
@@ -289,7 +173,7 @@ def observe(
     """The job's state from what the cluster holds; None when there is nothing to say (the Job
     has not been seen, or is being deleted). ``workload`` is the Job's own Kueue Workload, if
     it has one."""
-    if job is None or _metadata(job).get("deletionTimestamp"):
+    if job is None or metadata_of(job).get("deletionTimestamp"):
         return None
     observation = _observe_job(job, pods, events)
     queue = queue_of(job)
@@ -303,14 +187,14 @@ def observe(
 
 def queue_of(job: dict) -> str:
     """The LocalQueue a Job was created in ("" for a Job Kueue does not manage)."""
-    return (_metadata(job).get("labels") or {}).get(KUEUE_QUEUE_LABEL, "")
+    return (metadata_of(job).get("labels") or {}).get(KUEUE_QUEUE_LABEL, "")
 
 
 def _observe_job(job: dict, pods: list[dict], events: list[dict]) -> Observation:
     spec = job.get("spec") or {}
-    status = _status(job)
+    status = status_of(job)
     pods = sorted(pods, key=_created)
-    names = tuple(_metadata(p).get("name", "") for p in pods)
+    names = tuple(metadata_of(p).get("name", "") for p in pods)
     current = pods[-1] if pods else None
     node = ((current or {}).get("spec") or {}).get("nodeName") or ""
     started = _started_at(current) if current else None
@@ -356,7 +240,7 @@ def _observe_job(job: dict, pods: list[dict], events: list[dict]) -> Observation
             **facts,
         )
 
-    phases = [_status(p).get("phase") for p in pods]
+    phases = [status_of(p).get("phase") for p in pods]
     if "Succeeded" in phases:
         return Observation(
             state=State.SUCCEEDED,
@@ -373,20 +257,20 @@ def _observe_job(job: dict, pods: list[dict], events: list[dict]) -> Observation
             message=_failure_message(code, ""),
             **facts,
         )
-    if current is not None and _status(current).get("phase") == "Running":
+    if current is not None and status_of(current).get("phase") == "Running":
         return Observation(state=State.RUNNING, message=f"Running on node {node}.", **facts)
-    if current is not None and _status(current).get("phase") == "Pending":
+    if current is not None and status_of(current).get("phase") == "Pending":
         reason, message = pod_waiting_reason(current)
         return Observation(state=State.PENDING, reason=reason, message=message, **facts)
 
-    refused = _failed_create(events, job_name=_metadata(job).get("name", ""))
+    refused = _failed_create(events, job_name=metadata_of(job).get("name", ""))
     if refused is not None:
         detail = refused.get("message") or ""
         if is_quota_refusal(detail):
             return Observation(
                 state=State.PENDING,
                 reason=Reason.EXCEEDED_QUOTA,
-                message=_quota_message(detail),
+                message=quota_message(detail),
                 **facts,
             )
         return Observation(
@@ -427,7 +311,7 @@ OTHER_FLAVOR_RE = re.compile(r"flavor \S+ doesn't match node affinity(, )?")
 
 def workload_condition(workload: dict | None, kind: str) -> dict | None:
     """The Workload's condition of that type (whatever its status), or None."""
-    for condition in _status(workload or {}).get("conditions") or []:
+    for condition in status_of(workload or {}).get("conditions") or []:
         if condition.get("type") == kind:
             return condition
     return None
@@ -487,7 +371,7 @@ def kueue_facts(workload: dict | None, *, gpu_resource: str) -> dict:
     only in the condition's message)."""
     if workload is None:
         return {}
-    status = _status(workload)
+    status = status_of(workload)
     facts: dict = {
         "preemptions": sum(
             int(e.get("count") or 0)
@@ -523,8 +407,8 @@ def waits_in_the_other_mode(job: dict, pods: list[dict], *, kueue: bool) -> bool
     Kueue (suspended, with the queue label) on a cluster now under quota only, or waiting
     outside Kueue (no queue label, no pod of it scheduled yet) on a cluster now in Kueue mode.
     A Job of which something runs, or that has finished, stays as it is."""
-    status = _status(job)
-    if _metadata(job).get("deletionTimestamp") or status.get("completionTime"):
+    status = status_of(job)
+    if metadata_of(job).get("deletionTimestamp") or status.get("completionTime"):
         return False
     if any(
         c.get("type") in ("Complete", "Failed") and c.get("status") == "True"

@@ -18,9 +18,9 @@ from clusters.models import Cluster, QuotaMode
 from clusters.vocabulary import GUARANTEED
 from gpujobs import selectors, waiting
 from gpujobs.models import GpuJob, QueueSnapshot
-from gpujobs.observe import Reason
 from gpujobs.queues import HeldOutside, Snapshot
 from tenants.models import Team
+from workloads.pod_states import Reason
 
 State = GpuJob.State
 

@@ -22,8 +22,9 @@ from django.utils import timezone
 
 from gpujobs import selectors
 from gpujobs.models import GpuJob
-from gpujobs.observe import FINAL_STATES, Observation, Reason
+from gpujobs.observe import FINAL_STATES, Observation
 from tenants.events import EventKind, emit
+from workloads.pod_states import Reason
 
 State = GpuJob.State
 

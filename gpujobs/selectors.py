@@ -15,14 +15,13 @@ from django.urls import reverse
 from django.utils import timezone
 
 from clusters.kube import connection_configured
-from clusters.models import Cluster, GpuCapacity, GpuModelCapacity, QuotaMode
-from clusters.vocabulary import DEFAULT_GPU_RESOURCE
-from gpujobs import holdings
+from clusters.models import Cluster, GpuModelCapacity, QuotaMode
 from gpujobs.models import GpuJob
 from gpujobs.observe import ACTIVE_STATES
 from tenants.impact import Work
 from tenants.models import QuotaGrant, Team, TeamCluster
 from tenants.permissions import is_portal_admin
+from workloads import holdings
 
 
 def jobs_visible_to(user: User | AnonymousUser) -> QuerySet[GpuJob]:
@@ -152,27 +151,6 @@ def gpus_in_use(jobs: list[GpuJob]) -> list[dict]:
         )
         entry["running" if job.state == "running" else "waiting"] += job.gpus
     return [rows[key] for key in sorted(rows)]
-
-
-def gpu_models(cluster: Cluster) -> list[str]:
-    """GPU models the cluster's nodes have (from its inventory), for choosing one."""
-    models: set[str] = set()
-    for value in GpuCapacity.objects.filter(cluster=cluster).values_list("gpu_model", flat=True):
-        models.update(m.strip() for m in (value or "").split(",") if m.strip())
-    models.update(
-        GpuModelCapacity.objects.filter(cluster=cluster).values_list("gpu_model", flat=True)
-    )
-    return sorted(models)
-
-
-def gpu_resources(cluster: Cluster) -> list[str]:
-    """GPU kinds the cluster offers; the default kind when its inventory lists none yet."""
-    names = list(
-        GpuCapacity.objects.filter(cluster=cluster)
-        .order_by("resource_name")
-        .values_list("resource_name", flat=True)
-    )
-    return names or [DEFAULT_GPU_RESOURCE]
 
 
 def namespace_on_its_way(*, team_id: int, cluster_id: int) -> bool:

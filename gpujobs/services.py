@@ -44,15 +44,19 @@ from clusters.vocabulary import JOB_ID_LABEL, MANAGED_BY_LABEL, TEAM_LABEL
 from clusters.workloads import WorkloadClient
 from gpujobs import admission, cluster_reads, manifests, selectors
 from gpujobs.models import GpuJob
-from gpujobs.observe import FINAL_STATES, QUOTA_USED_UP, Reason, waits_in_the_other_mode
-from gpujobs.permissions import can_stop_job, can_submit_jobs
+from gpujobs.observe import FINAL_STATES, waits_in_the_other_mode
+from gpujobs.permissions import can_stop_job
 from gpujobs.recording import record_finished
-from gpujobs.specs import Errors, JobRequest
+from gpujobs.specs import JobRequest
 from tenants.audit import audit, audit_each
 from tenants.errors import InvalidTransition
 from tenants.models import AuditEvent, Team
 from tenants.namespaces import check_namespace_owned
 from tenants.reconcile_triggers import request_reconcile_after_commit
+from workloads.admission import field_errors
+from workloads.permissions import can_run_workloads
+from workloads.pod_states import QUOTA_USED_UP, Reason
+from workloads.specs import Errors
 
 logger = logging.getLogger(__name__)
 
@@ -93,7 +97,7 @@ class JobsRefused(Exception):
 
     def field_errors(self) -> list[dict[str, list[str]]]:
         """Each job's refusals as a 400 names a field's: a list of messages."""
-        return [admission.field_errors(errors) for errors in self.per_job]
+        return [field_errors(errors) for errors in self.per_job]
 
 
 def job_submit_many(
@@ -119,7 +123,7 @@ def job_submit_many(
 
 
 def _check_may_submit(user: User, team: Team) -> None:
-    if not can_submit_jobs(user, team):
+    if not can_run_workloads(user, team):
         raise PermissionDenied(f"Only leads and members of {team.slug} can run jobs there.")
 
 

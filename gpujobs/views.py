@@ -12,7 +12,6 @@ import datetime
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import BadRequest
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
@@ -24,17 +23,18 @@ from gpujobs.filtersets import GpuJobFilter
 from gpujobs.forms import JobForm, add_job_errors
 from gpujobs.models import GpuJob
 from gpujobs.permissions import can_stop_job
-from gpujobs.workload_pages import (
+from tenants.errors import InvalidTransition
+from tenants.selectors import teams_visible_to
+from workloads.pages import (
+    LOG_TAIL_CHOICES,
     cluster_read_fragment,
     create_form_page,
     creator_teams,
     fragment,
+    log_tail_choice,
 )
-from tenants.errors import InvalidTransition
-from tenants.selectors import teams_visible_to
 
 JOBS_PAGE_SIZE = 25
-LOG_TAIL_CHOICES = (100, 500, 2000)
 
 
 def _visible_job(request: HttpRequest, pk: int) -> GpuJob:
@@ -105,7 +105,7 @@ def _live_context(request: HttpRequest, job: GpuJob) -> dict:
 def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
     job = _visible_job(request, pk)
     context = _live_context(request, job)
-    context["tail"] = _tail(request)
+    context["tail"] = log_tail_choice(request)
     context["tail_choices"] = LOG_TAIL_CHOICES
     return render(request, "gpujobs/job_detail.html", context)
 
@@ -117,21 +117,11 @@ def job_live(request: HttpRequest, pk: int) -> HttpResponse:
     return fragment(request, "gpujobs/_job_live.html", _live_context(request, job))
 
 
-def _tail(request: HttpRequest) -> int:
-    """``?tail=``: one of the log panel's choices (the first when not given), else a 400."""
-    raw = request.GET.get("tail", "")
-    if not raw:
-        return LOG_TAIL_CHOICES[0]
-    if raw not in {str(choice) for choice in LOG_TAIL_CHOICES}:
-        raise BadRequest(f"tail: Must be one of {', '.join(map(str, LOG_TAIL_CHOICES))}.")
-    return int(raw)
-
-
 @login_required
 def job_logs(request: HttpRequest, pk: int) -> HttpResponse:
     """The log panel: the last lines of the newest pod's GPU container."""
     job = _visible_job(request, pk)
-    tail = _tail(request)
+    tail = log_tail_choice(request)
     return cluster_read_fragment(
         request,
         "gpujobs/_job_logs.html",

@@ -35,8 +35,9 @@ from clusters import following
 from clusters.following import RETRY_MAX_SECONDS, RETRY_MIN_SECONDS
 from clusters.kube import KubeError, connection_configured
 from clusters.models import Cluster, QuotaMode
-from gpujobs import leader_election, queues
+from gpujobs import queues
 from gpujobs import tracker as tracking
+from workloads import leader_election
 
 logger = logging.getLogger(__name__)
 

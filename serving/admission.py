@@ -28,6 +28,7 @@ from serving import selectors
 from serving.models import InferenceService
 from serving.specs import DeployRequest, RevisionRequest, revision_changes
 from tenants.models import Team
+from workloads.admission import parse_with_refusals, workload_refusals
 
 Errors = dict[str, str]
 
@@ -35,7 +36,7 @@ Errors = dict[str, str]
 def revision_refusals(*, team: Team, cluster: Cluster, request: RevisionRequest) -> Errors:
     """Every rule of the team and the cluster the revision breaks, by field (quota aside)."""
     sidecar = request.sidecar
-    return workload_admission.workload_refusals(
+    return workload_refusals(
         team=team,
         cluster=cluster,
         main=request.main,
@@ -64,7 +65,7 @@ def parse_deploy_request(
         def refusals(request: DeployRequest) -> Errors:
             return revision_refusals(team=team, cluster=cluster, request=request.revision)
 
-    return workload_admission.parse_with_refusals(DeployRequest.read, data, refusals)
+    return parse_with_refusals(DeployRequest.read, data, refusals)
 
 
 def parse_revision_changes(data: Mapping[str, Any], *, base: RevisionRequest) -> RevisionRequest:

@@ -8,9 +8,9 @@ class ServingConfig(AppConfig):
     def ready(self) -> None:
         from clusters import pods
         from clusters.vocabulary import INFERENCE_SERVICE_KIND, SERVICE_ID_LABEL
-        from gpujobs import holdings
         from serving import selectors, services
         from tenants import impact
+        from workloads import holdings
 
         # A service's replicas count against the team's quota beside its jobs.
         holdings.register("its services", selectors.gpus_held_by_services)

@@ -11,15 +11,15 @@ from __future__ import annotations
 from django.conf import settings
 
 from clusters.workloads import WorkloadClient
-from gpujobs.cluster_reads import (
+from serving import manifests
+from serving.models import InferenceService
+from workloads.cluster_reads import (
     DEFAULT_TAIL_LINES,
     LogResult,
     WorkloadEvent,
     events_about,
     read_log,
 )
-from serving import manifests
-from serving.models import InferenceService
 
 CONTAINERS = manifests.CONTAINERS
 

@@ -4,7 +4,7 @@ comes back beside that field; the rules of the team, the cluster and the quota a
 services', whose errors come back the same way.
 
 Lists (command, arguments) are typed one item per line, environment variables one NAME=value
-per line, as on the job form (``gpujobs.forms``, whose field helpers these are).
+per line, as on the job form (``workloads.forms``, whose field helpers these are).
 """
 
 from __future__ import annotations
@@ -13,9 +13,13 @@ from django import forms
 from django.core.exceptions import ValidationError
 
 from clusters.models import Cluster
-from gpujobs.forms import (
+from serving import admission, specs
+from serving.models import InferenceService, Revision
+from serving.specs import DeployRequest, RevisionRequest
+from tenants.models import Team
+from workloads.forms import (
     ListField,
-    add_job_errors,
+    add_request_errors,
     amount_field,
     env_pairs,
     gpu_container_data,
@@ -24,18 +28,14 @@ from gpujobs.forms import (
     offer_gpu_models,
     parse_request,
 )
-from gpujobs.forms import number_input as number
-from serving import admission, specs
-from serving.models import InferenceService, Revision
-from serving.specs import DeployRequest, RevisionRequest
-from tenants.models import Team
+from workloads.forms import number_input as number
 
 # Request field -> the form field its errors belong to.
 REQUEST_FIELDS = {"sidecar": "sidecar_image", "variants": "variant_b", "split": "weight"}
 
 
 def add_errors(form: forms.Form, error: ValidationError) -> None:
-    add_job_errors(form, error, REQUEST_FIELDS)
+    add_request_errors(form, error, REQUEST_FIELDS)
 
 
 class SpecFields(forms.Form):

@@ -45,7 +45,10 @@ from clusters.vocabulary import (
     TEAM_LABEL,
     team_domain,
 )
-from gpujobs.manifests import (
+from serving import traffic
+from serving.specs import ProbeKind, RevisionRequest
+from tenants.manifests import with_hash
+from workloads.manifests import (
     Placement,
     cluster_placement,
     container,
@@ -54,9 +57,6 @@ from gpujobs.manifests import (
     hide_gpus,
     kueue_labels,
 )
-from serving import traffic
-from serving.specs import ProbeKind, RevisionRequest
-from tenants.manifests import with_hash
 
 if TYPE_CHECKING:
     from serving.models import InferenceService

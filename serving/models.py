@@ -6,9 +6,9 @@ from django.db.models import Q
 from clusters.models import Cluster
 from clusters.vocabulary import DEFAULT_GPU_RESOURCE
 from core.validators import extended_resource_name_validator
-from gpujobs.specs import MAX_GPUS_PER_JOB
 from serving.specs import MAX_PORT, MAX_REPLICAS, MAX_SERVICE_NAME_LENGTH, ProbeKind
 from tenants.models import ReconcileState, Team
+from workloads.specs import MAX_GPUS_PER_POD
 
 
 class InferenceService(ReconcileState):
@@ -124,7 +124,7 @@ class Revision(models.Model):
     cpu_cores = models.DecimalField(max_digits=7, decimal_places=2, null=True, blank=True)
     memory_gib = models.DecimalField(max_digits=8, decimal_places=2, null=True, blank=True)
     gpus = models.PositiveIntegerField(
-        validators=[MinValueValidator(1), MaxValueValidator(MAX_GPUS_PER_JOB)],
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_GPUS_PER_POD)],
         help_text="GPUs of each replica.",
     )
     gpu_resource = models.CharField(

@@ -4,7 +4,7 @@ running and ready, the pods and their nodes, and in words why replicas are not r
 team's quota used up, no GPU node with room, an image that cannot be pulled, the readiness
 probe). No database, no network. ``rollout_progress`` says how far a service's rollout is.
 
-A pod's reasons are read as a job's are (``gpujobs.observe.pod_waiting_reason``); a pod the
+A pod's reasons are read as a job's are (``workloads.pod_states.pod_waiting_reason``); a pod the
 API server refused never exists, so quota refusals are read from the ReplicaSet's (and the
 Deployment's) ``ReplicaFailure`` condition.
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gpujobs.observe import (
+from workloads.pod_states import (
     QUOTA_USED_UP,
     Reason,
     is_quota_refusal,
@@ -24,7 +24,7 @@ from gpujobs.observe import (
 
 
 class ServiceReason:
-    """Short codes beside ``gpujobs.observe.Reason``'s for why a revision is as it is."""
+    """Short codes beside ``workloads.pod_states.Reason``'s for why a revision is as it is."""
 
     READY = "Ready"
     STOPPED = "Stopped"

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 from django.contrib.auth.models import User
 
-from gpujobs.permissions import can_submit_jobs
 from serving.models import InferenceService
 from tenants.models import Team
 from tenants.permissions import is_portal_admin
+from workloads.permissions import can_run_workloads
 
 
 def can_deploy(user: User, team: Team) -> bool:
     """Leads and members run services, as they run jobs (their cluster role, ``edit``, allows
     as much); viewers only look."""
-    return can_submit_jobs(user, team)
+    return can_run_workloads(user, team)
 
 
 def can_change(user: User, service: InferenceService) -> bool:

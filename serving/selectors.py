@@ -59,7 +59,7 @@ def gpus_by_resource(revisions, *, routing: str, stopped: bool = False) -> dict[
 
 def gpus_held_by_services(*, team: Team, cluster: Cluster, gpu_resource: str) -> int:
     """GPUs of a kind the team's active services on the cluster ask for: replicas x GPUs of
-    every live revision (what ``gpujobs.holdings`` adds to the jobs' for the quota check)."""
+    every live revision (what ``workloads.holdings`` adds to the jobs' for the quota check)."""
     services = Service.objects.filter(
         team=team, cluster=cluster, state=Service.State.ACTIVE
     ).prefetch_related(

@@ -27,8 +27,8 @@ from typing import Any
 from django.core.exceptions import ValidationError
 
 from clusters.vocabulary import DEFAULT_GPU_RESOURCE
-from gpujobs.specs import (
-    MAX_GPUS_PER_JOB,
+from workloads.specs import (
+    MAX_GPUS_PER_POD,
     ContainerRequest,
     EnvPairs,
     Errors,
@@ -207,7 +207,7 @@ class RevisionRequest:
                 errors=errors,
                 key="gpus",
                 low=1,
-                high=MAX_GPUS_PER_JOB,
+                high=MAX_GPUS_PER_POD,
                 what="GPUs per replica",
             ),
             port=read_port(data.get("port"), errors=errors),

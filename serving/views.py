@@ -17,13 +17,6 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from gpujobs.views import LOG_TAIL_CHOICES
-from gpujobs.workload_pages import (
-    cluster_read_fragment,
-    create_form_page,
-    creator_teams,
-    fragment,
-)
 from serving import charts, cluster_reads, manifests, selectors, services, traffic
 from serving.filtersets import InferenceServiceFilter
 from serving.forms import DeployForm, RevisionForm, ScaleForm, TrafficForm, add_errors
@@ -33,6 +26,14 @@ from serving.permissions import can_change
 from serving.specs import RevisionRequest
 from tenants.errors import InvalidTransition
 from tenants.selectors import teams_visible_to
+from workloads.pages import (
+    LOG_TAIL_CHOICES,
+    cluster_read_fragment,
+    create_form_page,
+    creator_teams,
+    fragment,
+    log_tail_choice,
+)
 
 SERVICES_PAGE_SIZE = 25
 State = InferenceService.State
@@ -174,8 +175,7 @@ def service_live(request: HttpRequest, pk: int) -> HttpResponse:
 def service_logs(request: HttpRequest, pk: int) -> HttpResponse:
     """A replica's log (the newest, unless ``pod`` names one)."""
     service = _visible(request, pk)
-    raw = request.GET.get("tail", "")
-    tail = int(raw) if raw.isdigit() and int(raw) in LOG_TAIL_CHOICES else LOG_TAIL_CHOICES[0]
+    tail = log_tail_choice(request)
     container = request.GET.get("container", "")
     if container not in cluster_reads.CONTAINERS:
         container = manifests.SERVER_CONTAINER

@@ -20,7 +20,7 @@ recreated) waits in the queue (Kueue) or is refused (quota only) until the team 
 The workloads come from the apps that run them (``gpujobs``, ``serving``): each registers, in
 its ``AppConfig.ready``, a function listing a team's workloads of one GPU kind on a cluster, one
 query each, so a preview costs a constant number of queries. This app never imports them.
-(``gpujobs.holdings`` is the same pattern for the quota check, which needs sums, not items.)
+(``workloads.holdings`` is the same pattern for the quota check, which needs sums, not items.)
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from gpuportal import exits
 from gpuportal.client import ApiError, Client
 
 FINISHED = frozenset({"succeeded", "failed", "cancelled"})
-# The line the portal ends a follow with when its time limit is up (gpujobs.log_follows.STOPPED;
+# The line the portal ends a follow with when its time limit is up (workloads.log_follows.STOPPED;
 # tests/unit/cli checks that the two agree).
 STOPPED = "[the portal stopped following this log; ask again to go on]"
 # How often the job's state is read while no line comes, and while it waits to start.

@@ -13,12 +13,14 @@ from rest_framework.settings import api_settings
 from clusters.models import Cluster
 from clusters.vocabulary import DEFAULT_GPU_RESOURCE, GUARANTEED
 from gpujobs import admission, queue_reads, specs
-from gpujobs.images import MAX_IMAGE_LENGTH
 from gpujobs.manifests import job_name
 from gpujobs.models import GpuJob
 from gpujobs.specs import PREPROCESS_MODES, PRIORITY_HELP, PreprocessMode
 from tenants.models import Team
 from tenants.selectors import teams_visible_to
+from workloads.admission import field_errors
+from workloads.images import MAX_IMAGE_LENGTH
+from workloads.specs import MAX_GPUS_PER_POD, MAX_NAME_LENGTH
 
 LIST_KEYS = ("command", "args")
 
@@ -245,9 +247,7 @@ class JobFieldsSerializer(serializers.Serializer):
     reads them into a ``JobRequest``, so that the API and the job form check them the same
     way, and one 400 names every bad field."""
 
-    name = serializers.CharField(
-        max_length=specs.MAX_NAME_LENGTH, help_text="A short name for people."
-    )
+    name = serializers.CharField(max_length=MAX_NAME_LENGTH, help_text="A short name for people.")
     image = serializers.CharField(max_length=MAX_IMAGE_LENGTH)
     command = serializers.ListField(
         child=serializers.CharField(allow_blank=True, trim_whitespace=False),
@@ -258,7 +258,7 @@ class JobFieldsSerializer(serializers.Serializer):
         child=serializers.CharField(allow_blank=True, trim_whitespace=False), required=False
     )
     env = EnvVarSerializer(many=True, required=False)
-    gpus = serializers.IntegerField(min_value=1, max_value=specs.MAX_GPUS_PER_JOB)
+    gpus = serializers.IntegerField(min_value=1, max_value=MAX_GPUS_PER_POD)
     gpu_resource = serializers.CharField(required=False, default=DEFAULT_GPU_RESOURCE)
     gpu_model = serializers.CharField(required=False, allow_blank=True, default="")
     cpu_cores = serializers.DecimalField(
@@ -352,7 +352,7 @@ class GpuJobBatchSerializer(TeamClusterFields):
                     team=team, cluster=cluster, job_requests=list(requests.values())
                 )
                 for index, refused in zip(requests, refusals, strict=True):
-                    per_job[index] = admission.field_errors(refused)
+                    per_job[index] = field_errors(refused)
             errors["jobs"] = per_job
         if errors:
             raise serializers.ValidationError(errors)

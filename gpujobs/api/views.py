@@ -26,19 +26,17 @@ from rest_framework.views import APIView
 
 from clusters.models import Cluster
 from core.openapi import ErrorSerializer
-from core.params import whole_number
 from core.rows import RowListMixin, row_shape
-from gpujobs import cluster_reads, log_follows, queue_reads, selectors, services
+from gpujobs import cluster_reads, queue_reads, selectors, services
 from gpujobs.api import serializers as s
 from gpujobs.filtersets import GpuJobFilter
 from gpujobs.manifests import GPU_CONTAINER
-from gpujobs.specs import DNS_SUBDOMAIN_RE
 from tenants.api.filters import PortalFilterBackend, StableOrderingFilter
 from tenants.selectors import teams_visible_to
+from workloads import log_follows
+from workloads.api.logs import TAIL, log_answer, log_container, log_tail
+from workloads.specs import DNS_SUBDOMAIN_RE
 
-TAIL = OpenApiParameter(
-    "tail", int, description=f"Last N lines (default 100, at most {cluster_reads.MAX_TAIL_LINES})."
-)
 CONTAINER = OpenApiParameter(
     "container",
     str,
@@ -67,48 +65,6 @@ class PlainTextRenderer(BaseRenderer):
             text = data.get("log") or data.get("detail") or ""
             return str(text).encode(self.charset)
         return str(data or "").encode(self.charset)
-
-
-def _int_param(request, name: str, default: int, *, low: int, high: int) -> int:
-    raw = request.query_params.get(name)
-    if raw in (None, ""):
-        return default
-    try:
-        return whole_number(raw, low=low, high=high)
-    except ValueError as error:
-        raise ValidationError({name: [str(error)]}) from None
-
-
-def log_tail(request) -> int:
-    """``?tail=``: how many of the log's last lines (the default when not given), else a 400."""
-    return _int_param(
-        request,
-        "tail",
-        cluster_reads.DEFAULT_TAIL_LINES,
-        low=0,
-        high=cluster_reads.MAX_TAIL_LINES,
-    )
-
-
-def log_container(request, *, containers, default: str) -> str:
-    """``?container=``: one of the workload's ``containers`` (``default`` when not given)."""
-    container = request.query_params.get("container") or default
-    if container not in containers:
-        raise ValidationError({"container": [f"Must be one of: {', '.join(containers)}."]})
-    return container
-
-
-def log_answer(result: cluster_reads.LogResult, *, tail: int) -> Response:
-    """A log read (``LogSerializer``'s shape)."""
-    return Response(
-        {
-            "pod": result.pod,
-            "container": result.container,
-            "tail": tail,
-            "log": result.text,
-            "detail": result.detail,
-        }
-    )
 
 
 @extend_schema_view(

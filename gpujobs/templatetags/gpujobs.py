@@ -6,8 +6,8 @@ Template tags, so the tenants and monitoring apps need no import of this one."""
 from django import template
 
 from gpujobs import queue_reads, selectors
-from gpujobs.permissions import can_submit_jobs
 from tenants.models import Membership
+from workloads.permissions import can_run_workloads
 
 register = template.Library()
 
@@ -24,7 +24,7 @@ def team_jobs(context, team):
     if "role" in context:
         can_submit = context["role"] in SUBMITTING_ROLES
     else:
-        can_submit = can_submit_jobs(user, team)
+        can_submit = can_run_workloads(user, team)
     return {
         "team": team,
         "jobs": jobs,

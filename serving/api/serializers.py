@@ -13,12 +13,12 @@ from rest_framework.settings import api_settings
 
 from clusters.vocabulary import DEFAULT_GPU_RESOURCE, team_domain
 from gpujobs.api.serializers import EnvVarSerializer, TeamClusterFields
-from gpujobs.images import MAX_IMAGE_LENGTH
-from gpujobs.specs import MAX_GPUS_PER_JOB, Errors
 from serving import admission, selectors, specs, traffic
 from serving.models import InferenceService, Revision
 from serving.observe import rollout_progress
 from serving.specs import RevisionRequest
+from workloads.images import MAX_IMAGE_LENGTH
+from workloads.specs import MAX_GPUS_PER_POD, Errors, read_whole
 
 LIST_FIELD = serializers.ListField(
     child=serializers.CharField(allow_blank=True, trim_whitespace=False), required=False
@@ -215,7 +215,7 @@ class RevisionFieldsSerializer(serializers.Serializer):
         max_digits=8, decimal_places=2, required=False, allow_null=True
     )
     gpus = serializers.IntegerField(
-        min_value=1, max_value=MAX_GPUS_PER_JOB, required=False, help_text="GPUs per replica."
+        min_value=1, max_value=MAX_GPUS_PER_POD, required=False, help_text="GPUs per replica."
     )
     gpu_resource = serializers.CharField(required=False, default=DEFAULT_GPU_RESOURCE)
     gpu_model = serializers.CharField(required=False, allow_blank=True)
@@ -254,7 +254,7 @@ class ServiceCreateSerializer(RevisionFieldsSerializer, TeamClusterFields):
     )
     image = serializers.CharField(max_length=MAX_IMAGE_LENGTH)
     gpus = serializers.IntegerField(
-        min_value=1, max_value=MAX_GPUS_PER_JOB, help_text="GPUs per replica."
+        min_value=1, max_value=MAX_GPUS_PER_POD, help_text="GPUs per replica."
     )
     port = serializers.IntegerField(min_value=1, max_value=specs.MAX_PORT)
     replicas = serializers.IntegerField(min_value=1, max_value=specs.MAX_REPLICAS, default=1)
@@ -355,7 +355,7 @@ class ScaleSerializer(serializers.Serializer):
         errors: Errors = {}
         values = {"replicas": specs.read_replicas(data.get("replicas"), errors=errors)}
         if data.get("revision") is not None:
-            values["revision"] = specs.read_whole(
+            values["revision"] = read_whole(
                 data.get("revision"),
                 errors=errors,
                 key="revision",

@@ -22,13 +22,13 @@ from rest_framework.response import Response
 
 from core.openapi import ErrorSerializer
 from gpujobs.api.serializers import JobEventSerializer, LogSerializer
-from gpujobs.api.views import TAIL, log_answer, log_container, log_tail
 from serving import cluster_reads, selectors, services
 from serving.api import serializers as s
 from serving.filtersets import InferenceServiceFilter
 from serving.manifests import SERVER_CONTAINER
 from serving.models import Revision
 from tenants.api.filters import PortalFilterBackend, StableOrderingFilter
+from workloads.api.logs import TAIL, log_answer, log_container, log_tail
 
 CONTAINER = OpenApiParameter(
     "container",

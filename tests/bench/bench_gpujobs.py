@@ -60,7 +60,7 @@ from devcluster import api as devcluster_api  # noqa: E402
 from devcluster import builder  # noqa: E402
 from gpujobs import manifests  # noqa: E402
 from gpujobs.models import GpuJob  # noqa: E402
-from gpujobs.specs import ContainerRequest, JobRequest  # noqa: E402
+from gpujobs.specs import JobRequest  # noqa: E402
 from tenants.models import Membership, QuotaGrant, QuotaRequest, Team  # noqa: E402
 from tests.bench.helpers import (  # noqa: E402
     SHARED_SERVICES,
@@ -75,6 +75,8 @@ from tests.bench.helpers import (  # noqa: E402
     stop,
 )
 from tests.bench.summary import Goal, Summary  # noqa: E402
+from workloads.manifests import cluster_placement  # noqa: E402
+from workloads.specs import ContainerRequest  # noqa: E402
 
 JOBS = int(os.environ.get("BENCH_GPUJOBS", "500"))
 # Pairs of the portal's one call and kubectl's, each side's median reported.
@@ -410,9 +412,7 @@ def kubectl_run(handle, kubectl: str, cluster: Cluster, namespace: str) -> dict:
     cpu = CpuMeter(names=SHARED_SERVICES)
     cpu.start()
     started = time.perf_counter()
-    result = kubectl_side(
-        kubectl, handle.kubeconfig, namespace, manifests.cluster_placement(cluster)
-    )
+    result = kubectl_side(kubectl, handle.kubeconfig, namespace, cluster_placement(cluster))
     result["seconds_to_all_succeeded"] = round(
         wait_kubectl_jobs_done(client.BatchV1Api(api_client), namespace, started), 2
     )

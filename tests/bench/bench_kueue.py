@@ -81,7 +81,7 @@ from devcluster import builder, nodes  # noqa: E402
 from devcluster.gpu_models import DEFAULT_GPU_MODEL, DEFAULT_SECOND_GPU_MODEL  # noqa: E402
 from gpujobs import manifests  # noqa: E402
 from gpujobs.models import GpuJob, QueueSnapshot  # noqa: E402
-from gpujobs.specs import ContainerRequest, JobRequest  # noqa: E402
+from gpujobs.specs import JobRequest  # noqa: E402
 from tenants import cluster_reconcile  # noqa: E402
 from tenants import reconcile as team_reconcile  # noqa: E402
 from tenants.models import AuditEvent, Membership, QuotaGrant, QuotaRequest, Team  # noqa: E402
@@ -96,6 +96,8 @@ from tests.bench.helpers import (  # noqa: E402
     stop,
 )
 from tests.bench.summary import Goal, Summary  # noqa: E402
+from workloads.manifests import cluster_placement  # noqa: E402
+from workloads.specs import ContainerRequest  # noqa: E402
 
 JOBS = int(os.environ.get("BENCH_KUEUE_JOBS", "2000"))
 TEAMS = int(os.environ.get("BENCH_KUEUE_TEAMS", "20"))
@@ -513,7 +515,7 @@ def portal_kueue_run(cluster, users, slugs, following) -> dict:
 
 
 def kubectl_run(kubectl, kubeconfig, cluster, slugs, following) -> dict:
-    placement = manifests.cluster_placement(cluster)
+    placement = cluster_placement(cluster)
     items = []
     for n, (_, slug, priority) in enumerate(workload(slugs)):
         request = JobRequest(

@@ -10,11 +10,11 @@ from django.utils import timezone
 from rest_framework.renderers import JSONRenderer
 
 from gpujobs.api.serializers import GpuJobSerializer
-from gpujobs.observe import Reason
 from gpujobs.selectors import jobs_visible_to
 from tenants import selectors
 from tenants.api import serializers as s
 from tests import factories
+from workloads.pod_states import Reason
 
 pytestmark = pytest.mark.django_db
 

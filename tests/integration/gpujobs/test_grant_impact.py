@@ -7,7 +7,6 @@ from django.conf import settings
 
 from clusters.vocabulary import resource_flavor_name
 from gpujobs.models import GpuJob
-from gpujobs.observe import Reason
 from tenants import quota
 from tests import factories
 from tests.integration.gpujobs.fixtures import (
@@ -18,6 +17,7 @@ from tests.integration.gpujobs.fixtures import (
     wait_for_state,
 )
 from tests.integration.gpujobs.kueue import A100, H100
+from workloads.pod_states import Reason
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.devcluster]
 

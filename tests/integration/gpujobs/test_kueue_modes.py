@@ -10,7 +10,6 @@ import pytest
 
 from clusters.models import QuotaMode
 from gpujobs.models import GpuJob
-from gpujobs.observe import Reason
 from tenants.reconcile_triggers import enqueue_cluster_reconcile_now, enqueue_reconcile_now
 from tests.integration.conftest import wait_for
 from tests.integration.gpujobs.fixtures import (
@@ -21,6 +20,7 @@ from tests.integration.gpujobs.fixtures import (
 )
 from tests.integration.gpujobs.kueue import A100
 from tests.integration.reconcile.conftest import route_reconciles
+from workloads.pod_states import Reason
 
 pytestmark = [pytest.mark.devcluster]
 

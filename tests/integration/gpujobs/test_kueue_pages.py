@@ -10,9 +10,9 @@ from django.utils import timezone
 
 from clusters.models import QuotaMode
 from gpujobs.models import GpuJob
-from gpujobs.observe import Reason
 from gpujobs.queues import gpu_pod_holding, record_snapshot, snapshot_fields
 from tests import factories
+from workloads.pod_states import Reason
 
 pytestmark = pytest.mark.django_db
 

@@ -12,7 +12,6 @@ from django.utils import timezone
 
 from clusters.vocabulary import resource_flavor_name
 from gpujobs.models import GpuJob
-from gpujobs.observe import Reason
 from tenants import quota as tenant_quota
 from tests.integration.conftest import wait_for
 from tests.integration.gpujobs.fixtures import (
@@ -22,6 +21,7 @@ from tests.integration.gpujobs.fixtures import (
     wait_for_state,
 )
 from tests.integration.gpujobs.kueue import A100, H100
+from workloads.pod_states import Reason
 
 pytestmark = [pytest.mark.devcluster]
 

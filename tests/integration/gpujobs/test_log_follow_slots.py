@@ -7,8 +7,8 @@ import time
 import pytest
 
 from clusters.kube import ClusterUnreachable
-from gpujobs import log_follows
 from tests.integration.conftest import run_in_new_loop
+from workloads import log_follows
 
 
 @pytest.fixture(autouse=True)

@@ -10,12 +10,12 @@ from kubernetes import client
 
 from clusters.models import QuotaMode
 from gpujobs import manifests as job_manifests
-from gpujobs.images import image_allowed
 from gpujobs.models import GpuJob
 from gpujobs.specs import JobRequest
 from tests import factories
 from tests.integration.conftest import wait_for
 from tests.integration.kube import GPU_AFFINITY, GPU_TOLERATION
+from workloads.images import image_allowed
 
 from .conftest import ALLOWED_REGISTRIES, IMAGE, cpu_pod, refusal
 
@@ -343,7 +343,7 @@ IMAGES = [
 
 @pytest.mark.parametrize("image", IMAGES)
 def test_the_cluster_reads_an_image_as_the_portal_does(team_with_member, image):
-    """Every verdict of the admission policy is the portal's own (``gpujobs.images``), for
+    """Every verdict of the admission policy is the portal's own (``workloads.images``), for
     references the runtime reads in surprising ways."""
     team, mo = team_with_member
     portal_allows = image_allowed(image, ALLOWED_REGISTRIES)

@@ -10,8 +10,8 @@ from django.conf import settings
 from kubernetes import client
 
 from clusters.leases import LeaseClient
-from gpujobs import leader_election
 from tests.integration.kube import delete_namespace, read_or_none
+from workloads import leader_election
 
 from .conftest import refusal
 

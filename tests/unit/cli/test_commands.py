@@ -5,8 +5,8 @@ import io
 
 import pytest
 
-from gpujobs.log_follows import STOPPED
 from gpuportal import cli, client, config, exits, follow
+from workloads.log_follows import STOPPED
 
 
 @pytest.fixture(autouse=True)

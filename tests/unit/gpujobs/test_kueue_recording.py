@@ -4,8 +4,9 @@ whose Job is being made again ignores that Job. No database."""
 
 import datetime
 
-from gpujobs.observe import Observation, Reason
+from gpujobs.observe import Observation
 from gpujobs.recording import changes_to_record
+from workloads.pod_states import Reason
 
 NOW = datetime.datetime(2026, 12, 1, 1, 0, tzinfo=datetime.UTC)
 EARLIER = NOW - datetime.timedelta(minutes=10)

@@ -9,7 +9,7 @@ import datetime
 import pytest
 
 from clusters.leases import LeaseRecord, lease_body, micro_time
-from gpujobs.leader_election import Action, Seen, decide, leading, observe, renew_deadline
+from workloads.leader_election import Action, Seen, decide, leading, observe, renew_deadline
 
 LEASE = 15
 RENEW = 5

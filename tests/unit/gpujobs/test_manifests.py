@@ -7,8 +7,10 @@ import pytest
 
 from clusters.vocabulary import JOB_NAME_ANNOTATION
 from gpujobs import manifests
-from gpujobs.manifests import JobSpec, Placement
-from gpujobs.specs import ContainerRequest, JobRequest, PreprocessMode, PreprocessRequest
+from gpujobs.manifests import JobSpec
+from gpujobs.specs import JobRequest, PreprocessMode, PreprocessRequest
+from workloads.manifests import Placement
+from workloads.specs import ContainerRequest
 
 PLACEMENT = Placement()
 CONTAINER_FIELDS = ("image", "command", "args", "env", "cpu_cores", "memory_gib")

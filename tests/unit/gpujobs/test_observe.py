@@ -5,7 +5,8 @@ import datetime
 
 import pytest
 
-from gpujobs.observe import QUOTA_USED_UP, Reason, State, observe, pod_waiting_reason
+from gpujobs.observe import State, observe
+from workloads.pod_states import QUOTA_USED_UP, Reason, pod_waiting_reason
 
 UTC = datetime.UTC
 

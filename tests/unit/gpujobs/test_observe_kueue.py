@@ -5,7 +5,8 @@ devcluster. No database."""
 
 import datetime
 
-from gpujobs.observe import Reason, State, kueue_facts, observe, waits_in_the_other_mode
+from gpujobs.observe import State, kueue_facts, observe, waits_in_the_other_mode
+from workloads.pod_states import Reason
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PREEMPTED_MESSAGE = (

@@ -7,7 +7,8 @@ from types import SimpleNamespace
 import pytest
 from django.core.exceptions import ValidationError
 
-from gpujobs.specs import ContainerRequest, JobRequest, PreprocessMode, PreprocessRequest
+from gpujobs.specs import JobRequest, PreprocessMode, PreprocessRequest
+from workloads.specs import ContainerRequest
 
 
 def parse_errors(data) -> dict:

@@ -5,11 +5,11 @@ per-revision Services; the same state always gives the same objects."""
 import pytest
 
 from clusters.vocabulary import DESIRED_HASH_ANNOTATION, REVISION_LABEL, SERVICE_ID_LABEL
-from gpujobs.manifests import Placement
-from gpujobs.specs import ContainerRequest
 from serving import manifests
 from serving.manifests import RevisionSpec, ServiceSpec
 from serving.specs import Probe, ProbeKind, RevisionRequest
+from workloads.manifests import Placement
+from workloads.specs import ContainerRequest
 
 PLACEMENT = Placement()
 

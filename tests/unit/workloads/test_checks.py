@@ -3,7 +3,7 @@
 import pytest
 
 from clusters.image_references import parse_image
-from gpujobs import images, specs
+from workloads import images, specs
 
 
 @pytest.mark.parametrize(

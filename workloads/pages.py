@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from django.contrib import messages
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import BadRequest, PermissionDenied, ValidationError
 from django.db.models import Model, QuerySet
 from django.forms import Form
 from django.http import HttpRequest, HttpResponse
@@ -17,9 +17,22 @@ from django.urls import reverse
 from django.utils.cache import add_never_cache_headers
 
 from clusters.kube import KubeError
-from gpujobs.forms import cluster_by_id
 from tenants.models import Membership, Team
 from tenants.selectors import teams_visible_to
+from workloads.forms import cluster_by_id
+
+# The log tails a workload's page offers.
+LOG_TAIL_CHOICES = (100, 500, 2000)
+
+
+def log_tail_choice(request: HttpRequest) -> int:
+    """``?tail=``: one of the log panel's choices (the first when not given), else a 400."""
+    raw = request.GET.get("tail", "")
+    if not raw:
+        return LOG_TAIL_CHOICES[0]
+    if raw not in {str(choice) for choice in LOG_TAIL_CHOICES}:
+        raise BadRequest(f"tail: Must be one of {', '.join(map(str, LOG_TAIL_CHOICES))}.")
+    return int(raw)
 
 
 def creator_teams(request: HttpRequest) -> QuerySet[Team]:

@@ -1,0 +1,57 @@
+"""What every workload's API shares about logs: the ``tail`` and ``container`` parameters (a
+400 naming the parameter for a bad value) and the answer's shape (``LogSerializer``'s)."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiParameter
+from rest_framework.exceptions import ValidationError
+from rest_framework.response import Response
+
+from core.params import whole_number
+from workloads.cluster_reads import DEFAULT_TAIL_LINES, MAX_TAIL_LINES, LogResult
+
+TAIL = OpenApiParameter(
+    "tail", int, description=f"Last N lines (default 100, at most {MAX_TAIL_LINES})."
+)
+
+
+def _int_param(request, name: str, default: int, *, low: int, high: int) -> int:
+    raw = request.query_params.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        return whole_number(raw, low=low, high=high)
+    except ValueError as error:
+        raise ValidationError({name: [str(error)]}) from None
+
+
+def log_tail(request) -> int:
+    """``?tail=``: how many of the log's last lines (the default when not given), else a 400."""
+    return _int_param(
+        request,
+        "tail",
+        DEFAULT_TAIL_LINES,
+        low=0,
+        high=MAX_TAIL_LINES,
+    )
+
+
+def log_container(request, *, containers, default: str) -> str:
+    """``?container=``: one of the workload's ``containers`` (``default`` when not given)."""
+    container = request.query_params.get("container") or default
+    if container not in containers:
+        raise ValidationError({"container": [f"Must be one of: {', '.join(containers)}."]})
+    return container
+
+
+def log_answer(result: LogResult, *, tail: int) -> Response:
+    """A log read (``LogSerializer``'s shape)."""
+    return Response(
+        {
+            "pod": result.pod,
+            "container": result.container,
+            "tail": tail,
+            "log": result.text,
+            "detail": result.detail,
+        }
+    )

@@ -1,24 +1,18 @@
 """Whether a team may run a job on a cluster: the rules every workload meets
 (``workloads.admission``: team, namespace, images, GPU kind and model, annotations), the
-preprocessing container's, the team's budget, and that the GPUs fit in what the team's quota
-leaves (``check_quota``, under the team's row lock). ``submission_refusals`` judges requests
-by all of them but the quota, which ``services.job_submit`` and ``job_submit_many`` check when
-they store the jobs.
+preprocessing container's and the team's budget. ``submission_refusals`` judges requests by
+all of them; the quota (``workloads.quota.check_quota``, under the team's row lock) is checked
+by ``services.job_submit`` and ``job_submit_many`` when they store the jobs.
 
 On a cluster whose quota Kueue enforces, a job that does not fit what the quota leaves now
 waits in the team's queue instead, and ``queue_fit_refusals`` refuses only a job that can never
 run there.
-
-The rules every workload shares are ``workloads.admission``'s; ``check_quota`` counts what
-every kind of workload holds (``workloads.holdings``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
-
-from django.core.exceptions import ValidationError
 
 from billing.enforcement import budget_refusal
 from clusters.models import Cluster, QuotaMode
@@ -28,7 +22,6 @@ from gpujobs.specs import JobRequest
 from tenants.models import Team
 from tenants.reconcile import team_queue_limits
 from workloads.admission import parse_with_refusals, workload_refusals
-from workloads.pod_states import QUOTA_USED_UP
 from workloads.specs import Errors
 
 
@@ -170,36 +163,3 @@ def _refusals(*, team: Team, cluster: Cluster, request: JobRequest) -> Errors:
         # It waits in the queue when it does not fit now; refused only if it never can.
         return queue_fit_refusals(team=team, cluster=cluster, request=request)
     return {}
-
-
-def check_quota(
-    *,
-    team: Team,
-    cluster: Cluster,
-    gpu_resource: str,
-    gpus: int,
-    asking: str = "this job asks for",
-    field: str = "gpus",
-) -> None:
-    """The workload's GPUs must fit in what the team's grants in effect leave after everything
-    it runs already: its unfinished jobs and its services' replicas (``quota_left``). The caller
-    must hold the team's row lock, or two submissions could both fit. ``asking`` says in the
-    message what asks for the ``gpus`` ("scaling up asks for 2 replicas x 2 GPUs ="), and
-    ``field`` which field is refused."""
-    figures = selectors.quota_left(team=team, cluster=cluster, gpu_resource=gpu_resource)
-    if gpus <= figures.left:
-        return
-    over = gpus - figures.left
-    if figures.granted == 0:
-        text = (
-            f"{QUOTA_USED_UP}: team {team.slug} has no {gpu_resource} quota in effect on "
-            f"cluster {cluster.name}, so 0 are left; {asking} {gpus}, exceeding it by "
-            f"{over}. A team lead can request quota."
-        )
-    else:
-        text = (
-            f"{QUOTA_USED_UP}: team {team.slug} has {figures.granted} × {gpu_resource} on "
-            f"cluster {cluster.name}, {figures.held_words}, so {figures.left} left; {asking} "
-            f"{gpus}, exceeding it by {over}."
-        )
-    raise ValidationError({field: text})

@@ -8,6 +8,10 @@ class GpujobsConfig(AppConfig):
     def ready(self) -> None:
         from gpujobs import selectors
         from tenants import impact
+        from workloads import holdings
 
+        # A team's unfinished jobs count against its quota (first: the quota messages name them
+        # whatever they hold).
+        holdings.register("its unfinished jobs", selectors.gpus_held_by_jobs)
         # A grant change's impact preview lists the team's jobs.
         impact.register("job", selectors.jobs_for_impact)

@@ -6,13 +6,10 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from django.contrib.auth.models import AnonymousUser, User
-from django.db.models import OuterRef, Q, QuerySet, Subquery, Sum
-from django.db.models.functions import Coalesce
+from django.db.models import Q, QuerySet, Sum
 from django.urls import reverse
-from django.utils import timezone
 
 from clusters.kube import connection_configured
 from clusters.models import Cluster, GpuModelCapacity, QuotaMode
@@ -21,7 +18,6 @@ from gpujobs.observe import ACTIVE_STATES
 from tenants.impact import Work
 from tenants.models import QuotaGrant, Team, TeamCluster
 from tenants.permissions import is_portal_admin
-from workloads import holdings
 
 
 def jobs_visible_to(user: User | AnonymousUser) -> QuerySet[GpuJob]:
@@ -42,69 +38,15 @@ def active_jobs(*, team: Team, cluster: Cluster | None = None) -> QuerySet[GpuJo
     return jobs
 
 
-@dataclass(frozen=True)
-class QuotaLeft:
-    """A team's GPUs of one kind on one cluster: granted (grants in effect today), held by its
-    unfinished jobs and by its other workloads (``elsewhere``: what, GPUs; a service's
-    replicas), and what is left for new ones."""
-
-    granted: int
-    held_by_jobs: int
-    elsewhere: tuple[tuple[str, int], ...] = ()
-
-    @property
-    def held(self) -> int:
-        return self.held_by_jobs + sum(gpus for _, gpus in self.elsewhere)
-
-    @property
-    def left(self) -> int:
-        return max(self.granted - self.held, 0)
-
-    @property
-    def held_words(self) -> str:
-        """``3 held by its unfinished jobs``, or with other holders ``5 held (3 by its
-        unfinished jobs, 2 by its services)``."""
-        others = [(what, gpus) for what, gpus in self.elsewhere if gpus]
-        if not others:
-            return f"{self.held_by_jobs} held by its unfinished jobs"
-        parts = [f"{self.held_by_jobs} by its unfinished jobs"]
-        parts += [f"{gpus} by {what}" for what, gpus in others]
-        return f"{self.held} held ({', '.join(parts)})"
-
-
-def quota_left(*, team: Team, cluster: Cluster, gpu_resource: str) -> QuotaLeft:
-    """The team's granted and held GPUs of a kind on the cluster: grants and jobs summed in one
-    query (it runs under the team's row lock on every submission)."""
-    today = timezone.localdate()
-    granted = (
-        QuotaGrant.objects.filter(
-            Q(ends_on__isnull=True) | Q(ends_on__gte=today),
-            team=OuterRef("pk"),
-            cluster=cluster,
-            gpu_resource=gpu_resource,
-            state=QuotaGrant.State.ACTIVE,
-            starts_on__lte=today,
-        )
-        .order_by()
-        .values("team")
-        .annotate(total=Sum("gpus"))
-        .values("total")
-    )
+def gpus_held_by_jobs(*, team: Team, cluster: Cluster, gpu_resource: str) -> int:
+    """The GPUs of a kind the team's unfinished jobs hold (or may soon hold) on the cluster:
+    what jobs count against the team's quota (``workloads.holdings``)."""
     held = (
         active_jobs(team=team, cluster=cluster)
-        .filter(team=OuterRef("pk"), gpu_resource=gpu_resource)
-        .order_by()
-        .values("team")
-        .annotate(total=Sum("gpus"))
-        .values("total")
+        .filter(gpu_resource=gpu_resource)
+        .aggregate(total=Sum("gpus"))["total"]
     )
-    figures = (
-        Team.objects.filter(pk=team.pk)
-        .values(granted=Coalesce(Subquery(granted), 0), held=Coalesce(Subquery(held), 0))
-        .get()
-    )
-    elsewhere = holdings.held_elsewhere(team=team, cluster=cluster, gpu_resource=gpu_resource)
-    return QuotaLeft(granted=figures["granted"], held_by_jobs=figures["held"], elsewhere=elsewhere)
+    return held or 0
 
 
 def kueue_mode(cluster: Cluster) -> bool:

@@ -56,6 +56,7 @@ from tenants.reconcile_triggers import request_reconcile_after_commit
 from workloads.admission import field_errors
 from workloads.permissions import can_run_workloads
 from workloads.pod_states import QUOTA_USED_UP, Reason
+from workloads.quota import check_quota
 from workloads.specs import Errors
 
 logger = logging.getLogger(__name__)
@@ -148,7 +149,7 @@ def _store(
             if not queue_for(cluster, request.priority):
                 asked[request.gpu_resource] = asked.get(request.gpu_resource, 0) + request.gpus
         for gpu_resource, gpus in sorted(asked.items()):
-            admission.check_quota(
+            check_quota(
                 team=team,
                 cluster=cluster,
                 gpu_resource=gpu_resource,

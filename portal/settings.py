@@ -580,7 +580,7 @@ GPUJOBS_REFRESH_SECONDS = env_int("GPUJOBS_REFRESH_SECONDS", 2)
 # Kueue mode: how often the watcher reads each cluster's queues (usage, positions).
 GPUJOBS_QUEUE_POLL_SECONDS = env_float("GPUJOBS_QUEUE_POLL_SECONDS", 2)
 GPUJOBS_LOG_FOLLOW_MAX_SECONDS = env_int("GPUJOBS_LOG_FOLLOW_MAX_SECONDS", 600)
-# Followed logs at once (gpujobs/log_follows.py), per user and in all, counted in Redis.
+# Followed logs at once (workloads/log_follows.py), per user and in all, counted in Redis.
 GPUJOBS_LOG_FOLLOWS_PER_USER = env_int("GPUJOBS_LOG_FOLLOWS_PER_USER", 4)
 GPUJOBS_LOG_FOLLOWS_TOTAL = env_int("GPUJOBS_LOG_FOLLOWS_TOTAL", 200)
 
@@ -588,7 +588,7 @@ GPUJOBS_LOG_FOLLOWS_TOTAL = env_int("GPUJOBS_LOG_FOLLOWS_TOTAL", 200)
 PORTAL_WATCHERS = ["gpujobs.watcher.run", "serving.watcher.run"]
 # Several watcher replicas: per cluster, only the holder of a Lease named
 # ``<GPUJOBS_WATCHER_LEASE_NAME>-<cluster>`` in PORTAL_NAMESPACE on that cluster follows it
-# (gpujobs/leader_election.py). The holder renews it every GPUJOBS_WATCHER_RENEW_SECONDS and
+# (workloads/leader_election.py). The holder renews it every GPUJOBS_WATCHER_RENEW_SECONDS and
 # stops writing when a renewal has not succeeded for the lease's duration less one interval;
 # another replica takes it over once it has stood unrenewed for GPUJOBS_WATCHER_LEASE_SECONDS.
 GPUJOBS_WATCHER_LEADER_ELECTION = env_bool("GPUJOBS_WATCHER_LEADER_ELECTION", True)

@@ -1,13 +1,13 @@
 """Whether a team may run a service's revision on a cluster, and whether a change fits its
-quota: the shared workload rules of ``gpujobs.admission`` applied to services.
+quota: the shared workload rules of ``workloads.admission`` applied to services.
 
 The team and the cluster's rules (archived team, a namespace someone else made, allowed
 registries for the model server and the sidecar, GPU kinds and models, reserved annotations)
-are ``workload_refusals``'. The quota is the one jobs are held to (``check_quota``, under the
-team's row lock): replicas x GPUs of every live revision of every active service count against
-the team's grants together with its unfinished jobs, and a change that would hold more GPUs
-than are left (a new service, a new revision beside the running one, a canary, a scale-up, a
-restart) is refused before anything reaches the cluster, with the arithmetic in the message.
+are ``workload_refusals``'. The quota is the one jobs are held to
+(``workloads.quota.check_quota``, under the team's row lock): replicas x GPUs of every live
+revision of every active service count against the team's grants together with its unfinished
+jobs, and a change that would hold more GPUs than are left (a new service, a new revision
+beside the running one, a canary, a scale-up, a restart) is refused before anything reaches the cluster, with the arithmetic in the message.
 
 On a cluster whose quota Kueue enforces, services are not queued: Kueue admits batch Jobs, and a
 Deployment's pods would never wait in its queues. They are checked here against the team's own
@@ -23,12 +23,12 @@ from typing import Any
 from django.core.exceptions import ValidationError
 
 from clusters.models import Cluster
-from gpujobs import admission as workload_admission
 from serving import selectors
 from serving.models import InferenceService
 from serving.specs import DeployRequest, RevisionRequest, revision_changes
 from tenants.models import Team
 from workloads.admission import parse_with_refusals, workload_refusals
+from workloads.quota import check_quota
 
 Errors = dict[str, str]
 
@@ -116,7 +116,7 @@ def check_fits(
     for gpu_resource, gpus in sorted(then.items()):
         more = gpus - now.get(gpu_resource, 0)
         if more > 0:
-            workload_admission.check_quota(
+            check_quota(
                 team=service.team,
                 cluster=service.cluster,
                 gpu_resource=gpu_resource,

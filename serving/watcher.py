@@ -10,7 +10,7 @@ touch. Nothing is lost across a
 restart: a watcher that starts lists everything, and once every kind is listed it writes every
 revision the portal follows there, those whose objects are gone included; the periodic
 ``resync_services`` does the same without a watch. Clusters are found as the jobs' watcher
-finds them (``gpujobs.watcher.run``, given this watch class and resync).
+finds them (``workloads.watcher.run``, given this watch class and resync).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from clusters import following
 from clusters.following import RETRY_MIN_SECONDS
 from clusters.kube import KubeError
 from clusters.models import Cluster
-from gpujobs import watcher as workload_watcher
 from serving import tracker as tracking
+from workloads import watcher as workload_watcher
 
 logger = logging.getLogger(__name__)
 

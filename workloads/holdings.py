@@ -1,9 +1,9 @@
-"""What holds a team's GPUs on a cluster besides its jobs: every kind of workload counts against
-the same quota, so the quota check (``admission.check_quota``) must see them all.
+"""What holds a team's GPUs on a cluster: every kind of workload counts against the same quota,
+so the quota check (``workloads.quota.check_quota``) must see them all.
 
-A workload app built on this one (``serving``: an inference service's replicas) registers, in its
-``AppConfig.ready``, a function giving the GPUs of one kind its workloads of a team hold on a
-cluster; ``selectors.quota_left`` adds them to the jobs' own. This app never imports those apps:
+Each workload app (``gpujobs``: its unfinished jobs; ``serving``: its services' replicas)
+registers, in its ``AppConfig.ready``, a function giving the GPUs of one kind its workloads of a
+team hold on a cluster; ``quota.quota_left`` sums them. This package never imports those apps:
 the dependency points from them to it.
 """
 
@@ -25,9 +25,7 @@ def register(what: str, held: Holder) -> None:
     _holders[what] = held
 
 
-def held_elsewhere(
-    *, team: Team, cluster: Cluster, gpu_resource: str
-) -> tuple[tuple[str, int], ...]:
+def held_by_each(*, team: Team, cluster: Cluster, gpu_resource: str) -> tuple[tuple[str, int], ...]:
     """(what, GPUs) held by each registered kind of workload, in the order they registered."""
     return tuple(
         (what, held(team=team, cluster=cluster, gpu_resource=gpu_resource))

@@ -10,26 +10,17 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.settings import api_settings
 
-from clusters.models import Cluster
 from clusters.vocabulary import DEFAULT_GPU_RESOURCE, GUARANTEED
 from gpujobs import admission, queue_reads, specs
 from gpujobs.manifests import job_name
 from gpujobs.models import GpuJob
 from gpujobs.specs import PREPROCESS_MODES, PRIORITY_HELP, PreprocessMode
-from tenants.models import Team
-from tenants.selectors import teams_visible_to
 from workloads.admission import field_errors
+from workloads.api.serializers import EnvVarSerializer, TeamClusterFields
 from workloads.images import MAX_IMAGE_LENGTH
 from workloads.specs import MAX_GPUS_PER_POD, MAX_NAME_LENGTH
 
 LIST_KEYS = ("command", "args")
-
-
-class EnvVarSerializer(serializers.Serializer):
-    name = serializers.CharField(trim_whitespace=False)
-    value = serializers.CharField(
-        required=False, allow_blank=True, trim_whitespace=False, default=""
-    )
 
 
 class PreprocessSerializer(serializers.Serializer):
@@ -193,48 +184,6 @@ class GpuJobSerializer(serializers.ModelSerializer):
         return QueueStatusSerializer(status).data if status is not None else None
 
 
-class TeamClusterFields(serializers.Serializer):
-    """A new workload's team (by slug) and cluster (by name), for the create serializers of
-    every workload app (``serving.api`` too): ``read_request`` looks them up, then the app's
-    ``admission`` reads the rest of the body."""
-
-    team = serializers.SlugRelatedField(
-        slug_field="slug", queryset=Team.objects.none(), help_text="Team slug."
-    )
-    cluster = serializers.SlugRelatedField(
-        slug_field="name", queryset=Cluster.objects.all(), help_text="Cluster name."
-    )
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        request = self.context.get("request")
-        user = request.user if request is not None else None
-        # Only teams the user can see: another team's slug reads as "does not exist".
-        self.fields["team"].queryset = teams_visible_to(user) if user else Team.objects.none()
-
-    def read_request(self, data: Mapping, errors: dict, *, parse, key: str) -> dict:
-        """``team`` and ``cluster`` as found, and under ``key`` what ``parse`` (the app's
-        ``admission.parse_*_request``) makes of ``data`` for them; each bad field is named in
-        ``errors``."""
-        values = self.read_team_and_cluster(data, errors)
-        try:
-            values[key] = parse(data, team=values.get("team"), cluster=values.get("cluster"))
-        except DjangoValidationError as error:
-            errors.update(error.message_dict)
-        return values
-
-    def read_team_and_cluster(self, data: Mapping, errors: dict) -> dict:
-        """``team`` and ``cluster`` as found (each bad one named in ``errors``)."""
-        values = {}
-        for name in ("team", "cluster"):
-            field = self.fields[name]
-            try:
-                values[name] = field.run_validation(field.get_value(data))
-            except serializers.ValidationError as error:
-                errors[name] = error.detail
-        return values
-
-
 def _as_dict(data) -> Mapping:
     """A body's fields as a mapping (a form-encoded body's lists are repeated keys)."""
     if isinstance(data, QueryDict):
@@ -363,23 +312,6 @@ class GpuJobBatchResultSerializer(serializers.Serializer):
     """The jobs a batch stored, in its order."""
 
     jobs = GpuJobSerializer(many=True)
-
-
-class LogSerializer(serializers.Serializer):
-    pod = serializers.CharField(allow_null=True)
-    container = serializers.CharField()
-    tail = serializers.IntegerField()
-    log = serializers.CharField(allow_blank=True)
-    detail = serializers.CharField(allow_blank=True)
-
-
-class JobEventSerializer(serializers.Serializer):
-    time = serializers.DateTimeField(allow_null=True)
-    type = serializers.CharField()
-    reason = serializers.CharField()
-    object = serializers.CharField()
-    message = serializers.CharField(allow_blank=True)
-    count = serializers.IntegerField()
 
 
 class QueueJobSerializer(serializers.ModelSerializer):

@@ -35,6 +35,7 @@ from tenants.api.filters import PortalFilterBackend, StableOrderingFilter
 from tenants.selectors import teams_visible_to
 from workloads import log_follows
 from workloads.api.logs import TAIL, log_answer, log_container, log_tail
+from workloads.api.serializers import LogSerializer, WorkloadEventSerializer
 from workloads.specs import DNS_SUBDOMAIN_RE
 
 CONTAINER = OpenApiParameter(
@@ -159,7 +160,7 @@ class GpuJobViewSet(
         summary="The job's log: the last N lines, or followed as it is written",
         parameters=[TAIL, CONTAINER, POD, FOLLOW],
         responses={
-            (200, "application/json"): s.LogSerializer,
+            (200, "application/json"): LogSerializer,
             (200, "text/plain"): OpenApiTypes.STR,
             409: OpenApiResponse(
                 ErrorSerializer, description="follow: the container is not running."
@@ -224,7 +225,7 @@ class GpuJobViewSet(
 
     @extend_schema(
         summary="Events of the job's Job and pods (scheduling, pulling, quota refusals)",
-        responses=s.JobEventSerializer(many=True),
+        responses=WorkloadEventSerializer(many=True),
     )
     @action(
         detail=True,
@@ -235,7 +236,7 @@ class GpuJobViewSet(
     )
     def events(self, request, pk=None):
         events = cluster_reads.job_events(self.get_object())
-        return Response(s.JobEventSerializer([e.__dict__ for e in events], many=True).data)
+        return Response(WorkloadEventSerializer([e.__dict__ for e in events], many=True).data)
 
 
 @extend_schema(

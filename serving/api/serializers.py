@@ -12,11 +12,11 @@ from rest_framework import serializers
 from rest_framework.settings import api_settings
 
 from clusters.vocabulary import DEFAULT_GPU_RESOURCE, team_domain
-from gpujobs.api.serializers import EnvVarSerializer, TeamClusterFields
 from serving import admission, selectors, specs, traffic
 from serving.models import InferenceService, Revision
 from serving.observe import rollout_progress
 from serving.specs import RevisionRequest
+from workloads.api.serializers import EnvVarSerializer, TeamClusterFields
 from workloads.images import MAX_IMAGE_LENGTH
 from workloads.specs import MAX_GPUS_PER_POD, Errors, read_whole
 

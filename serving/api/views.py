@@ -21,7 +21,6 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 
 from core.openapi import ErrorSerializer
-from gpujobs.api.serializers import JobEventSerializer, LogSerializer
 from serving import cluster_reads, selectors, services
 from serving.api import serializers as s
 from serving.filtersets import InferenceServiceFilter
@@ -29,6 +28,7 @@ from serving.manifests import SERVER_CONTAINER
 from serving.models import Revision
 from tenants.api.filters import PortalFilterBackend, StableOrderingFilter
 from workloads.api.logs import TAIL, log_answer, log_container, log_tail
+from workloads.api.serializers import LogSerializer, WorkloadEventSerializer
 
 CONTAINER = OpenApiParameter(
     "container",
@@ -230,7 +230,7 @@ class InferenceServiceViewSet(
 
     @extend_schema(
         summary="Events of the service's Deployments, ReplicaSets, pods and Services",
-        responses=JobEventSerializer(many=True),
+        responses=WorkloadEventSerializer(many=True),
     )
     @action(
         detail=True,
@@ -241,4 +241,4 @@ class InferenceServiceViewSet(
     )
     def events(self, request, pk=None):
         events = cluster_reads.service_events(self.get_object())
-        return Response(JobEventSerializer([e.__dict__ for e in events], many=True).data)
+        return Response(WorkloadEventSerializer([e.__dict__ for e in events], many=True).data)

@@ -30,9 +30,6 @@ LAYERS = {
     "portal": 8,  # the project's wiring: settings, URLs, the Celery app, error handlers
 }
 TOOLS = ("devcluster", "cli")  # never imported by the product
-# Imports that break the rule today, each with the work that removes it. Serving still takes
-# what it shares with jobs from gpujobs, until that moves to workloads/ (issue 28).
-NOT_YET_LAYERED = {("serving", "gpujobs")}
 
 
 def imports_of(app: str) -> dict[str, set[str]]:
@@ -60,17 +57,10 @@ def test_each_app_imports_only_the_layers_below_it(app):
     wrong = {
         imported: sorted(files)
         for imported, files in imports_of(app).items()
-        if (imported in TOOLS or LAYERS[imported] >= LAYERS[app])
-        and (app, imported) not in NOT_YET_LAYERED
+        if imported in TOOLS or LAYERS[imported] >= LAYERS[app]
     }
 
     assert wrong == {}, f"{app} imports what it may not: {wrong}"
-
-
-def test_the_exceptions_still_exist():
-    """An exception that no longer happens is taken off the list, so it cannot come back."""
-    for app, imported in NOT_YET_LAYERED:
-        assert imported in imports_of(app), f"{app} no longer imports {imported}: drop it"
 
 
 def test_importing_the_kernel_loads_neither_celery_nor_an_app():

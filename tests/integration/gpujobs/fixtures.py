@@ -66,7 +66,7 @@ def watcher_process(postgres_database, tmp_path_factory):
         yield watcher
 
 
-# The session's watchers' Leases (leader election, gpujobs/leader_election.py): a name of the
+# The session's watchers' Leases (leader election, workloads/leader_election.py): a name of the
 # session's own, so that sessions sharing the devcluster never wait on each other's watcher.
 SESSION_LEASE_NAME = f"test-watcher-{uuid.uuid4().hex[:8]}"
 

@@ -12,8 +12,8 @@ from django.utils import timezone
 from gpujobs.models import GpuJob
 from gpujobs.observe import Observation
 from gpujobs.recording import record_observations
-from gpujobs.selectors import quota_left
 from tests import factories
+from workloads.quota import quota_left
 
 pytestmark = pytest.mark.django_db
 

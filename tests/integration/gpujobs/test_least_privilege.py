@@ -70,7 +70,7 @@ def test_the_portal_may_not_do_more_with_workloads(portal_api, verb, resource, g
 
 @pytest.mark.parametrize("verb", ["get", "create", "update"])
 def test_the_watcher_may_hold_its_leases_in_the_portals_namespace(portal_api, verb):
-    """Leader election among watcher replicas (gpujobs/leader_election.py)."""
+    """Leader election among watcher replicas (workloads/leader_election.py)."""
     assert access_allowed(
         portal_api, verb, "leases", group="coordination.k8s.io", namespace=PORTAL_NAMESPACE
     )

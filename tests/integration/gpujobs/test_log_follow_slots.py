@@ -1,4 +1,4 @@
-"""The limits on followed logs (gpujobs/log_follows.py), counted in the real Redis: per user,
+"""The limits on followed logs (workloads/log_follows.py), counted in the real Redis: per user,
 in all, given back when a stream ends however it ends, and expired when a process died."""
 
 import asyncio

@@ -5,7 +5,6 @@ reads the same way), and a job no node can fit waits with the scheduler's reason
 import pytest
 
 from gpujobs.models import GpuJob
-from gpujobs.selectors import quota_left
 from tests.integration.gpujobs.fixtures import (
     api_client_for,
     finishing,
@@ -15,6 +14,7 @@ from tests.integration.gpujobs.fixtures import (
     wait_for_state,
 )
 from workloads.pod_states import QUOTA_USED_UP
+from workloads.quota import quota_left
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.devcluster]
 

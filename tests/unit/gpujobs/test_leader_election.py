@@ -1,6 +1,6 @@
 """The watcher's leader election, decided with explicit clock values: who creates, renews or
 takes over a cluster's Lease, when a holder must stop acting, and that it always stops before
-another replica may take the Lease (gpujobs/leader_election.py). The election against a real
+another replica may take the Lease (workloads/leader_election.py). The election against a real
 API server, with two watcher processes and one killed, is
 tests/integration/gpujobs/test_watcher_replicas.py."""
 

@@ -1,7 +1,6 @@
 """What the monitoring API sends. Read-only: every figure is computed by ``dashboards``,
 ``metrics`` and ``usage``."""
 
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -76,11 +75,11 @@ class UsageRowSerializer(serializers.Serializer):
         budgets = self.context.get("budgets", {})
         return budgets.get((row.team_slug, row.period.start), (None, None))
 
-    @extend_schema_field(OpenApiTypes.DOUBLE)
+    @extend_schema_field(serializers.FloatField(allow_null=True))
     def get_budget_gpu_hours(self, row) -> float | None:
         return self._budget(row)[0]
 
-    @extend_schema_field(OpenApiTypes.DOUBLE)
+    @extend_schema_field(serializers.FloatField(allow_null=True))
     def get_budget_spent_gpu_hours(self, row) -> float | None:
         return self._budget(row)[1]
 

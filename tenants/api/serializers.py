@@ -312,7 +312,10 @@ class ClusterSettingsSerializer(serializers.Serializer):
 class TeamQueuePolicySerializer(serializers.ModelSerializer):
     team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
-    updated_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    # Null once the admin who set it is deleted.
+    updated_by = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, allow_null=True
+    )
 
     class Meta:
         model = TeamQueuePolicy
@@ -695,8 +698,10 @@ def _figures(summary, *, gpus: int, granted_in_period: int) -> dict[str, int]:
 
 
 class AuditEventSerializer(serializers.ModelSerializer):
-    actor = serializers.SlugRelatedField(slug_field="username", read_only=True)
-    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    # Null: done by the portal itself (a task, a command), or by a user since deleted.
+    actor = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+    # Null: about no team (a cluster's or a department's settings), or a team since deleted.
+    team = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
 
     class Meta:
         model = AuditEvent

@@ -4,12 +4,15 @@ A service's ``ValidationError`` names fields by the same keys these forms use, s
 ``add_service_errors`` puts each message next to the field it is about.
 """
 
+import re
+
 from django import forms
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from clusters.models import Cluster, GpuCapacity, GpuModelCapacity, QuotaMode
 from core.validators import MAX_NOTE_LENGTH, MAX_TEXT_LENGTH
+from tenants.cluster_settings import MAX_ALLOWED_REGISTRIES, MAX_REGISTRY_ENTRY_LENGTH
 
 
 class DateInput(forms.DateInput):
@@ -220,3 +223,38 @@ class QuotaModeForm(forms.Form):
     quota_mode = forms.ChoiceField(
         label="Quota mode", choices=QuotaMode.choices, widget=forms.RadioSelect
     )
+
+
+class ClusterRegistriesForm(forms.Form):
+    """A cluster's allowed registries, one a line; what an entry may be is the service's rule
+    (``tenants.cluster_settings``)."""
+
+    allowed_registries = forms.CharField(
+        label="Allowed registries",
+        required=False,
+        max_length=MAX_ALLOWED_REGISTRIES * (MAX_REGISTRY_ENTRY_LENGTH + 2),
+        strip=True,
+        widget=forms.Textarea(attrs={"rows": 7, "spellcheck": "false", "autocomplete": "off"}),
+        help_text="One a line: a registry host (with a '.' or a port, or localhost), or a path "
+        "under one. nvcr.io admits every image there; registry.example.com/vision only that "
+        "path and below; docker.io admits all of Docker Hub, docker.io/library only its "
+        f"official images. Empty allows none. At most {MAX_ALLOWED_REGISTRIES}.",
+    )
+    allow_all_registries = forms.BooleanField(
+        label="Allow all registries",
+        required=False,
+        help_text="Images from any registry, whatever the list says.",
+    )
+
+    @classmethod
+    def for_cluster(cls, cluster: Cluster) -> "ClusterRegistriesForm":
+        return cls(
+            initial={
+                "allowed_registries": "\n".join(cluster.allowed_registries or []),
+                "allow_all_registries": cluster.allow_all_registries,
+            }
+        )
+
+    def clean_allowed_registries(self) -> list[str]:
+        # Entries hold no blanks or commas: any of them separates two.
+        return [e for e in re.split(r"[\s,]+", self.cleaned_data["allowed_registries"]) if e]

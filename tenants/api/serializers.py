@@ -11,6 +11,7 @@ from django.contrib.auth.models import User
 from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+from rest_framework.fields import empty
 
 from clusters.models import Cluster, QuotaMode
 from clusters.vocabulary import DEFAULT_GPU_RESOURCE
@@ -22,6 +23,7 @@ from core.validators import (
     one_line_validator,
 )
 from tenants.ceilings import delegation, department_quota
+from tenants.cluster_settings import MAX_ALLOWED_REGISTRIES, MAX_REGISTRY_ENTRY_LENGTH
 from tenants.impact import RULE
 from tenants.models import (
     AuditEvent,
@@ -241,6 +243,12 @@ class ClusterSerializer(serializers.ModelSerializer):
     gpu_models = serializers.SerializerMethodField(
         help_text="Capacity per GPU model of each kind (grants of a model count against both)."
     )
+    allowed_registries = serializers.ListField(
+        child=serializers.CharField(),
+        read_only=True,
+        help_text="Registries every container in the cluster's team namespaces may pull from: a "
+        "host, or a path under one. Empty allows none unless allow_all_registries.",
+    )
 
     class Meta:
         model = Cluster
@@ -250,6 +258,8 @@ class ClusterSerializer(serializers.ModelSerializer):
             "display_name",
             "overcommit_ratio",
             "quota_mode",
+            "allowed_registries",
+            "allow_all_registries",
             "gpus",
             "gpu_models",
             "created_at",
@@ -288,6 +298,23 @@ class ClusterSerializer(serializers.ModelSerializer):
         return rows
 
 
+class TrueOrFalseField(serializers.BooleanField):
+    """A JSON true or false (or the text "true" or "false", as a form sends it). DRF's
+    ``BooleanField`` also reads 1, 0, "yes", "on", "t"...: a setting that opens a cluster to
+    every registry is switched on by true only. Left out of a form's body, it is left out (DRF
+    reads a missing checkbox as false)."""
+
+    default_empty_html = empty
+    default_error_messages = {"invalid": "Must be true or false."}
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool):
+            return data
+        if isinstance(data, str) and data in ("true", "false"):
+            return data == "true"
+        self.fail("invalid")
+
+
 class ClusterSettingsSerializer(serializers.Serializer):
     overcommit_ratio = serializers.DecimalField(
         max_digits=5,
@@ -303,9 +330,26 @@ class ClusterSettingsSerializer(serializers.Serializer):
         "Switching moves every team on the cluster.",
     )
 
+    allowed_registries = serializers.ListField(
+        child=StringField(max_length=MAX_REGISTRY_ENTRY_LENGTH),
+        max_length=MAX_ALLOWED_REGISTRIES,
+        required=False,
+        help_text="Registries every container in the cluster's team namespaces may pull from: "
+        'a host, or a path under one (["nvcr.io", "registry.example.com/vision", '
+        '"docker.io/library"]); the first component must be a host (with a "." or a port, or '
+        f"localhost). Empty allows none unless allow_all_registries. At most "
+        f"{MAX_ALLOWED_REGISTRIES}. Reaches the cluster's admission policies at once.",
+    )
+    allow_all_registries = TrueOrFalseField(
+        required=False, help_text="Allow images from any registry, whatever the list says."
+    )
+
     def validate(self, data: dict) -> dict:
         if not data:
-            raise serializers.ValidationError("Give overcommit_ratio, quota_mode or both.")
+            raise serializers.ValidationError(
+                "Give one or more of overcommit_ratio, quota_mode, allowed_registries, "
+                "allow_all_registries."
+            )
         return data
 
 

@@ -11,6 +11,7 @@ import datetime
 from functools import cached_property
 
 from django.contrib.auth.models import User
+from django.db import transaction
 from django.db.models import Prefetch
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
@@ -28,7 +29,15 @@ from rest_framework.views import APIView
 
 from clusters.models import Cluster
 from core.rows import RowListMixin
-from tenants import departments, impact, queueing, quota, selectors, services
+from tenants import (
+    cluster_settings,
+    departments,
+    impact,
+    queueing,
+    quota,
+    selectors,
+    services,
+)
 from tenants.api import serializers as s
 from tenants.api.filters import PortalFilterBackend, StableOrderingFilter
 from tenants.filtersets import AuditEventFilter, QuotaGrantFilter, QuotaRequestFilter
@@ -307,7 +316,7 @@ class TeamClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TeamN
 @extend_schema_view(
     list=extend_schema(summary="Clusters with capacity per GPU kind and per GPU model"),
     partial_update=extend_schema(
-        summary="Change a cluster's overcommit ratio or quota mode (admins)",
+        summary="Change a cluster's overcommit ratio, quota mode or allowed registries (admins)",
         request=s.ClusterSettingsSerializer,
         responses=s.ClusterSerializer,
     ),
@@ -319,7 +328,7 @@ class ClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalVie
     lookup_value_regex = SLUG
     ordering_fields = ["name", "created_at"]
     http_method_names = ["get", "patch", "head", "options"]
-    admin_actions = {"partial_update": "change a cluster's overcommit ratio or quota mode"}
+    admin_actions = {"partial_update": "change a cluster's settings"}
 
     def get_queryset(self):
         # Every signed-in user may see the clusters and their capacity: it is what they plan with.
@@ -334,6 +343,20 @@ class ClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalVie
     def partial_update(self, request, *args, **kwargs):
         cluster = self.get_object()
         data = self.validated(s.ClusterSettingsSerializer)
+        # All or none: a setting refused after another was written takes that one back.
+        with transaction.atomic():
+            cluster = self._change(cluster, data)
+        return self.respond(cluster)
+
+    def _change(self, cluster: Cluster, data: dict) -> Cluster:
+        request = self.request
+        if "allowed_registries" in data or "allow_all_registries" in data:
+            cluster = cluster_settings.cluster_set_registries(
+                actor=request.user,
+                cluster=cluster,
+                allowed_registries=data.get("allowed_registries"),
+                allow_all_registries=data.get("allow_all_registries"),
+            )
         if "overcommit_ratio" in data:
             cluster = services.cluster_set_overcommit(
                 actor=request.user, cluster=cluster, ratio=data["overcommit_ratio"]
@@ -342,7 +365,7 @@ class ClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalVie
             cluster = queueing.cluster_set_quota_mode(
                 actor=request.user, cluster=cluster, quota_mode=data["quota_mode"]
             )
-        return self.respond(cluster)
+        return cluster
 
 
 @extend_schema_view(

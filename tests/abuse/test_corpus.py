@@ -63,6 +63,22 @@ KINDS = {
     + [Nasty("list-too-long", ["a"] * 10_000)]
     + [n for n in corpus.STRINGS if n.kind == PRINTABLE][:20]
     + [n for n in corpus.WRONG_TYPES if not isinstance(n.value, list)],
+    # a list of registry entries (a host, or a path under one): every string as an entry, and
+    # entries that are no strings
+    "registries": [Nasty(f"list-of-{n.label}", [n.value], n.kind) for n in corpus.STRINGS]
+    + [Nasty(f"list-of-{n.label}", [n.value]) for n in [*corpus.WRONG_TYPES, corpus.NULL]]
+    + [Nasty("list-too-long", ["registry.example.com"] * 10_000)]
+    + [Nasty("list-of-51", [f"r{i}.example.com" for i in range(51)])]
+    + [Nasty("entry-too-long", ["a" * 250 + ".example.com"])]
+    + [Nasty("url", ["https://nvcr.io"]), Nasty("docker-hub-path", ["nvidia"])]
+    + [Nasty("upper-case-path", ["nvcr.io/NVIDIA"]), Nasty("entry-with-tag", ["nvcr.io/x:1"])]
+    + corpus.WRONG_TYPES
+    + [corpus.NULL],
+    # true or false, and nothing that merely reads as one (1, "yes", "on")
+    "bool": corpus.STRINGS
+    + [n for n in corpus.NUMBERS + corpus.WRONG_TYPES if not isinstance(n.value, bool)]
+    + [Nasty("string-true-upper", "True"), Nasty("string-one", "1"), Nasty("string-on", "on")]
+    + [corpus.NULL],
 }
 
 # Values the corpus holds that are valid for some fields, by why.
@@ -143,6 +159,9 @@ ENV_NAMES |= {"upper-case"} | DNS_LABELS
 # 11 that makes "every date ... reject out-of-range values" (web-hardening).
 FAR_END = {"date-last-day"}
 NAMESPACE_NAMES = {"path-kube-system", "path-default-namespace"}
+# A first component in upper case is a registry host to the container runtime (VISION/x is
+# pulled from host vision), and an empty list allows no registry.
+REGISTRY_ENTRIES = {"list-of-upper-case", "list-of-yaml-hex", "type-empty-list"}
 NOTE = F("text")
 
 ENDPOINTS = [
@@ -196,6 +215,20 @@ ENDPOINTS = [
         "admin",
         lambda w: {"overcommit_ratio": "1.50"},
         {"overcommit_ratio": F("number", FRACTIONS)},
+    ),
+    Endpoint(
+        "cluster-registries",
+        "patch",
+        lambda w: f"/api/v1/clusters/{w['cluster'].name}/",
+        "admin",
+        lambda w: {
+            "allowed_registries": ["registry.example.com", "nvcr.io"],
+            "allow_all_registries": False,
+        },
+        {
+            "allowed_registries": F("registries", REGISTRY_ENTRIES),
+            "allow_all_registries": F("bool"),
+        },
     ),
     Endpoint(
         "queue-policy",

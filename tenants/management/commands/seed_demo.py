@@ -15,10 +15,11 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 from django.utils import timezone
 
+from clusters.image_references import registry_entries
 from clusters.kube import KubeClient, KubeError
 from clusters.models import Cluster, GpuCapacity
 from clusters.vocabulary import DEFAULT_GPU_RESOURCE
-from tenants import quota, services
+from tenants import cluster_settings, quota, services
 from tenants.models import Membership, QuotaRequest, Team
 
 DEMO_PASSWORD = "gpu-portal-demo"
@@ -31,6 +32,17 @@ USERS = {
     "sam": (False, "speech", Membership.Role.MEMBER),
 }
 TEAMS = {"vision": "Vision research", "speech": "Speech platform"}
+# The demo cluster's allowed registries: the demo's own images, and the public registries a
+# newcomer's first job most likely pulls from (nvcr.io/nvidia/pytorch, pytorch/pytorch on
+# Docker Hub, ...). A real cluster lists its own (the cluster's queueing page).
+DEMO_REGISTRIES = (
+    "registry.example.com",
+    "nvcr.io",
+    "docker.io",
+    "ghcr.io",
+    "quay.io",
+    "registry.k8s.io",
+)
 
 
 @dataclass(frozen=True)
@@ -103,18 +115,32 @@ class Command(BaseCommand):
                     actor=admin, team=teams[slug], user=users[username], role=role
                 )
 
-        cluster, _ = Cluster.objects.update_or_create(
+        address = {
+            "display_name": "Local dev cluster",
+            "kubeconfig_path": options["kubeconfig"],
+            "prometheus_url": options["prometheus_url"],
+        }
+        cluster, created = Cluster.objects.update_or_create(
             name=options["cluster_name"],
-            defaults={
-                "display_name": "Local dev cluster",
-                "kubeconfig_path": options["kubeconfig"],
-                "prometheus_url": options["prometheus_url"],
-                # Where the demo's jobs come from; any other image is refused, by the portal
-                # and by the cluster's admission policy.
-                "allowed_registries": ["registry.example.com"],
+            defaults=address,
+            # Where the demo's images come from; any other image is refused, by the portal and
+            # by the cluster's admission policy.
+            create_defaults={
+                **address,
+                "allowed_registries": list(DEMO_REGISTRIES),
                 "allow_all_registries": False,
             },
         )
+        listed = registry_entries(cluster.allowed_registries or [])
+        missing = [r for r in DEMO_REGISTRIES if r not in listed]
+        if not created and missing:
+            # A demo made before: add what it lacks, keeping what an admin added (audited, and
+            # the cluster's admission policies follow).
+            cluster = cluster_settings.cluster_set_registries(
+                actor=admin,
+                cluster=cluster,
+                allowed_registries=[*cluster.allowed_registries, *missing],
+            )
         GpuCapacity.objects.update_or_create(
             cluster=cluster,
             resource_name=DEFAULT_GPU_RESOURCE,

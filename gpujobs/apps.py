@@ -6,6 +6,8 @@ class GpujobsConfig(AppConfig):
     verbose_name = "GPU jobs"
 
     def ready(self) -> None:
+        # The tasks are registered in every process, so ``enqueue`` sends them by name.
+        import gpujobs.tasks  # noqa: F401
         from gpujobs import selectors
         from tenants import impact
         from workloads import holdings

@@ -55,6 +55,12 @@ def kueue_mode(cluster: Cluster) -> bool:
     return cluster.quota_mode == QuotaMode.KUEUE
 
 
+def queue_for(cluster: Cluster, priority: str) -> str:
+    """The team's LocalQueue a job of that kind of work is created in on the cluster now: the
+    one named after its kind under Kueue, none under quota only."""
+    return priority if kueue_mode(cluster) else ""
+
+
 def model_capacities(*, cluster: Cluster, gpu_resource: str) -> list[GpuModelCapacity]:
     """The cluster's GPUs of a kind per model: how many, and how many one node has at most."""
     return list(

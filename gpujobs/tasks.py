@@ -1,4 +1,5 @@
-"""Celery tasks for GPU jobs: small, given ids, safe to run twice. The work is in ``services``.
+"""Celery tasks for GPU jobs: small, given ids, safe to run twice. The work is in
+``cluster_jobs``; ``enqueue`` sends these tasks.
 
 Every task is acknowledged late (``CELERY_TASK_ACKS_LATE``): a worker that dies mid-task leaves
 the message to be delivered again. ``submit_job`` claims the job before creating its Job and
@@ -13,7 +14,7 @@ from django.conf import settings
 from django.db import OperationalError
 
 from clusters.kube import KubeError, TransientKubeError
-from gpujobs import selectors, services, tracker
+from gpujobs import cluster_jobs, enqueue, selectors, tracker
 
 logger = logging.getLogger(__name__)
 
@@ -30,46 +31,46 @@ RETRY = {
 @shared_task(**RETRY)
 def submit_job(*, job_id: int) -> str:
     """Create the job's Job on its cluster (once). Past the retries the resync takes over."""
-    return services.job_create_on_cluster(job_id=job_id)
+    return cluster_jobs.job_create_on_cluster(job_id=job_id)
 
 
 @shared_task(acks_late=True)
 def submit_jobs(*, job_ids: list[int]) -> dict[int, str]:
     """Create several jobs' Jobs on their clusters, one after another: a share of a batch
-    (``services.enqueue_submits`` splits a batch among the workers' threads). A job that fails
+    (``enqueue.enqueue_submits`` splits a batch among the workers' threads). A job that fails
     for a passing reason is handed to its own ``submit_job``, which retries it with backoff; a
     second delivery finds the jobs already created (each is claimed before it is created)."""
     outcomes = {}
     owned_namespaces: set[tuple[int, str]] = set()
     for job_id in job_ids:
         try:
-            outcomes[job_id] = services.job_create_on_cluster(
+            outcomes[job_id] = cluster_jobs.job_create_on_cluster(
                 job_id=job_id, owned_namespaces=owned_namespaces
             )
         except (TransientKubeError, OperationalError) as error:
             outcomes[job_id] = f"handed to submit_job to retry: {error}"
-            services.enqueue_submits(job_ids=[job_id])
+            enqueue.enqueue_submits(job_ids=[job_id])
     return outcomes
 
 
 @shared_task(**RETRY)
 def delete_job(*, job_id: int) -> bool:
     """Delete a cancelled job's Job and pods."""
-    return services.job_delete_from_cluster(job_id=job_id)
+    return cluster_jobs.job_delete_from_cluster(job_id=job_id)
 
 
 @shared_task(**RETRY)
 def requeue_job_for_mode(*, job_id: int) -> str:
     """Make a waiting job's Job again under its cluster's current quota mode (the watcher and
     the resync ask for it when a cluster's mode changed under a waiting Job)."""
-    return services.job_requeue_for_mode(job_id=job_id)
+    return cluster_jobs.job_requeue_for_mode(job_id=job_id)
 
 
 @shared_task(acks_late=True)
 def resync_jobs() -> dict:
     """The periodic safety net: enqueue queued jobs nobody is creating, and bring every active
     job in line with its cluster from full lists (covers watch events the watcher missed)."""
-    requeued = services.requeue_stuck_jobs()
+    requeued = enqueue.requeue_stuck_jobs()
     clusters = {}
     for cluster in selectors.clusters_with_active_jobs():
         try:

@@ -18,7 +18,7 @@ own namespace: the Event's namespace is its involved object's, the involved obje
 
 A Job that waits under the rules of the quota mode its cluster has left (queued in Kueue on a
 cluster switched to quota only, or waiting outside Kueue on one switched to Kueue) is handed to
-``services.job_requeue_for_mode``, which makes it again under the current mode.
+``cluster_jobs.job_requeue_for_mode``, which makes it again under the current mode.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from django.conf import settings
 
 from clusters.vocabulary import JOB_ID_LABEL
 from clusters.workloads import WorkloadClient
-from gpujobs import manifests, recording, selectors, services
+from gpujobs import enqueue, manifests, recording, selectors
 from gpujobs.observe import Observation, observe, waits_in_the_other_mode
 
 logger = logging.getLogger(__name__)
@@ -334,7 +334,7 @@ class Tracker:
 
     def requeue_out_of_mode(self, keys) -> list[int]:
         """Hand the jobs whose Jobs wait under the other quota mode to
-        ``services.job_requeue_for_mode`` (once per Job: the task checks again)."""
+        ``cluster_jobs.job_requeue_for_mode`` (once per Job: the task checks again)."""
         if self.kueue is None:
             return []
         handed = []
@@ -345,7 +345,7 @@ class Tracker:
             ):
                 continue
             self.requeued.add((key, uid))
-            services.enqueue_requeue(job_id=key[1])
+            enqueue.enqueue_requeue(job_id=key[1])
             handed.append(key[1])
         return handed
 
@@ -404,7 +404,7 @@ def resync_cluster(cluster, *, kube: WorkloadClient | None = None) -> dict:
     ]
     redeleted = 0
     for job_id in selectors.cancelled_job_ids(cluster_id=cluster.pk, keys=present):
-        services.enqueue_delete(job_id=job_id)
+        enqueue.enqueue_delete(job_id=job_id)
         redeleted += 1
     return {
         "jobs": len(tracker.state.jobs),

@@ -7,7 +7,8 @@ are ``workload_refusals``'. The quota is the one jobs are held to
 (``workloads.quota.check_quota``, under the team's row lock): replicas x GPUs of every live
 revision of every active service count against the team's grants together with its unfinished
 jobs, and a change that would hold more GPUs than are left (a new service, a new revision
-beside the running one, a canary, a scale-up, a restart) is refused before anything reaches the cluster, with the arithmetic in the message.
+beside the running one, a canary, a scale-up, a restart) is refused before anything reaches the
+cluster, with the arithmetic in the message.
 
 On a cluster whose quota Kueue enforces, services are not queued: Kueue admits batch Jobs, and a
 Deployment's pods would never wait in its queues. They are checked here against the team's own

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 from django.utils import timezone
 
-from gpujobs import services as job_services
+from gpujobs import cluster_jobs
 from gpujobs import tasks as job_tasks
 from gpujobs.models import GpuJob
 from monitoring import idle, promql
@@ -147,7 +147,7 @@ def test_the_worker_creates_no_job_there_even_on_a_stale_record(team, cluster, m
         max_runtime_seconds=600,
     )
 
-    outcome = job_services.job_create_on_cluster(job_id=job.pk)
+    outcome = cluster_jobs.job_create_on_cluster(job_id=job.pk)
 
     assert outcome.startswith("failed")
     job.refresh_from_db()

@@ -10,7 +10,7 @@ import pytest
 from django.utils import timezone
 
 from clusters.workloads import WorkloadClient
-from gpujobs import manifests, services, tasks
+from gpujobs import cluster_jobs, enqueue, manifests, services, tasks
 from gpujobs.models import GpuJob
 from tests import factories
 from tests.integration.conftest import wait_for
@@ -47,8 +47,8 @@ def test_creating_twice_makes_one_job(make_gpu_team, gpu_cluster, batch):
     gpu = make_gpu_team(gpus=1)
     job = queued_job(gpu, gpu_cluster)
 
-    first = services.job_create_on_cluster(job_id=job.pk)
-    second = services.job_create_on_cluster(job_id=job.pk)
+    first = cluster_jobs.job_create_on_cluster(job_id=job.pk)
+    second = cluster_jobs.job_create_on_cluster(job_id=job.pk)
 
     # The watcher (running for other tests) may see the new Job before the row is marked.
     assert first in ("created", "created (the watcher saw it first)")
@@ -71,7 +71,7 @@ def test_worker_that_died_after_creating_is_followed_by_one_that_finds_the_job(
         claimed_at=timezone.now() - datetime.timedelta(minutes=5), submit_attempts=1
     )
 
-    outcome = services.job_create_on_cluster(job_id=job.pk)
+    outcome = cluster_jobs.job_create_on_cluster(job_id=job.pk)
 
     # Either this worker found the Job, or the watcher saw it first and moved the job on.
     assert outcome in (
@@ -89,7 +89,7 @@ def test_a_claimed_job_is_left_to_the_worker_holding_it(make_gpu_team, gpu_clust
     gpu = make_gpu_team(gpus=1)
     job = queued_job(gpu, gpu_cluster, claimed_at=timezone.now())
 
-    assert services.job_create_on_cluster(job_id=job.pk).startswith("not queued")
+    assert cluster_jobs.job_create_on_cluster(job_id=job.pk).startswith("not queued")
     assert kube_jobs(batch, gpu.namespace) == []
 
 
@@ -148,7 +148,7 @@ def test_recent_queued_job_is_not_resubmitted_by_the_resync(make_gpu_team, gpu_c
     gpu = make_gpu_team(gpus=1)
     job = queued_job(gpu, gpu_cluster)
 
-    assert job.pk not in services.requeue_stuck_jobs()
+    assert job.pk not in enqueue.requeue_stuck_jobs()
 
 
 def test_stop_during_creation_wins(make_gpu_team, gpu_cluster, batch):
@@ -162,7 +162,7 @@ def test_stop_during_creation_wins(make_gpu_team, gpu_cluster, batch):
             return created
 
     kube = StoppedWhileCreating.for_cluster(gpu_cluster)
-    outcome = services.job_create_on_cluster(job_id=job.pk, kube=kube)
+    outcome = cluster_jobs.job_create_on_cluster(job_id=job.pk, kube=kube)
 
     assert outcome == "cancelled meanwhile; deleted again"
     wait_for(
@@ -181,7 +181,7 @@ def test_job_stopped_before_a_worker_took_it_never_reaches_the_cluster(
     job = queued_job(gpu, gpu_cluster)
     services.job_cancel(actor=gpu.lead, job=job)
 
-    assert services.job_create_on_cluster(job_id=job.pk).startswith("not queued")
+    assert cluster_jobs.job_create_on_cluster(job_id=job.pk).startswith("not queued")
     assert kube_jobs(batch, gpu.namespace) == []
 
 
@@ -280,7 +280,7 @@ def test_a_job_of_a_team_without_quota_on_the_cluster_fails_saying_so(make_gpu_t
         max_runtime_seconds=600,
     )
 
-    assert services.job_create_on_cluster(job_id=job.pk).startswith("failed")
+    assert cluster_jobs.job_create_on_cluster(job_id=job.pk).startswith("failed")
 
     job.refresh_from_db()
     assert job.state == "failed"

@@ -2,7 +2,7 @@
 
 import pytest
 
-from gpujobs.services import submit_shares
+from gpujobs.enqueue import submit_shares
 
 
 @pytest.mark.parametrize(

@@ -1,13 +1,14 @@
 """Bring one service's objects on its cluster in line with its rows, and say how it went.
 
-Level-triggered, as a team's reconcile is (``tenants.reconcile``, whose pieces it uses): a pass
+Level-triggered, as a team's reconcile is (``tenants.reconcile``): a pass
 reads the service and its live revisions as they are now, builds the objects they should have
 (``serving.manifests``, a pure function), lists what the cluster holds under the service's
 labels, applies with server-side apply (one field manager, taking back fields someone changed
 by hand) only what differs, and deletes what the service owns but no longer wants (a retired
 revision's Deployment and Service, an HTTPRoute once the Gateway API is gone). A pass over an
 unchanged cluster makes reads only. The periodic sweep (``tasks.reconcile_services``) runs one
-for every service, so hand edits of the portal's fields are repaired.
+for every service, so hand edits of the portal's fields are repaired. What every pass shares
+(the outcome, the advisory lock, recording it) comes from ``tenants.reconcile_passes``.
 
 Each pass asks the API's discovery whether the cluster serves the Gateway API's HTTPRoute and
 records it on the cluster (``Cluster.gateway_api``): with it, traffic is split by HTTPRoute
@@ -44,7 +45,7 @@ from serving import manifests, reconcile_triggers, traffic
 from serving.models import InferenceService
 from tenants import manifests as team_manifests
 from tenants.namespaces import NamespaceNotOwned, check_namespace_owned
-from tenants.reconcile import Outcome, each, finish, lock, record
+from tenants.reconcile_passes import Outcome, each, finish, lock, record
 
 logger = logging.getLogger(__name__)
 

@@ -29,25 +29,18 @@ from django.utils import timezone
 from clusters.image_references import registry_entries
 from clusters.kube import KubeClient, KubeError, NotFound, NotOwned, describe
 from clusters.models import Cluster, QuotaMode
-from tenants import admission_policies, department_tree, manifests, queue_manifests
+from tenants import department_tree, manifests, queue_manifests
+from tenants.admission_policies import admission_objects
+from tenants.admission_policies.rules import ClusterRules, cluster_rules
+from tenants.desired_state import kueue_cluster_state
 from tenants.models import ClusterState, Department, Team
-from tenants.reconcile import (
-    Outcome,
-    being_deleted,
-    each,
-    finish,
-    kueue_cluster_state,
-    kueue_missing,
-    list_queue_kind,
-    lock,
-    queues_applied_after,
-    record,
-)
+from tenants.namespace_sync import being_deleted, kueue_missing, list_queue_kind
+from tenants.reconcile_passes import Outcome, each, finish, lock, queues_applied_after, record
 from tenants.selectors import cluster_team_ids, department_parents
 
 ADMISSION_KINDS = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
 QUEUE_CLUSTER_KINDS = ("ResourceFlavor", "WorkloadPriorityClass", "Cohort")
-# First key of the advisory locks of cluster passes (team passes use ``reconcile``'s).
+# First key of the advisory locks of cluster passes (team passes use ``reconcile_passes``'s).
 ADVISORY_LOCK_CLASS = 0x6763  # "gc"
 
 
@@ -124,9 +117,9 @@ def _list_all(kube: KubeClient):
     return read
 
 
-def admission_rules(cluster: Cluster) -> admission_policies.ClusterRules:
+def admission_rules(cluster: Cluster) -> ClusterRules:
     """What the cluster's admission policies are made of, as its row holds it."""
-    return admission_policies.cluster_rules(
+    return cluster_rules(
         portal_name=settings.PORTAL_NAME,
         gpu_node_selector={
             str(key): str(value) for key, value in (cluster.gpu_node_selector or {}).items()
@@ -161,7 +154,7 @@ def cluster_departments(cluster: Cluster) -> dict[str, str]:
 
 def desired_cluster_objects(cluster: Cluster, *, kueue_mode: bool) -> list[dict]:
     """Everything cluster-wide the cluster should hold for the portal."""
-    desired = admission_policies.admission_objects(admission_rules(cluster))
+    desired = admission_objects(admission_rules(cluster))
     if kueue_mode:
         desired += queue_manifests.cluster_objects(
             kueue_cluster_state(cluster), departments=cluster_departments(cluster)

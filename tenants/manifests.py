@@ -1,7 +1,8 @@
 """What a team should have on a cluster, as the plain dicts the Kubernetes API takes.
 
-Pure functions: no database, no network. ``tenants.reconcile`` gathers a ``TeamOnCluster`` from
-the database, applies what ``desired_objects`` returns and prunes the rest.
+Pure functions: no database, no network. ``tenants.desired_state`` gathers a ``TeamOnCluster``
+from the database; ``tenants.reconcile`` applies what ``desired_objects`` returns and prunes the
+rest.
 
 Per team and cluster the portal owns:
 

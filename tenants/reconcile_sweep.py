@@ -22,7 +22,7 @@ the team to a full pass, which reads again what it acts on.
 
 The in-sync record is a status write, made without a team's advisory lock: it says what the
 lists showed, and a change requested after the check started leaves the row pending (as
-``reconcile.record`` does for a pass), for the pass that change enqueued to settle.
+``reconcile_passes.record`` does for a pass), for the pass that change enqueued to settle.
 """
 
 from __future__ import annotations
@@ -39,7 +39,14 @@ from django.utils import timezone
 from clusters.kube import KINDS, KubeClient, KubeError
 from clusters.models import Cluster, QuotaMode
 from clusters.vocabulary import MANAGED_BY_LABEL, TEAM_LABEL
-from tenants import manifests, queue_manifests, reconcile
+from tenants import (
+    desired_state,
+    manifests,
+    namespace_sync,
+    queue_manifests,
+    reconcile,
+    reconcile_passes,
+)
 from tenants.models import TeamCluster
 
 logger = logging.getLogger(__name__)
@@ -48,7 +55,7 @@ logger = logging.getLogger(__name__)
 # cluster, so a change to one of them waits for the batch (a few seconds at most).
 PASSES_PER_BATCH = 50
 # What a team's full pass reads (in Kueue mode its queues too): the check lists the same kinds.
-TEAM_KINDS = ("Namespace", *reconcile.NAMESPACED_KINDS)
+TEAM_KINDS = ("Namespace", *namespace_sync.NAMESPACED_KINDS)
 
 
 @dataclass
@@ -78,13 +85,13 @@ def portal_objects(
     selector = f"{MANAGED_BY_LABEL}={rules.portal_name}"
 
     def read(kind: str) -> list[dict] | None:
-        if kind in reconcile.QUEUE_KINDS:
-            return reconcile.list_queue_kind(kube, kind, label_selector=selector)
+        if kind in namespace_sync.QUEUE_KINDS:
+            return namespace_sync.list_queue_kind(kube, kind, label_selector=selector)
         return kube.list(kind, label_selector=selector)
 
     by_team: dict[str, dict[tuple, dict]] = defaultdict(dict)
     served = set()
-    for kind, items in zip(kinds, reconcile.each(read, list(kinds)), strict=True):
+    for kind, items in zip(kinds, reconcile_passes.each(read, list(kinds)), strict=True):
         if items is None:
             continue
         served.add(kind)
@@ -131,9 +138,9 @@ def reconcile_cluster_teams(
     cluster = Cluster.objects.get(pk=cluster_id)
     kube = kube or KubeClient.for_cluster(cluster)
     reads, writes = kube.reads, kube.writes
-    rules = reconcile.policy()
+    rules = desired_state.policy()
     kueue_mode = cluster.quota_mode == QuotaMode.KUEUE
-    if not reconcile.admission_in_place(cluster):
+    if not desired_state.admission_in_place(cluster):
         # A cluster's first sweep: its admission policies come before any binding, once here
         # rather than once in each team's pass (a failure is recorded on the cluster; each
         # pass then tries again and says so).
@@ -144,14 +151,14 @@ def reconcile_cluster_teams(
         rows = rows.filter(team_id__in=team_ids)
     rows = list(rows.select_related("team", "team__department").order_by("team_id"))
     teams = [row.team for row in rows]
-    kinds = (*TEAM_KINDS, *(reconcile.QUEUE_KINDS if kueue_mode else ()))
+    kinds = (*TEAM_KINDS, *(namespace_sync.QUEUE_KINDS if kueue_mode else ()))
     found, served = portal_objects(kube, kinds=kinds, rules=rules)
 
-    states = reconcile.team_states(teams=teams, cluster=cluster, today=today)
-    admission = reconcile.admission_in_place(cluster)
-    kueue = reconcile.kueue_cluster_state(cluster) if kueue_mode else None
-    queue_rules = reconcile.queue_policies(team_ids=[t.pk for t in teams], cluster=cluster)
-    in_sync: dict[int, reconcile.Desired] = {}
+    states = desired_state.team_states(teams=teams, cluster=cluster, today=today)
+    admission = desired_state.admission_in_place(cluster)
+    kueue = desired_state.kueue_cluster_state(cluster) if kueue_mode else None
+    queue_rules = desired_state.queue_policies(team_ids=[t.pk for t in teams], cluster=cluster)
+    in_sync: dict[int, desired_state.Desired] = {}
     to_pass: list[int] = []
     for row, team in zip(rows, teams, strict=True):
         deleting = team.archived_at is not None and row.namespace_delete_requested_at
@@ -160,7 +167,7 @@ def reconcile_cluster_teams(
         if deleting or unlisted_queues or not served.issuperset(kinds):
             to_pass.append(team.pk)
             continue
-        desired = reconcile.desired_state(
+        desired = desired_state.desired_state(
             team=team,
             cluster=cluster,
             rules=rules,
@@ -188,7 +195,7 @@ def reconcile_cluster_teams(
 
 
 def record_in_sync(
-    desired_by_row: dict[int, reconcile.Desired], *, started, kueue_mode: bool
+    desired_by_row: dict[int, desired_state.Desired], *, started, kueue_mode: bool
 ) -> None:
     """Record the rows the check found in sync, as a pass that wrote nothing would: one UPDATE
     for all the rows that record the same quota (few distinct ones), not one a row."""
@@ -199,16 +206,18 @@ def record_in_sync(
         )
         # In Kueue mode the check listed the queues, as a pass would: whether the team has any.
         queues = (
-            any(obj["kind"] in reconcile.QUEUE_KINDS for obj in desired.objects)
+            any(obj["kind"] in namespace_sync.QUEUE_KINDS for obj in desired.objects)
             if kueue_mode
             else None
         )
         groups[(json.dumps(quota, sort_keys=True), queues)].append(pk)
     for (quota, queues), pks in groups.items():
-        outcome = reconcile.Outcome(quota=json.loads(quota), queues=queues)
-        changes = reconcile.queues_applied_after(outcome=outcome, error=None, kueue_mode=kueue_mode)
+        outcome = reconcile_passes.Outcome(quota=json.loads(quota), queues=queues)
+        changes = reconcile_passes.queues_applied_after(
+            outcome=outcome, error=None, kueue_mode=kueue_mode
+        )
         changes.update(applied_quota=outcome.quota, namespace_owned=True)
-        fields = reconcile.outcome_fields(
+        fields = reconcile_passes.outcome_fields(
             outcome=outcome, error=None, started=started, changes=changes
         )
         TeamCluster.objects.filter(pk__in=pks).update(**fields)
@@ -239,7 +248,7 @@ def run_passes(
         for team_id, (outcome, error, what) in batch.items():
             results[team_id] = error
             if error is None:
-                reconcile.finish(outcome, error, what)
+                reconcile_passes.finish(outcome, error, what)
             else:
                 logger.warning("reconcile of %s failed: %s", what, error)
     return results

@@ -46,7 +46,7 @@ from clusters.kube import KubeClient  # noqa: E402
 from clusters.models import Cluster, GpuCapacity  # noqa: E402
 from devcluster import api as devcluster_api  # noqa: E402
 from devcluster import builder  # noqa: E402
-from tenants import manifests, reconcile, reconcile_sweep  # noqa: E402
+from tenants import desired_state, manifests, reconcile_passes, reconcile_sweep  # noqa: E402
 from tenants.models import Membership, QuotaGrant, QuotaRequest, Team, TeamCluster  # noqa: E402
 from tests.bench.helpers import holding, run_kubectl  # noqa: E402
 from tests.bench.summary import Goal, Summary  # noqa: E402
@@ -136,7 +136,7 @@ def bench_namespaces(kube: KubeClient) -> list[str]:
 
 def delete_namespaces(kube: KubeClient) -> None:
     names = bench_namespaces(kube)
-    reconcile.each(lambda name: kube.delete("Namespace", name), names)
+    reconcile_passes.each(lambda name: kube.delete("Namespace", name), names)
 
 
 def clear_namespaces(kube: KubeClient, timeout: float = 900) -> None:
@@ -174,9 +174,9 @@ def portal_pass(teams: list[Team], cluster: Cluster, kube: KubeClient) -> dict:
 
 def kubectl_manifests(teams: list[Team], cluster: Cluster, path: Path) -> int:
     """The portal's objects for each team, under the kubectl prefix; Namespaces first."""
-    rules = reconcile.policy()
+    rules = desired_state.policy()
     namespaces, rest = [], []
-    for state in reconcile.team_states(teams=teams, cluster=cluster).values():
+    for state in desired_state.team_states(teams=teams, cluster=cluster).values():
         team_slug = state.slug.replace(PORTAL_PREFIX, KUBECTL_PREFIX, 1)
         state = manifests.TeamOnCluster(**{**state.__dict__, "slug": team_slug})
         for obj in manifests.desired_objects(state, rules):

@@ -1,5 +1,6 @@
 """Grants booked ahead: their first day is recorded once, by the daily step of the sweep, and
-the team's passes count them from that day (``tenants.grant_starts``, ``reconcile.team_states``).
+the team's passes count them from that day (``tenants.grant_starts``,
+``desired_state.team_states``).
 No cluster here: tests/integration/reconcile/test_booked_grants.py follows the quota there."""
 
 import datetime
@@ -7,7 +8,7 @@ import datetime
 import pytest
 from django.utils import timezone
 
-from tenants import grant_starts, manifests, quota, reconcile
+from tenants import desired_state, grant_starts, manifests, quota
 from tenants.models import AuditEvent, TeamCluster
 
 pytestmark = pytest.mark.django_db
@@ -39,7 +40,7 @@ def book(team, cluster, lead, admin):
 
 
 def gpu_quota(team, cluster, day) -> int:
-    state = reconcile.team_states(teams=[team], cluster=cluster, today=day)[team.pk]
+    state = desired_state.team_states(teams=[team], cluster=cluster, today=day)[team.pk]
     return manifests.quota_figures(state).gpus["nvidia.com/gpu"]
 
 

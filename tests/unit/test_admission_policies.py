@@ -4,10 +4,11 @@ devcluster, tests/integration/isolation/test_admission_policies.py.)"""
 
 from pathlib import Path
 
-from tenants import admission_policies
-from tenants.admission_policies import cel_string
+from tenants.admission_policies import admission_objects
+from tenants.admission_policies.cel import cel_string
+from tenants.admission_policies.rules import cluster_rules
 
-RULES = admission_policies.cluster_rules(
+RULES = cluster_rules(
     portal_name="gpu-portal",
     gpu_node_selector={"hardware-type": "gpu"},
     gpu_taint_key="nvidia.com/gpu",
@@ -16,7 +17,7 @@ RULES = admission_policies.cluster_rules(
 
 
 def objects(rules=RULES):
-    return {o["metadata"]["name"]: o for o in admission_policies.admission_objects(rules)}
+    return {o["metadata"]["name"]: o for o in admission_objects(rules)}
 
 
 def test_five_policies_each_bound_to_the_namespaces_the_portal_manages():
@@ -30,7 +31,7 @@ def test_five_policies_each_bound_to_the_namespaces_the_portal_manages():
         "gpu-portal-team-services",
     ]
     by_kind = {}
-    for obj in admission_policies.admission_objects(RULES):
+    for obj in admission_objects(RULES):
         by_kind.setdefault(obj["kind"], []).append(obj)
     for binding in by_kind["ValidatingAdmissionPolicyBinding"]:
         assert binding["spec"]["policyName"] == binding["metadata"]["name"]
@@ -38,14 +39,14 @@ def test_five_policies_each_bound_to_the_namespaces_the_portal_manages():
         assert binding["spec"]["matchResources"] == {
             "namespaceSelector": {"matchLabels": {"app.kubernetes.io/managed-by": "gpu-portal"}}
         }
-    for obj in admission_policies.admission_objects(RULES):
+    for obj in admission_objects(RULES):
         assert obj["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "gpu-portal"}
 
 
 def pods_policy(rules=RULES):
     (policy,) = [
         o
-        for o in admission_policies.admission_objects(rules)
+        for o in admission_objects(rules)
         if o["kind"] == "ValidatingAdmissionPolicy" and o["metadata"]["name"].endswith("pods")
     ]
     return policy
@@ -62,9 +63,7 @@ def test_the_pods_policy_checks_every_pod_and_ephemeral_container_and_fails_clos
 
 def test_allowing_every_registry_drops_the_registry_rule():
     strict = pods_policy()["spec"]
-    everything = admission_policies.cluster_rules(
-        portal_name="gpu-portal", allow_all_registries=True
-    )
+    everything = cluster_rules(portal_name="gpu-portal", allow_all_registries=True)
     open_ = pods_policy(everything)["spec"]
 
     assert any("refusedImages" in v["expression"] for v in strict["validations"])
@@ -72,7 +71,7 @@ def test_allowing_every_registry_drops_the_registry_rule():
 
 
 def test_an_empty_allow_list_allows_no_registry():
-    rules = admission_policies.cluster_rules(portal_name="gpu-portal")
+    rules = cluster_rules(portal_name="gpu-portal")
 
     (refused,) = [
         v for v in pods_policy(rules)["spec"]["variables"] if v["name"] == "refusedImages"
@@ -88,7 +87,7 @@ def test_the_registries_are_matched_by_whole_components():
 
 
 def test_a_cluster_without_gpu_labels_or_taint_has_no_placement_rules():
-    rules = admission_policies.cluster_rules(portal_name="gpu-portal", allow_all_registries=True)
+    rules = cluster_rules(portal_name="gpu-portal", allow_all_registries=True)
 
     messages = [v.get("message", "") for v in pods_policy(rules)["spec"]["validations"]]
     assert not any("GPU nodes" in m or "GPU taint" in m for m in messages)
@@ -102,7 +101,7 @@ def test_cel_strings_hold_quotes_and_backslashes_exactly():
 def test_the_secrets_policy_refuses_service_account_tokens():
     (policy,) = [
         o
-        for o in admission_policies.admission_objects(RULES)
+        for o in admission_objects(RULES)
         if o["kind"] == "ValidatingAdmissionPolicy" and o["metadata"]["name"].endswith("secrets")
     ]
 
@@ -113,12 +112,12 @@ def test_the_secrets_policy_refuses_service_account_tokens():
 def policies(rules=RULES):
     return {
         o["metadata"]["name"]: o
-        for o in admission_policies.admission_objects(rules)
+        for o in admission_objects(rules)
         if o["kind"] == "ValidatingAdmissionPolicy"
     }
 
 
-KUEUE_RULES = admission_policies.cluster_rules(
+KUEUE_RULES = cluster_rules(
     portal_name="gpu-portal",
     gpu_node_selector={"hardware-type": "gpu"},
     gpu_taint_key="nvidia.com/gpu",
@@ -236,7 +235,7 @@ def test_no_priority_class_is_allowed_unless_the_cluster_lists_it():
     (none,) = [
         v for v in pods_policy()["spec"]["validations"] if "priorityClassName" in v["expression"]
     ]
-    listed = admission_policies.cluster_rules(
+    listed = cluster_rules(
         portal_name="gpu-portal", allowed_priority_classes=["batch-low", "batch-low", "a"]
     )
     (some,) = [
@@ -313,7 +312,7 @@ def test_the_portals_role_may_write_every_policy_it_installs_and_no_other():
     ]
     made = {
         o["metadata"]["name"]
-        for o in admission_policies.admission_objects(KUEUE_RULES)
+        for o in admission_objects(KUEUE_RULES)
         if o["kind"] == "ValidatingAdmissionPolicy"
     }
 
@@ -322,7 +321,7 @@ def test_the_portals_role_may_write_every_policy_it_installs_and_no_other():
 
 
 def test_routes_stay_in_the_teams_domain_with_no_snippets():
-    rules = admission_policies.cluster_rules(portal_name="gpu-portal", apps_domain="apps.acme.io")
+    rules = cluster_rules(portal_name="gpu-portal", apps_domain="apps.acme.io")
     validations = policies(rules)["gpu-portal-team-routes"]["spec"]["validations"]
     ingress, route, snippets = validations
 

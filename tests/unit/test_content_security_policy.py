@@ -1,4 +1,4 @@
-"""The Content-Security-Policy (portal/settings.py) refuses inline script and eval everywhere,
+"""The Content-Security-Policy (portal/fixed_settings.py) refuses inline script and eval everywhere,
 and inline style but for the few plotly.js writes, by their hashes; every template works under
 it: no template has an inline <script> (only external ones and
 JSON data blocks), an on*= event handler attribute, a javascript: URL, a style= attribute, or an

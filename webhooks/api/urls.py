@@ -2,7 +2,7 @@
 
 from rest_framework.routers import SimpleRouter
 
-from tenants.api.views import SLUG
+from tenants.api.views.base import SLUG
 from webhooks.api import views
 
 router = SimpleRouter()

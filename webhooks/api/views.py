@@ -7,7 +7,7 @@ from rest_framework import mixins, status
 from rest_framework.decorators import action
 from rest_framework.permissions import BasePermission, IsAuthenticated
 
-from tenants.api.views import TEAM_SLUG, TeamNestedViewSet
+from tenants.api.views.base import TEAM_SLUG, TeamNestedViewSet
 from webhooks import selectors, services
 from webhooks.api import serializers as s
 from webhooks.filtersets import DeliveryFilter

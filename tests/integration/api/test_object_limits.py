@@ -5,7 +5,7 @@ cluster's caps and the built-in ones."""
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 
-from tenants import object_limits, reconcile
+from tenants import desired_state, object_limits
 from tenants.models import AuditEvent, TeamObjectLimits
 from tests import factories
 
@@ -18,7 +18,7 @@ def superuser(db):
 
 
 def quota_of(team, cluster) -> dict:
-    (state,) = reconcile.team_states(teams=[team], cluster=cluster).values()
+    (state,) = desired_state.team_states(teams=[team], cluster=cluster).values()
     return dict(state.object_limits)
 
 

@@ -12,7 +12,11 @@ from rest_framework.renderers import JSONRenderer
 from gpujobs.api.serializers import GpuJobSerializer
 from gpujobs.selectors import jobs_visible_to
 from tenants import selectors
-from tenants.api import serializers as s
+from tenants.api.serializers.audit import AuditEventSerializer
+from tenants.api.serializers.quota_grants import QuotaGrantSerializer
+from tenants.api.serializers.quota_requests import QuotaRequestSerializer
+from tenants.api.serializers.review import ReviewQueueItemSerializer
+from tenants.api.serializers.teams import TeamSerializer
 from tests import factories
 from workloads.pod_states import Reason
 
@@ -74,7 +78,7 @@ def test_quota_request_list_says_what_its_serializer_says(api, request, rows, re
 
     answer = listed(api.as_user(user), "/api/v1/quota-requests/")
 
-    expected = serialized(s.QuotaRequestSerializer, selectors.quota_requests_visible_to(user))
+    expected = serialized(QuotaRequestSerializer, selectors.quota_requests_visible_to(user))
     assert len(answer) >= 2
     assert answer == expected
 
@@ -83,7 +87,7 @@ def test_review_queue_says_what_its_serializer_says(api, rows, admin):
     answer = listed(api.as_user(admin), "/api/v1/quota-requests/review-queue/")
 
     expected = serialized(
-        s.ReviewQueueItemSerializer,
+        ReviewQueueItemSerializer,
         selectors.review_queue(),
         capacity=selectors.capacity_summaries(),
         model_capacity=selectors.model_capacity_summaries(),
@@ -96,7 +100,7 @@ def test_review_queue_says_what_its_serializer_says(api, rows, admin):
 def test_grant_list_says_what_its_serializer_says(api, rows, lead):
     answer = listed(api.as_user(lead), "/api/v1/quota-grants/")
 
-    expected = serialized(s.QuotaGrantSerializer, selectors.quota_grants_visible_to(lead))
+    expected = serialized(QuotaGrantSerializer, selectors.quota_grants_visible_to(lead))
     assert len(answer) == 1
     assert answer == expected
 
@@ -104,7 +108,7 @@ def test_grant_list_says_what_its_serializer_says(api, rows, lead):
 def test_audit_event_list_says_what_its_serializer_says(api, rows, admin):
     answer = listed(api.as_user(admin), "/api/v1/audit-events/")
 
-    expected = serialized(s.AuditEventSerializer, selectors.audit_events_visible_to(admin))
+    expected = serialized(AuditEventSerializer, selectors.audit_events_visible_to(admin))
     assert len(answer) >= 2
     assert answer == expected
 
@@ -113,7 +117,7 @@ def test_team_list_says_what_its_serializer_says(api, rows, lead):
     answer = listed(api.as_user(lead), "/api/v1/teams/")
 
     roles = {team.pk: "lead" for team in selectors.teams_visible_to(lead)}
-    expected = serialized(s.TeamSerializer, selectors.teams_visible_to(lead), roles=roles)
+    expected = serialized(TeamSerializer, selectors.teams_visible_to(lead), roles=roles)
     assert answer == expected
     assert answer[0]["my_role"] == "lead"
 

@@ -20,7 +20,7 @@ from kubernetes.client.rest import ApiException
 
 from clusters.models import GpuCapacity, GpuModelCapacity, QuotaMode
 from clusters.vocabulary import LOCAL_QUEUES, cluster_queue_name
-from tenants import queueing, reconcile
+from tenants import desired_state, queueing
 from tenants import quota as tenant_quota
 from tenants.models import ClusterState, Team, TeamCluster
 from tests import factories
@@ -206,7 +206,7 @@ def make_kueue_team(kueue_cluster, core, celery_worker_process):
             what=f"the reconcile of {team.slug}",
         )
         kueue_cluster.wait_for_queues(team)
-        limits = reconcile.team_queue_limits(team=team, cluster=cluster)
+        limits = desired_state.team_queue_limits(team=team, cluster=cluster)
         wait_for_ceiling(core, team.slug, limits.ceiling["nvidia.com/gpu"])
         return GpuTeam(team=team, namespace=team.slug, grants=granted, **users)
 

@@ -7,7 +7,7 @@ from django.utils import timezone
 from kubernetes import client
 
 from clusters.kube import KubeClient
-from tenants import reconcile, reconcile_sweep
+from tenants import desired_state, reconcile_sweep
 from tenants.models import TeamCluster
 from tenants.namespaces import NamespaceNotOwned
 from tests import factories
@@ -56,7 +56,9 @@ def test_a_cold_sweep_passes_over_every_team_and_counts_each_pass_apart(teams, k
     for team, gpus in zip(teams, ("1", "2", "3"), strict=True):
         assert quota_hard(core, team.slug)["requests.nvidia.com/gpu"] == gpus
         state = TeamCluster.objects.get(team=team, cluster=kube_cluster)
-        desired = reconcile.desired_state(team=team, cluster=kube_cluster, rules=reconcile.policy())
+        desired = desired_state.desired_state(
+            team=team, cluster=kube_cluster, rules=desired_state.policy()
+        )
         # One write an object: each pass's writes are its own, although the passes ran side by
         # side over one client.
         assert state.status == TeamCluster.Status.IN_SYNC

@@ -1,0 +1,160 @@
+"""The review queue: pending requests beside their cluster's figures and, for a department admin,
+whether they may decide each."""
+
+from functools import cached_property
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from tenants.api.serializers.clusters import GpuModelCapacitySerializer, model_rows
+from tenants.api.serializers.quota_requests import QuotaRequestSerializer
+from tenants.ceilings import delegation
+from tenants.models import QuotaRequest
+from tenants.permissions import is_portal_admin
+from tenants.selectors import GrantedInPeriod, granted_in_request_periods
+
+
+class ReviewCapacitySerializer(serializers.Serializer):
+    capacity = serializers.IntegerField(help_text="GPUs of this kind the cluster has to plan with.")
+    plannable = serializers.IntegerField(help_text="Capacity times the overcommit ratio.")
+    granted = serializers.IntegerField(help_text="GPUs active grants hold from today on.")
+    free = serializers.IntegerField(help_text="Plannable minus granted, now.")
+    granted_in_period = serializers.IntegerField(
+        help_text="GPUs active grants hold during this request's period (what approval checks)."
+    )
+    free_after = serializers.IntegerField(
+        help_text="Plannable minus granted in the request's period minus this request's GPUs "
+        "(negative: approving it in full would be refused)."
+    )
+
+
+DECISION_FIELDS = {"state", "decided_by", "decided_at", "decision_note"}
+
+
+class DelegationSerializer(serializers.Serializer):
+    allowed = serializers.BooleanField(help_text="Whether you may approve or reject it.")
+    reason = serializers.CharField(
+        help_text="Why (not): the ceilings' arithmetic, or that it needs a portal admin."
+    )
+
+
+class ReviewQueueItemSerializer(QuotaRequestSerializer):
+    """A pending request beside its cluster's figures for the requested GPU kind, for the
+    requested model (when it names one) and for every model of the kind."""
+
+    capacity = serializers.SerializerMethodField()
+    model_capacity = serializers.SerializerMethodField(
+        help_text="The requested model's figures; null for a request of any model."
+    )
+    gpu_models = serializers.SerializerMethodField(
+        help_text="Capacity, granted and free per GPU model of the requested kind."
+    )
+
+    delegation = serializers.SerializerMethodField(
+        help_text="For a department admin: whether they may decide it, and why (not), with the "
+        "ceiling's arithmetic. Null for portal admins."
+    )
+
+    class Meta(QuotaRequestSerializer.Meta):
+        # Every item is pending: no state and no decision yet.
+        fields = [
+            *(f for f in QuotaRequestSerializer.Meta.fields if f not in DECISION_FIELDS),
+            "capacity",
+            "model_capacity",
+            "gpu_models",
+            "delegation",
+        ]
+        read_only_fields = fields
+
+    def prepare_rows(self, objects) -> None:
+        """What grants hold during each request's period, and for a department admin each
+        request's verdict (``core.rows``: read once per page, from the requests themselves)."""
+        self._in_period = granted_in_request_periods(objects)
+        self._delegations = {}
+        user = self.context["request"].user
+        if is_portal_admin(user):
+            return
+        requests = QuotaRequest.objects.filter(pk__in=[o.pk for o in objects]).select_related(
+            "team", "cluster"
+        )
+        for quota_request in requests:
+            verdict = delegation(reviewer=user, quota_request=quota_request)
+            self._delegations[quota_request.pk] = {
+                "allowed": verdict.allowed,
+                "reason": verdict.reason,
+            }
+
+    def _granted_in_period(self, quota_request) -> GrantedInPeriod:
+        """The page's figures; read here for a request serialized outside a page."""
+        in_period = getattr(self, "_in_period", None)
+        if in_period is None or quota_request.pk not in in_period:
+            return granted_in_request_periods([quota_request])[quota_request.pk]
+        return in_period[quota_request.pk]
+
+    @extend_schema_field(DelegationSerializer(allow_null=True))
+    def get_delegation(self, quota_request) -> dict | None:
+        delegations = getattr(self, "_delegations", None)
+        return delegations.get(quota_request.pk) if delegations else None
+
+    # Read once per page rather than per row: the context's figures, and each GPU kind's model
+    # rows (the same for every request of the kind).
+    @cached_property
+    def _capacity(self) -> dict:
+        return self.context["capacity"]
+
+    @cached_property
+    def _model_capacity(self) -> dict:
+        return self.context["model_capacity"]
+
+    @cached_property
+    def _model_rows(self) -> dict[tuple[int, str], list[dict]]:
+        return {key: model_rows(summaries) for key, summaries in self._model_capacity.items()}
+
+    @extend_schema_field(GpuModelCapacitySerializer(many=True))
+    def get_gpu_models(self, quota_request: QuotaRequest) -> list[dict]:
+        rows = self._model_rows.get((quota_request.cluster_id, quota_request.gpu_resource))
+        return list(rows) if rows else []
+
+    @extend_schema_field(ReviewCapacitySerializer(allow_null=True))
+    def get_model_capacity(self, quota_request: QuotaRequest) -> dict[str, int] | None:
+        gpu_model = quota_request.gpu_model
+        if not gpu_model:
+            return None
+        models = self._model_capacity.get((quota_request.cluster_id, quota_request.gpu_resource))
+        summary = next((m for m in models or () if m.gpu_model == gpu_model), None)
+        return _figures(
+            summary,
+            gpus=quota_request.gpus,
+            granted_in_period=self._granted_in_period(quota_request).model,
+        )
+
+    @extend_schema_field(ReviewCapacitySerializer)
+    def get_capacity(self, quota_request: QuotaRequest) -> dict[str, int]:
+        summary = self._capacity.get((quota_request.cluster_id, quota_request.gpu_resource))
+        return _figures(
+            summary,
+            gpus=quota_request.gpus,
+            # No figures for the kind: nothing counted in the period either.
+            granted_in_period=self._granted_in_period(quota_request).kind if summary else 0,
+        )
+
+
+def _figures(summary, *, gpus: int, granted_in_period: int) -> dict[str, int]:
+    """A request's figures for its GPU kind or model; zeros for one the cluster lacks."""
+    if summary is None:
+        return {
+            "capacity": 0,
+            "plannable": 0,
+            "granted": 0,
+            "free": 0,
+            "granted_in_period": granted_in_period,
+            "free_after": -granted_in_period - gpus,
+        }
+    return {
+        "capacity": summary.capacity,
+        "plannable": summary.plannable,
+        "granted": summary.granted,
+        "free": summary.free,
+        "granted_in_period": granted_in_period,
+        "free_after": summary.free_after(gpus=gpus, granted_in_period=granted_in_period),
+    }

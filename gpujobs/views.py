@@ -17,24 +17,20 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from core.params import page_of
 from gpujobs import cluster_reads, queue_reads, selectors, services
 from gpujobs.filtersets import GpuJobFilter
 from gpujobs.forms import JobForm, add_job_errors
 from gpujobs.models import GpuJob
 from gpujobs.permissions import can_stop_job
 from tenants.errors import InvalidTransition
-from tenants.selectors import teams_visible_to
 from workloads.pages import (
     LOG_TAIL_CHOICES,
     cluster_read_fragment,
     create_form_page,
-    creator_teams,
     fragment,
+    list_page,
     log_tail_choice,
 )
-
-JOBS_PAGE_SIZE = 25
 
 
 def _visible_job(request: HttpRequest, pk: int) -> GpuJob:
@@ -47,22 +43,13 @@ def _visible_job(request: HttpRequest, pk: int) -> GpuJob:
 
 @login_required
 def job_list(request: HttpRequest) -> HttpResponse:
-    filterset = GpuJobFilter(
-        request.GET,
-        queryset=selectors.jobs_visible_to(request.user).order_by("-created_at", "-id"),
-        request=request,
-        teams=teams_visible_to(request.user).order_by("name", "slug"),
-    )
-    page = page_of(request, filterset.page_rows(), JOBS_PAGE_SIZE)
-    return render(
+    return list_page(
         request,
-        "gpujobs/job_list.html",
-        {
-            "filter_form": filterset.form,
-            "page": page,
-            "jobs": list(page.object_list),
-            "can_submit": creator_teams(request).exists(),
-        },
+        filter_class=GpuJobFilter,
+        rows=selectors.jobs_visible_to(request.user).order_by("-created_at", "-id"),
+        template="gpujobs/job_list.html",
+        items="jobs",
+        can_create="can_submit",
     )
 
 

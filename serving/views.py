@@ -12,7 +12,6 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
@@ -25,17 +24,15 @@ from serving.observe import rollout_progress
 from serving.permissions import can_change
 from serving.specs import RevisionRequest
 from tenants.errors import InvalidTransition
-from tenants.selectors import teams_visible_to
 from workloads.pages import (
     LOG_TAIL_CHOICES,
     cluster_read_fragment,
     create_form_page,
-    creator_teams,
     fragment,
+    list_page,
     log_tail_choice,
 )
 
-SERVICES_PAGE_SIZE = 25
 State = InferenceService.State
 Rollout = InferenceService.Rollout
 
@@ -47,22 +44,13 @@ def _visible(request: HttpRequest, pk: int) -> InferenceService:
 
 @login_required
 def service_list(request: HttpRequest) -> HttpResponse:
-    filterset = InferenceServiceFilter(
-        request.GET,
-        queryset=selectors.services_visible_to(request.user).order_by("-created_at", "-id"),
-        request=request,
-        teams=teams_visible_to(request.user).order_by("name", "slug"),
-    )
-    page = Paginator(filterset.page_rows(), SERVICES_PAGE_SIZE).get_page(request.GET.get("page"))
-    return render(
+    return list_page(
         request,
-        "serving/service_list.html",
-        {
-            "filter_form": filterset.form,
-            "page": page,
-            "services": list(page.object_list),
-            "can_deploy": creator_teams(request).exists(),
-        },
+        filter_class=InferenceServiceFilter,
+        rows=selectors.services_visible_to(request.user).order_by("-created_at", "-id"),
+        template="serving/service_list.html",
+        items="services",
+        can_create="can_deploy",
     )
 
 

@@ -17,6 +17,7 @@ from django.urls import reverse
 from django.utils.cache import add_never_cache_headers
 
 from clusters.kube import KubeError
+from core.params import page_of
 from tenants.models import Membership, Team
 from tenants.selectors import teams_visible_to
 from workloads.forms import cluster_by_id
@@ -106,3 +107,39 @@ def create_form_page(
         {"hx-get": reverse(url_name), "hx-target": "#field-gpu_model", "hx-swap": "outerHTML"}
     )
     return render(request, template, {"form": form})
+
+
+# Workloads per page of a list.
+LIST_PAGE_SIZE = 25
+
+
+def list_page(
+    request: HttpRequest,
+    *,
+    filter_class,
+    rows: QuerySet,
+    template: str,
+    items: str,
+    can_create: str,
+) -> HttpResponse:
+    """A workload list page: the rows the user may see through the app's FilterSet (its form
+    offers the user's teams), one page of them (a 400 for a page number out of range, a 404
+    past the end), under ``items`` in the context, and under ``can_create`` whether the user
+    may create one in some team."""
+    filterset = filter_class(
+        request.GET,
+        queryset=rows,
+        request=request,
+        teams=teams_visible_to(request.user).order_by("name", "slug"),
+    )
+    page = page_of(request, filterset.page_rows(), LIST_PAGE_SIZE)
+    return render(
+        request,
+        template,
+        {
+            "filter_form": filterset.form,
+            "page": page,
+            items: list(page.object_list),
+            can_create: creator_teams(request).exists(),
+        },
+    )

@@ -34,9 +34,15 @@ from gpujobs.manifests import GPU_CONTAINER
 from tenants.api.filters import PortalFilterBackend, StableOrderingFilter
 from tenants.selectors import teams_visible_to
 from workloads import log_follows
-from workloads.api.logs import TAIL, log_answer, log_container, log_tail
+from workloads.api.logs import (
+    TAIL,
+    events_answer,
+    log_answer,
+    log_container,
+    log_pod,
+    log_tail,
+)
 from workloads.api.serializers import LogSerializer, WorkloadEventSerializer
-from workloads.specs import DNS_SUBDOMAIN_RE
 
 CONTAINER = OpenApiParameter(
     "container",
@@ -184,9 +190,7 @@ class GpuJobViewSet(
         container = log_container(
             request, containers=cluster_reads.CONTAINERS, default=GPU_CONTAINER
         )
-        pod = request.query_params.get("pod") or None
-        if pod is not None and (len(pod) > 253 or not DNS_SUBDOMAIN_RE.match(pod)):
-            raise ValidationError({"pod": ["Not a pod name (a DNS subdomain)."]})
+        pod = log_pod(request)
         follow = request.query_params.get("follow", "").lower() in ("1", "true", "yes")
         if follow:
             return self._follow(request, job, tail=tail, container=container, pod=pod)
@@ -235,8 +239,7 @@ class GpuJobViewSet(
         reads_cluster=True,
     )
     def events(self, request, pk=None):
-        events = cluster_reads.job_events(self.get_object())
-        return Response(WorkloadEventSerializer([e.__dict__ for e in events], many=True).data)
+        return events_answer(cluster_reads.job_events(self.get_object()))
 
 
 @extend_schema(

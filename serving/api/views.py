@@ -27,7 +27,14 @@ from serving.filtersets import InferenceServiceFilter
 from serving.manifests import SERVER_CONTAINER
 from serving.models import Revision
 from tenants.api.filters import PortalFilterBackend, StableOrderingFilter
-from workloads.api.logs import TAIL, log_answer, log_container, log_tail
+from workloads.api.logs import (
+    TAIL,
+    events_answer,
+    log_answer,
+    log_container,
+    log_pod,
+    log_tail,
+)
 from workloads.api.serializers import LogSerializer, WorkloadEventSerializer
 
 CONTAINER = OpenApiParameter(
@@ -224,7 +231,7 @@ class InferenceServiceViewSet(
             request, containers=cluster_reads.CONTAINERS, default=SERVER_CONTAINER
         )
         result = cluster_reads.replica_log(
-            service, pod=request.query_params.get("pod") or None, container=container, tail=tail
+            service, pod=log_pod(request), container=container, tail=tail
         )
         return log_answer(result, tail=tail)
 
@@ -240,5 +247,4 @@ class InferenceServiceViewSet(
         reads_cluster=True,
     )
     def events(self, request, pk=None):
-        events = cluster_reads.service_events(self.get_object())
-        return Response(WorkloadEventSerializer([e.__dict__ for e in events], many=True).data)
+        return events_answer(cluster_reads.service_events(self.get_object()))

@@ -1,5 +1,6 @@
-"""What every workload's API shares about logs: the ``tail`` and ``container`` parameters (a
-400 naming the parameter for a bad value) and the answer's shape (``LogSerializer``'s)."""
+"""What every workload's API shares about logs and events: the ``tail``, ``container`` and
+``pod`` parameters (a 400 naming the parameter for a bad value) and the answers' shapes
+(``LogSerializer``'s, ``WorkloadEventSerializer``'s)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from core.params import whole_number
-from workloads.cluster_reads import DEFAULT_TAIL_LINES, MAX_TAIL_LINES, LogResult
+from workloads.api.serializers import WorkloadEventSerializer
+from workloads.cluster_reads import DEFAULT_TAIL_LINES, MAX_TAIL_LINES, LogResult, WorkloadEvent
+from workloads.specs import DNS_SUBDOMAIN_RE
 
 TAIL = OpenApiParameter(
     "tail", int, description=f"Last N lines (default 100, at most {MAX_TAIL_LINES})."
@@ -55,3 +58,16 @@ def log_answer(result: LogResult, *, tail: int) -> Response:
             "detail": result.detail,
         }
     )
+
+
+def log_pod(request) -> str | None:
+    """``?pod=``: one of the workload's pods by name (None: the newest), else a 400."""
+    pod = request.query_params.get("pod") or None
+    if pod is not None and (len(pod) > 253 or not DNS_SUBDOMAIN_RE.match(pod)):
+        raise ValidationError({"pod": ["Not a pod name (a DNS subdomain)."]})
+    return pod
+
+
+def events_answer(events: list[WorkloadEvent]) -> Response:
+    """Events about a workload's objects (``WorkloadEventSerializer``'s shape), oldest first."""
+    return Response(WorkloadEventSerializer([e.__dict__ for e in events], many=True).data)

@@ -504,3 +504,12 @@ def test_with_the_gateway_api_a_service_answers_for_its_hostname_in_the_teams_do
     cluster.save()
 
     assert deploy(api, member)["hostname"] == "llm.vision.apps.acme.io"
+
+
+@pytest.mark.parametrize("pod", ["Not_A_Pod!", "a" * 254])
+def test_a_replica_log_for_a_name_no_pod_can_have_is_a_400_naming_pod(api, member, service, pod):
+    """As for a job's log: refused before the cluster is asked."""
+    response = api.as_user(member).get(f"/api/v1/services/{service['id']}/logs/?pod={pod}")
+
+    assert response.status_code == 400
+    assert list(response.json()) == ["pod"]

@@ -207,3 +207,15 @@ def test_the_gpu_charts_need_a_prometheus(client_as, member, service):
     fragment = get_ok(client_as(member), f"/services/{service.pk}/gpus/").content.decode()
 
     assert "has no Prometheus URL" in fragment
+
+
+def test_a_page_number_the_list_does_not_have_is_refused_not_replaced(client_as, member, service):
+    """As on the jobs list (one list page serves both): a bad number is a 400 naming
+    ``page``, a page past the end a 404, never page 1 in their place."""
+    client = client_as(member)
+
+    bad = client.get("/services/?page=first")
+    past = client.get("/services/?page=99")
+
+    assert bad.status_code == 400
+    assert past.status_code == 404

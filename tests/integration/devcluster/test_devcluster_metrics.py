@@ -125,7 +125,14 @@ def test_a_gpu_stays_its_pods_while_other_pods_on_the_node_come_and_go(devcluste
     first, second = gpus_of("first"), gpus_of("second")
 
     core.delete_namespaced_pod("first", namespace, grace_period_seconds=0)
-    series_for(devcluster, f'DCGM_FI_DEV_GPU_UTIL{{namespace="{namespace}",pod="first"}}', 0)
+    wait_for(
+        lambda: not devcluster.prometheus_query(
+            f'DCGM_FI_DEV_GPU_UTIL{{namespace="{namespace}",pod="first"}}'
+        ),
+        timeout=45,
+        interval=1,
+        what="the ended pod's series to go",
+    )
     run_pod(core, namespace, on_node("third", node))
 
     assert gpus_of("third") == first

@@ -42,7 +42,12 @@ def test_a_registry_an_admin_lists_in_the_api_is_admitted_on_the_cluster_and_unl
     team_with_member, iso_cluster, api, admin_user
 ):
     team, mo = team_with_member
-    assert admitted(mo, team.slug, NGC_IMAGE) == 403
+    # A new policy takes a moment to reach the API server's admission.
+    wait_for(
+        lambda: admitted(mo, team.slug, NGC_IMAGE) == 403,
+        timeout=60,
+        what="the cluster's policy to refuse nvcr.io",
+    )
     url = f"/api/v1/clusters/{iso_cluster.name}/"
 
     listed = api.as_user(admin_user).patch(

@@ -1,7 +1,7 @@
 # The README's commands. `make demo` runs the portal; `make test` runs the whole suite;
 # `make test-fast` runs every test that needs no service, on SQLite in memory, in seconds;
 # `make test-abuse` the bad-input suites the same way, in minutes.
-.PHONY: demo test test-fast test-abuse bench lint format services-up services-down devcluster-build keycloak-build devcluster-up devcluster-down
+.PHONY: demo test test-fast test-abuse bench lint format docs docs-screenshots services-up services-down devcluster-build keycloak-build devcluster-up devcluster-down
 
 demo:
 	scripts/demo.sh
@@ -26,6 +26,17 @@ lint:
 format:
 	.venv/bin/ruff check --fix .
 	.venv/bin/ruff format .
+
+# The documentation site (docs/, mkdocs.yml) into site/: the configuration reference written
+# again from portal/settings.py, then a strict build (a missing page, link or anchor fails).
+docs:
+	.venv/bin/python scripts/settings_reference.py
+	NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict
+
+# The docs' screenshots (docs/screenshots/*.png), taken again by the browser tests: what
+# `make test` needs for tests/e2e (the devcluster, Chromium, Keycloak) is built and started first.
+docs-screenshots:
+	E2E_SCREENSHOT_DIR="$(CURDIR)/docs/screenshots" scripts/test.sh tests/e2e
 
 services-up:
 	@scripts/services.sh up

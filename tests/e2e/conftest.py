@@ -156,7 +156,9 @@ def sign_in(new_page):
 
 @pytest.fixture
 def screenshot():
-    """``screenshot(page, name)``: saved under $E2E_SCREENSHOT_DIR when it is set."""
+    """``screenshot(page, name)``: saved as ``<name>.png`` under $E2E_SCREENSHOT_DIR when it is
+    set. ``make docs-screenshots`` sets it to docs/screenshots/, whose pictures the docs show
+    (tests/unit/test_docs.py holds the docs to the names taken here)."""
     directory = os.environ.get("E2E_SCREENSHOT_DIR")
 
     def take(page: Page, name: str) -> None:

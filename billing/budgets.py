@@ -10,6 +10,7 @@ import datetime
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from celery import current_app
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
@@ -106,9 +107,7 @@ def budget_set(
 
 
 def _request_check(budget_id: int) -> None:
-    from billing.tasks import check_budgets
-
-    check_budgets.delay(budget_ids=[budget_id])
+    current_app.tasks["billing.tasks.check_budgets"].delay(budget_ids=[budget_id])
 
 
 def budget_delete(*, actor: User, budget: Budget) -> None:

@@ -6,6 +6,8 @@ class ServingConfig(AppConfig):
     verbose_name = "Inference services"
 
     def ready(self) -> None:
+        # The tasks are registered in every process: the app sends them by name.
+        import serving.tasks  # noqa: F401
         from clusters import pods
         from clusters.vocabulary import INFERENCE_SERVICE_KIND, SERVICE_ID_LABEL
         from serving import selectors, services

@@ -9,6 +9,7 @@ fails a change: the mark stays, and the sweep catches up.
 
 import logging
 
+from celery import current_app
 from django.db import transaction
 from django.utils import timezone
 from kombu.exceptions import OperationalError
@@ -26,18 +27,14 @@ def request_after_commit(*, service_id: int) -> None:
 
 
 def enqueue_now(*, service_id: int) -> None:
-    from serving.tasks import reconcile_service  # tasks import services, which import this
-
     try:
-        reconcile_service.delay(service_id=service_id)
+        current_app.tasks["serving.tasks.reconcile_service"].delay(service_id=service_id)
     except OperationalError:
         logger.exception("Could not enqueue the reconcile of service %s", service_id)
 
 
 def enqueue_rollout_finish(*, service_id: int) -> None:
-    from serving.tasks import finish_rollout
-
     try:
-        finish_rollout.delay(service_id=service_id)
+        current_app.tasks["serving.tasks.finish_rollout"].delay(service_id=service_id)
     except OperationalError:
         logger.exception("Could not enqueue finishing the rollout of service %s", service_id)

@@ -18,6 +18,7 @@ asks for the passes that depend on them.
 import logging
 from collections.abc import Iterable
 
+from celery import current_app
 from django.db import transaction
 from django.utils import timezone
 from kombu.exceptions import OperationalError
@@ -141,18 +142,16 @@ def _send_reconcile(*, team_id: int, cluster_id: int) -> None:
     The decision is already saved and ``reconcile_requested_at`` shows the cluster is behind;
     the periodic sweep picks it up once the broker is back.
     """
-    from tenants.tasks import reconcile_team  # tasks import services, which import this
-
     try:
-        reconcile_team.delay(team_id=team_id, cluster_id=cluster_id)
+        current_app.tasks["tenants.tasks.reconcile_team"].delay(
+            team_id=team_id, cluster_id=cluster_id
+        )
     except OperationalError:
         logger.exception("Could not enqueue reconcile of team %s on %s", team_id, cluster_id)
 
 
 def _send_cluster_reconcile(*, cluster_id: int) -> None:
-    from tenants.tasks import reconcile_cluster
-
     try:
-        reconcile_cluster.delay(cluster_id=cluster_id)
+        current_app.tasks["tenants.tasks.reconcile_cluster"].delay(cluster_id=cluster_id)
     except OperationalError:
         logger.exception("Could not enqueue reconcile of cluster %s", cluster_id)

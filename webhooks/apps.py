@@ -6,6 +6,8 @@ class WebhooksConfig(AppConfig):
     name = "webhooks"
 
     def ready(self) -> None:
+        # The tasks are registered in every process: the app sends them by name.
+        import webhooks.tasks  # noqa: F401
         from tenants.events import event_emitted
         from webhooks.services import on_event_emitted
 

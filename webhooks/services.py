@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
+from celery import current_app
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -255,8 +256,7 @@ def _enqueue_after_commit(delivery_ids: list[int]) -> None:
 
 def send_now(delivery_ids: list[int]) -> None:
     """Enqueue the deliveries; a broker that is down is logged, and the sweep sends them."""
-    from webhooks.tasks import deliver  # tasks import this module
-
+    deliver = current_app.tasks["webhooks.tasks.deliver"]
     for delivery_id in delivery_ids:
         try:
             deliver.delay(delivery_id=delivery_id)

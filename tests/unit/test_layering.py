@@ -63,6 +63,31 @@ def test_each_app_imports_only_the_layers_below_it(app):
     assert wrong == {}, f"{app} imports what it may not: {wrong}"
 
 
+def test_no_function_imports_tasks_to_dodge_an_import_loop():
+    """Tasks import the services that send them, so a service sends a task by its registered
+    name (``current_app.tasks[...]``), never by importing the tasks module inside a function."""
+    hidden = []
+    for app in LAYERS:
+        for path in (REPO / app).rglob("*.py"):
+            if "migrations" in path.parts:
+                continue
+            for function in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+                if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+                    continue
+                for node in ast.walk(function):
+                    names = (
+                        [node.module or "", *(f"{node.module}.{a.name}" for a in node.names)]
+                        if isinstance(node, ast.ImportFrom)
+                        else [a.name for a in node.names]
+                        if isinstance(node, ast.Import)
+                        else []
+                    )
+                    if any(name.endswith(".tasks") for name in names) and function.name != "ready":
+                        hidden.append(f"{path.relative_to(REPO)}:{node.lineno}")
+
+    assert hidden == []
+
+
 def test_importing_the_kernel_loads_neither_celery_nor_an_app():
     modules = sorted(
         f"core.{path.stem}" for path in (REPO / "core").glob("*.py") if path.stem != "__init__"

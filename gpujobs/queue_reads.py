@@ -261,28 +261,68 @@ def team_queues(
 
 
 @dataclass(frozen=True)
+class TeamCohortRows:
+    """One team's rows of its cohort's usage: the GPU flavors it has quota in, uses, borrows,
+    lends or has a limit on."""
+
+    team: str
+    rows: list[waiting.TeamFlavorUsage]
+
+
+@dataclass(frozen=True)
 class CohortUsage:
-    """A Kueue cluster's cohorts: per team and GPU flavor, own, borrowed, lent and idle; and
-    per team the GPUs its pods hold outside the queue."""
+    """A Kueue cluster's cohorts: per team and GPU flavor, own, borrowed, lent and idle (only
+    the rows with any of them, or a limit, grouped by team); the teams with neither quota nor
+    use on the cluster; and per team the GPUs its pods hold outside the queue."""
 
     cluster: Cluster
-    cohorts: dict[str, list[waiting.TeamFlavorUsage]]
+    cohorts: dict[str, list[TeamCohortRows]]
     kueue_error: str = ""
     as_of: datetime.datetime | None = None
     held_outside: dict[str, HeldOutside] = field(default_factory=dict)
+    teams_without_quota_or_use: tuple[str, ...] = ()
 
     @property
     def gpus_held_outside(self) -> int:
         return sum(held.gpus for held in self.held_outside.values())
 
 
+def has_quota_or_use(row: waiting.TeamFlavorUsage) -> bool:
+    """Whether a row of a cohort's usage says anything: GPUs own, in use, borrowed or lent, or
+    a borrowing or lending limit above 0 (no limit, like a limit of 0, says nothing)."""
+    return bool(
+        row.own
+        or row.in_use
+        or row.borrowed
+        or row.lent
+        or row.borrowing_limit
+        or row.lending_limit
+    )
+
+
+def _by_team(rows: list[waiting.TeamFlavorUsage]) -> list[TeamCohortRows]:
+    """The rows worth showing, grouped by team (in the rows' order: by team, then flavor)."""
+    teams: dict[str, list[waiting.TeamFlavorUsage]] = {}
+    for row in rows:
+        if has_quota_or_use(row):
+            teams.setdefault(row.team, []).append(row)
+    return [TeamCohortRows(team=team, rows=team_rows) for team, team_rows in teams.items()]
+
+
 def cohort_usage(cluster: Cluster) -> CohortUsage:
+    """The cluster's cohort usage as the watcher last read it: only the rows that say something
+    (``has_quota_or_use``), by team; the teams with a queue but no such row are counted."""
     snapshot = cluster_snapshot(cluster)
     cohorts = sorted({q.cohort for q in snapshot.cluster_queues.values() if q.cohort})
+    every = {c: waiting.cohort_usage(snapshot, cohort=c) for c in cohorts}
+    shown = {c: _by_team(rows) for c, rows in every.items()}
+    listed = {group.team for groups in shown.values() for group in groups}
+    queued = {q.team for q in snapshot.cluster_queues.values() if q.team and q.kind and q.cohort}
     return CohortUsage(
         cluster=cluster,
-        cohorts={c: waiting.cohort_usage(snapshot, cohort=c) for c in cohorts},
+        cohorts={c: groups for c, groups in shown.items() if groups},
         kueue_error=snapshot.kueue_error,
         as_of=snapshot.taken_at,
+        teams_without_quota_or_use=tuple(sorted(queued - listed)),
         held_outside=snapshot.held_outside,
     )

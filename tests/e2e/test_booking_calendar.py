@@ -35,6 +35,7 @@ def test_a_lead_books_the_earliest_free_week_from_the_calendar(
     last = first + datetime.timedelta(days=6)
 
     page = sign_in(lead)
+    page.get_by_test_id("nav-menu-reports").locator("summary").click()
     page.get_by_role("link", name="Booking calendar").first.click()
     expect(page.get_by_role("heading", name="Booking calendar", exact=True)).to_be_visible()
     page.get_by_label("GPU model").select_option(A100)

@@ -92,6 +92,7 @@ def test_cluster_page_draws_nodes_heatmap_and_rankings(devcluster, metrics_clust
     admin = factories.AdminFactory(username="ada-browser-admin")
 
     page = sign_in(admin)
+    page.get_by_test_id("nav-menu-admin").locator("summary").click()
     page.get_by_role("link", name="Clusters").click()
     page.get_by_role("link", name="Devcluster").click()
 

@@ -203,6 +203,7 @@ def test_admin_shrinks_a_grant_and_the_audit_trail_shows_the_change(
     )
     screenshot(page, "grant-detail")
 
+    page.get_by_test_id("nav-menu-reports").locator("summary").click()
     page.get_by_role("link", name="Audit trail").click()
     page.get_by_label("Team").select_option(label="Vision")
     page.get_by_role("button", name="Filter").click()

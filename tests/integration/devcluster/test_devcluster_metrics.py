@@ -126,8 +126,10 @@ def test_a_gpu_stays_its_pods_while_other_pods_on_the_node_come_and_go(devcluste
 
     core.delete_namespaced_pod("first", namespace, grace_period_seconds=0)
     wait_for(
-        lambda: not devcluster.prometheus_query(
-            f'DCGM_FI_DEV_GPU_UTIL{{namespace="{namespace}",pod="first"}}'
+        lambda: (
+            not devcluster.prometheus_query(
+                f'DCGM_FI_DEV_GPU_UTIL{{namespace="{namespace}",pod="first"}}'
+            )
         ),
         timeout=45,
         interval=1,

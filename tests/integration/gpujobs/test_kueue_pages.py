@@ -3,12 +3,15 @@ cohort's usage per team (own, borrowed, lent, idle), the team page its GPUs borr
 and its waiting jobs, and a waiting job's page why it waits and where it stands. Database only:
 the snapshot is written as the watcher writes it."""
 
+import re
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from clusters.models import QuotaMode
+from gpujobs import queue_reads
 from gpujobs.models import GpuJob
 from gpujobs.queues import gpu_pod_holding, record_snapshot, snapshot_fields
 from tests import factories
@@ -119,6 +122,114 @@ def test_the_cluster_page_shows_the_cohorts_usage_per_team(client_as, admin, clu
     assert '<td class="num" data-testid="cohort-idle">0</td>' in vision
     assert '<td class="num" data-testid="cohort-borrowed">2</td>' in speech
     assert html.count('data-testid="cohort-usage"') == 1
+
+
+H100 = "NVIDIA-H100-80GB-HBM3"
+H100_FLAVOR = "gpu-portal-nvidia-h100-80gb-hbm3"
+
+
+def queue_of_flavors(name, slug, flavors: dict[str, dict]) -> dict:
+    """A ClusterQueue of the gpu-portal cohort with, per flavor, ``nominal`` (default 0),
+    ``used``, ``borrowed`` and the optional ``borrowing_limit``."""
+    resources, reservations = [], []
+    for flavor, figures in flavors.items():
+        resource = {"name": "nvidia.com/gpu", "nominalQuota": figures.get("nominal", 0)}
+        if "borrowing_limit" in figures:
+            resource["borrowingLimit"] = figures["borrowing_limit"]
+        resources.append({"name": flavor, "resources": [resource]})
+        used, borrowed = figures.get("used", 0), figures.get("borrowed", 0)
+        reservations.append(
+            {
+                "name": flavor,
+                "resources": [
+                    {"name": "nvidia.com/gpu", "total": str(used), "borrowed": str(borrowed)}
+                ],
+            }
+        )
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "cohortName": "gpu-portal",
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": slug}},
+            "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": resources}],
+        },
+        "status": {"flavorsReservation": reservations},
+    }
+
+
+@pytest.fixture
+def crowded_cohort(cluster):
+    """Two GPU models and four teams: vision owns A100s and H100s, speech borrows A100s, nlp
+    may borrow 3 of each model but holds nothing, audio has neither quota nor use."""
+    cluster.quota_mode = QuotaMode.KUEUE
+    cluster.save()
+    nothing = {FLAVOR: {}, H100_FLAVOR: {}}
+    fields = snapshot_fields(
+        cluster_queues=[
+            queue_of_flavors(
+                "gpu-portal-vision",
+                "vision",
+                {FLAVOR: {"nominal": 4, "used": 2}, H100_FLAVOR: {"nominal": 2}},
+            ),
+            queue_of_flavors("gpu-portal-vision-opportunistic", "vision", nothing),
+            queue_of_flavors("gpu-portal-speech", "speech", nothing),
+            queue_of_flavors(
+                "gpu-portal-speech-opportunistic",
+                "speech",
+                {FLAVOR: {"used": 2, "borrowed": 2}, H100_FLAVOR: {}},
+            ),
+            queue_of_flavors("gpu-portal-nlp", "nlp", nothing),
+            queue_of_flavors(
+                "gpu-portal-nlp-opportunistic",
+                "nlp",
+                {FLAVOR: {"borrowing_limit": 3}, H100_FLAVOR: {"borrowing_limit": 3}},
+            ),
+            queue_of_flavors("gpu-portal-audio", "audio", nothing),
+            queue_of_flavors("gpu-portal-audio-opportunistic", "audio", nothing),
+        ],
+        resource_flavors=[
+            {"metadata": {"name": f}, "spec": {"nodeLabels": {"nvidia.com/gpu.product": m}}}
+            for f, m in ((FLAVOR, A100), (H100_FLAVOR, H100))
+        ],
+        pending={},
+        portal_name="gpu-portal",
+        gpu_model_label="nvidia.com/gpu.product",
+    )
+    record_snapshot(cluster.pk, fields, now=timezone.now())
+
+
+def cohort_groups(html: str) -> dict[str, list[str]]:
+    """The cohort table's teams, in order, each with the GPU models listed under it."""
+    table = html.split('data-testid="cohort-table"')[1].split("</table>")[0]
+    return {
+        group.split('"', 1)[0]: re.findall(r'<td data-testid="cohort-model">([^<]*)</td>', group)
+        for group in table.split('<tbody data-team="')[1:]
+    }
+
+
+@pytest.mark.usefixtures("crowded_cohort")
+def test_the_cohort_usage_lists_only_rows_with_quota_or_use_by_team(client_as, admin, cluster):
+    html = client_as(admin).get(f"/monitoring/clusters/{cluster.name}/").content.decode()
+
+    assert cohort_groups(html) == {"nlp": [A100, H100], "speech": [A100], "vision": [A100, H100]}
+    vision = html.split('<tbody data-team="vision">')[1].split("</tbody>")[0]
+    assert vision.count('data-testid="cohort-team"') == 1
+    assert '<th scope="rowgroup" rowspan="2" data-testid="cohort-team">vision</th>' in vision
+    assert 'data-team="audio"' not in html
+    quiet = html.split('data-testid="cohort-teams-without-quota-or-use"')[1].split("</details>")[0]
+    assert "1 team with a queue here has neither quota nor use on this cluster" in quiet
+    assert "<code>audio</code>" in quiet
+
+
+def test_the_cohort_usage_read_counts_the_teams_it_leaves_out(cluster, crowded_cohort):
+    usage = queue_reads.cohort_usage(cluster)
+
+    assert [group.team for group in usage.cohorts["gpu-portal"]] == ["nlp", "speech", "vision"]
+    assert [(r.gpu_model, r.own) for r in usage.cohorts["gpu-portal"][2].rows] == [
+        (A100, 4),
+        (H100, 2),
+    ]
+    assert usage.teams_without_quota_or_use == ("audio",)
 
 
 def bound_gpu_pod(namespace: str, name: str, *, gpus: int) -> dict:

@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from django.utils import timezone
 
@@ -35,6 +35,19 @@ class Change:
     object: dict | None = None
     items: list | None = None
     listed_at: object = None
+
+
+def keep_by_name(store: dict[Any, dict[str, dict]], key: Any, event_type: str, obj: dict) -> None:
+    """Keep what a watch event (or a full list, as ADDED) says of one object in ``store``,
+    among its ``key``'s objects by name: dropped on DELETED (the key too, with its last object),
+    else kept as it now is."""
+    name = (obj.get("metadata") or {}).get("name") or ""
+    if event_type == "DELETED":
+        store.get(key, {}).pop(name, None)
+        if key in store and not store[key]:
+            del store[key]
+    else:
+        store.setdefault(key, {})[name] = obj
 
 
 class Counts(Protocol):

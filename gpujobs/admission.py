@@ -31,10 +31,7 @@ def job_refusals(*, team: Team, cluster: Cluster, request: JobRequest) -> Errors
     return workload_refusals(
         team=team,
         cluster=cluster,
-        main=request.main,
-        gpu_resource=request.gpu_resource,
-        gpu_model=request.gpu_model,
-        annotations=request.annotations,
+        request=request,
         second=("preprocess", preprocess.container) if preprocess is not None else None,
     )
 

@@ -27,7 +27,6 @@ from clusters.vocabulary import (
     OPPORTUNISTIC,
 )
 from workloads.specs import (
-    MAX_GPUS_PER_POD,
     ContainerRequest,
     EnvPairs,
     Errors,
@@ -37,6 +36,7 @@ from workloads.specs import (
     read_annotations,
     read_gpu_model,
     read_gpu_resource,
+    read_gpus,
     read_name,
     read_nested,
     read_whole,
@@ -169,14 +169,7 @@ class JobRequest:
         request = cls(
             name=read_name(data.get("name"), errors=errors),
             main=ContainerRequest.read(data, errors=errors),
-            gpus=read_whole(
-                data.get("gpus"),
-                errors=errors,
-                key="gpus",
-                low=1,
-                high=MAX_GPUS_PER_POD,
-                what="GPUs",
-            ),
+            gpus=read_gpus(data.get("gpus"), errors=errors, what="GPUs"),
             gpu_resource=read_gpu_resource(data.get("gpu_resource"), errors=errors),
             gpu_model=read_gpu_model(data.get("gpu_model"), errors=errors),
             max_runtime_seconds=read_whole(

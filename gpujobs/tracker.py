@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
+from clusters.following import keep_by_name
 from clusters.vocabulary import JOB_ID_LABEL
 from clusters.workloads import WorkloadClient
 from gpujobs import enqueue, manifests, recording, selectors
@@ -255,7 +256,6 @@ class ClusterState:
         if key is None:
             return None
         obj = kept(kind, obj)
-        name = _metadata(obj).get("name") or ""
         if kind == "Job":
             if event_type == "DELETED":
                 self.jobs.pop(key, None)
@@ -264,13 +264,7 @@ class ClusterState:
             else:
                 self.jobs[key] = obj
         else:
-            store = self._store(kind)
-            if event_type == "DELETED":
-                store.get(key, {}).pop(name, None)
-                if key in store and not store[key]:
-                    del store[key]
-            else:
-                store[key][name] = obj
+            keep_by_name(self._store(kind), key, event_type, obj)
         return key
 
     def observation(self, key: Key) -> Observation | None:

@@ -110,7 +110,8 @@ def _moment(value: str, *, end: bool) -> datetime.datetime:
 
 class UsageReportForm(forms.Form):
     """A report period: ``start`` and ``end`` as dates (both days included) or date-times (the
-    end excluded), split by ``bucket``. Defaults to this month so far."""
+    end excluded), split by ``bucket``, of a ``department``'s teams or of every visible team.
+    Defaults to this month so far. Its cleaned data are ``usage.usage_report``'s arguments."""
 
     start = forms.CharField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
     end = forms.CharField(required=False, widget=forms.DateInput(attrs={"type": "date"}))

@@ -46,6 +46,25 @@ def _chosen(request: HttpRequest, clusters: list[Cluster]) -> Cluster | None:
     return next((c for c in clusters if c.name == wanted), clusters[0] if clusters else None)
 
 
+def _window_context(request: HttpRequest) -> dict:
+    """The window form (``?window=``, or ``?start=`` and ``?end=``) and the window it gives."""
+    window_form = WindowForm(request.GET or None)
+    return {"window_form": window_form, "window": window_form.window_value}
+
+
+def _team_context(request: HttpRequest, team: Team, **context) -> dict:
+    """What a team's pages show beside their charts: the team, its clusters with metrics, the
+    one chosen and the window."""
+    clusters = selectors.team_clusters(team)
+    return {
+        "team": team,
+        **context,
+        "clusters": clusters,
+        "cluster": _chosen(request, clusters),
+        **_window_context(request),
+    }
+
+
 LIVE_PARAMETERS = ("cluster", "window", "start", "end")
 
 
@@ -64,17 +83,8 @@ def _render_live(request: HttpRequest, page: str, live: str, context: dict) -> H
 @login_required
 def team_monitoring(request: HttpRequest, slug: str) -> HttpResponse:
     team = _visible_team(request, slug)
-    clusters = selectors.team_clusters(team)
-    cluster = _chosen(request, clusters)
-    window_form = WindowForm(request.GET or None)
-    window = window_form.window_value
-    context = {
-        "team": team,
-        "clusters": clusters,
-        "cluster": cluster,
-        "window_form": window_form,
-        "window": window,
-    }
+    context = _team_context(request, team)
+    cluster, window = context["cluster"], context["window"]
     if cluster is not None:
         # First: its queries run while the rest of the page is read and rendered.
         context["dashboard"] = dashboards.team_dashboard(team=team, cluster=cluster, window=window)
@@ -102,18 +112,8 @@ def pod_monitoring(request: HttpRequest, slug: str, pod: str) -> HttpResponse:
     team = _visible_team(request, slug)
     if len(pod) > POD_NAME_MAX_LENGTH:
         raise Http404("Not a pod name.")
-    clusters = selectors.team_clusters(team)
-    cluster = _chosen(request, clusters)
-    window_form = WindowForm(request.GET or None)
-    window = window_form.window_value
-    context = {
-        "team": team,
-        "pod": pod,
-        "clusters": clusters,
-        "cluster": cluster,
-        "window_form": window_form,
-        "window": window,
-    }
+    context = _team_context(request, team, pod=pod)
+    cluster, window = context["cluster"], context["window"]
     if cluster is not None:
         # The namespace is the team's; the pod name only narrows within it.
         context["dashboard"] = dashboards.pod_dashboard(
@@ -144,9 +144,19 @@ def idle_policy_update(request: HttpRequest, slug: str) -> HttpResponse:
     return redirect("monitoring-team", slug=team.slug)
 
 
-def _rules_response(text: str, filename: str) -> HttpResponse:
+def _rules_answer(
+    request: HttpRequest, *, cluster: Cluster, team: Team | None, name: str
+) -> HttpResponse:
+    """The alert rules of the team on the cluster (``team`` None: of the whole cluster) as a
+    YAML file ``<name>-<format>.yaml``, in the ``?format=`` asked for; a 400 in words for an
+    unknown format."""
+    rule_format = request.GET.get("format", "rules")
+    try:
+        text = rules.alert_rules_yaml(cluster=cluster, team=team, format=rule_format)
+    except ValidationError as error:
+        return HttpResponse(" ".join(error.messages), status=400, content_type="text/plain")
     response = HttpResponse(text, content_type="application/yaml; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    response["Content-Disposition"] = f'attachment; filename="{name}-{rule_format}.yaml"'
     return response
 
 
@@ -156,12 +166,7 @@ def team_alert_rules(request: HttpRequest, slug: str) -> HttpResponse:
     cluster = _chosen(request, selectors.team_clusters(team))
     if cluster is None:
         raise Http404("No cluster has metrics.")
-    rule_format = request.GET.get("format", "rules")
-    try:
-        text = rules.alert_rules_yaml(cluster=cluster, team=team, format=rule_format)
-    except ValidationError as error:
-        return HttpResponse(" ".join(error.messages), status=400, content_type="text/plain")
-    return _rules_response(text, f"{team.slug}-{cluster.name}-{rule_format}.yaml")
+    return _rules_answer(request, cluster=cluster, team=team, name=f"{team.slug}-{cluster.name}")
 
 
 @login_required
@@ -177,11 +182,11 @@ def cluster_list(request: HttpRequest) -> HttpResponse:
 def cluster_monitoring(request: HttpRequest, name: str) -> HttpResponse:
     permissions.check_can_see_clusters(request.user)
     cluster = get_object_or_404(Cluster, name=name)
-    window_form = WindowForm(request.GET or None)
-    window = window_form.window_value
-    context = {"cluster": cluster, "window_form": window_form, "window": window}
+    context = {"cluster": cluster, **_window_context(request)}
     if cluster.prometheus_url:
-        context["dashboard"] = dashboards.cluster_dashboard(cluster=cluster, window=window)
+        context["dashboard"] = dashboards.cluster_dashboard(
+            cluster=cluster, window=context["window"]
+        )
     return _render_live(
         request, "monitoring/cluster.html", "monitoring/_cluster_live.html", context
     )
@@ -191,12 +196,7 @@ def cluster_monitoring(request: HttpRequest, name: str) -> HttpResponse:
 def cluster_alert_rules(request: HttpRequest, name: str) -> HttpResponse:
     permissions.check_can_see_clusters(request.user)
     cluster = get_object_or_404(Cluster, name=name)
-    rule_format = request.GET.get("format", "rules")
-    try:
-        text = rules.alert_rules_yaml(cluster=cluster, team=None, format=rule_format)
-    except ValidationError as error:
-        return HttpResponse(" ".join(error.messages), status=400, content_type="text/plain")
-    return _rules_response(text, f"{cluster.name}-{rule_format}.yaml")
+    return _rules_answer(request, cluster=cluster, team=None, name=cluster.name)
 
 
 @login_required
@@ -207,14 +207,7 @@ def usage_report(request: HttpRequest) -> HttpResponse:
         form = UsageReportForm({}, user=request.user)
     page = None
     if form.is_valid():
-        data = form.cleaned_data
-        report = usage.usage_report(
-            user=request.user,
-            start=data["start"],
-            end=data["end"],
-            bucket=data["bucket"],
-            department=data["department"],
-        )
+        report = usage.usage_report(user=request.user, **form.cleaned_data)
         # The page shows a page of rows (an admin's report has a row per team); the totals
         # and the CSV cover them all.
         page = page_of(request, report.rows, USAGE_PAGE_SIZE)
@@ -237,13 +230,7 @@ def usage_report_csv(request: HttpRequest) -> HttpResponse:
             content_type="text/plain",
         )
     data = form.cleaned_data
-    report = usage.usage_report(
-        user=request.user,
-        start=data["start"],
-        end=data["end"],
-        bucket=data["bucket"],
-        department=data["department"],
-    )
+    report = usage.usage_report(user=request.user, **data)
     response = HttpResponse(report.csv(), content_type="text/csv; charset=utf-8")
     name = f"gpu-usage-{data['start']:%Y%m%d}-{data['end']:%Y%m%d}.csv"
     response["Content-Disposition"] = f'attachment; filename="{name}"'

@@ -40,10 +40,7 @@ def revision_refusals(*, team: Team, cluster: Cluster, request: RevisionRequest)
     return workload_refusals(
         team=team,
         cluster=cluster,
-        main=request.main,
-        gpu_resource=request.gpu_resource,
-        gpu_model=request.gpu_model,
-        annotations=request.annotations,
+        request=request,
         second=("sidecar", sidecar) if sidecar is not None else None,
         what="services",
     )

@@ -28,7 +28,6 @@ from django.core.exceptions import ValidationError
 
 from clusters.vocabulary import DEFAULT_GPU_RESOURCE
 from workloads.specs import (
-    MAX_GPUS_PER_POD,
     ContainerRequest,
     EnvPairs,
     Errors,
@@ -36,6 +35,7 @@ from workloads.specs import (
     read_annotations,
     read_gpu_model,
     read_gpu_resource,
+    read_gpus,
     read_nested,
     read_whole,
 )
@@ -202,14 +202,7 @@ class RevisionRequest:
         each bad field named in ``errors`` and read as a neutral value."""
         return cls(
             main=ContainerRequest.read(data, errors=errors),
-            gpus=read_whole(
-                data.get("gpus"),
-                errors=errors,
-                key="gpus",
-                low=1,
-                high=MAX_GPUS_PER_POD,
-                what="GPUs per replica",
-            ),
+            gpus=read_gpus(data.get("gpus"), errors=errors, what="GPUs per replica"),
             port=read_port(data.get("port"), errors=errors),
             probe=Probe.read(data.get("probe"), data.get("probe_path"), errors=errors),
             gpu_resource=read_gpu_resource(data.get("gpu_resource"), errors=errors),

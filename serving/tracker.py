@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
+from clusters.following import keep_by_name
 from clusters.vocabulary import REVISION_LABEL, SERVICE_ID_LABEL
 from clusters.workloads import WorkloadClient
 from serving import manifests, recording, selectors
@@ -77,14 +78,7 @@ class ClusterState:
             else:
                 self.deployments[key] = obj
             return key
-        store = self._store(kind)
-        name = _metadata(obj).get("name") or ""
-        if event_type == "DELETED":
-            store.get(key, {}).pop(name, None)
-            if key in store and not store[key]:
-                del store[key]
-        else:
-            store[key][name] = obj
+        keep_by_name(self._store(kind), key, event_type, obj)
         return key
 
     def keys(self) -> set[Key]:

@@ -10,21 +10,10 @@ from typing import Any
 from django.contrib.auth.models import User
 from django.db.models import Model
 
-from tenants.models import AuditEvent, Team
+from tenants.models import QUOTA_AMOUNT_FIELDS, AuditEvent, Team
 
 # What a quota request asks for and a grant gives (``QuotaAmounts``), and the state it is in.
-_QUOTA_FIELDS = [
-    "team_id",
-    "cluster_id",
-    "gpu_resource",
-    "gpu_model",
-    "gpus",
-    "cpu_cores",
-    "memory_gib",
-    "starts_on",
-    "ends_on",
-    "state",
-]
+_QUOTA_FIELDS = ["team_id", "cluster_id", *QUOTA_AMOUNT_FIELDS, "state"]
 
 # The fields of each model that an event's before/after holds.
 AUDITED_FIELDS = {
@@ -91,6 +80,33 @@ def audit(
     event = _event(actor, action, target, team, before, after, note)
     event.save(force_insert=True)
     return event
+
+
+def save_audited(
+    *,
+    actor: User | None,
+    instance: Model,
+    action: AuditEvent.Action,
+    team: Team | None,
+    before: dict | None,
+) -> bool:
+    """Validate a new or changed row (``full_clean``), save it and record the change, inside the
+    caller's transaction. ``before`` is the row's ``snapshot`` from before the change (None: a
+    new row); a row whose audited fields are as they were is neither saved nor recorded, and the
+    answer is False."""
+    if before is not None and snapshot(instance) == before:
+        return False
+    instance.full_clean()
+    instance.save()
+    audit(
+        actor=actor,
+        action=action,
+        target=instance,
+        team=team,
+        before=before,
+        after=snapshot(instance),
+    )
+    return True
 
 
 def audit_each(

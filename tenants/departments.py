@@ -9,12 +9,13 @@ re-parenting at once cannot close a cycle between them.
 
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import IntegrityError, transaction
+from django.db import transaction
 
 from clusters.models import Cluster
 from clusters.vocabulary import DEFAULT_GPU_RESOURCE
 from tenants import department_tree
-from tenants.audit import audit, snapshot
+from tenants.audit import audit, save_audited, snapshot
+from tenants.errors import refuse_taken_slug
 from tenants.models import AuditEvent, Department, DepartmentCeiling, Team
 from tenants.permissions import is_portal_admin
 from tenants.quota_checks import unknown_gpu_model
@@ -62,22 +63,14 @@ def department_create(
 ) -> Department:
     _require_admin(actor, "create departments")
     department = Department(slug=slug, name=name, parent=parent)
-    department.full_clean()
-    try:
-        with transaction.atomic():
-            department.save()
-            audit(
-                actor=actor,
-                action=Action.DEPARTMENT_CREATED,
-                target=department,
-                team=None,
-                before=None,
-                after=snapshot(department),
-            )
-    except IntegrityError as error:
-        raise ValidationError(
-            {"slug": f"A department with slug {slug!r} already exists."}
-        ) from error
+    with refuse_taken_slug("department", slug), transaction.atomic():
+        save_audited(
+            actor=actor,
+            instance=department,
+            action=Action.DEPARTMENT_CREATED,
+            team=None,
+            before=None,
+        )
     return department
 
 
@@ -91,35 +84,25 @@ def department_update(
 ) -> Department:
     """Rename a department or move it under another (``parent``; None: to the top)."""
     _require_admin(actor, "change departments")
-    try:
-        with transaction.atomic():
-            parents = _lock_tree()
-            locked = Department.objects.get(pk=department.pk)
-            before = snapshot(locked)
-            if parent is not UNCHANGED:
-                check_parent(locked, parent, parents)
-                locked.parent = parent
-            if slug is not None:
-                locked.slug = slug
-            if name is not None:
-                locked.name = name
-            if snapshot(locked) == before:
-                return locked
-            locked.full_clean()
-            locked.save()
-            audit(
-                actor=actor,
-                action=Action.DEPARTMENT_UPDATED,
-                target=locked,
-                team=None,
-                before=before,
-                after=snapshot(locked),
-            )
+    with refuse_taken_slug("department", slug), transaction.atomic():
+        parents = _lock_tree()
+        locked = Department.objects.get(pk=department.pk)
+        before = snapshot(locked)
+        if parent is not UNCHANGED:
+            check_parent(locked, parent, parents)
+            locked.parent = parent
+        if slug is not None:
+            locked.slug = slug
+        if name is not None:
+            locked.name = name
+        if save_audited(
+            actor=actor,
+            instance=locked,
+            action=Action.DEPARTMENT_UPDATED,
+            team=None,
+            before=before,
+        ):
             _cohorts_follow(locked, before, parents)
-    except IntegrityError as error:
-        raise ValidationError(
-            {"slug": f"A department with slug {slug!r} already exists."}
-        ) from error
     return locked
 
 
@@ -228,18 +211,8 @@ def department_set_ceiling(
         before = snapshot(ceiling) if ceiling else None
         if gpus is None:
             if ceiling is None:
-                return None
-            audit(
-                actor=actor,
-                action=Action.DEPARTMENT_CEILING_SET,
-                target=ceiling,
-                team=None,
-                before=before,
-                after=None,
-            )
-            ceiling.delete()
-            return None
-        if ceiling is None:
+                return None  # no ceiling to remove
+        elif ceiling is None:
             ceiling = DepartmentCeiling.objects.create(
                 department=department,
                 cluster=cluster,
@@ -258,6 +231,9 @@ def department_set_ceiling(
             target=ceiling,
             team=None,
             before=before,
-            after=snapshot(ceiling),
+            after=None if gpus is None else snapshot(ceiling),
         )
+        if gpus is None:
+            ceiling.delete()  # after its event, which names its id
+            return None
     return ceiling

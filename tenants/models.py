@@ -205,6 +205,12 @@ class QuotaAmounts(models.Model):
         abstract = True
 
 
+# What a request asks for and a grant gives beside the team and the cluster (gpu_resource,
+# gpu_model, gpus, cpu_cores, memory_gib, starts_on, ends_on): what the audit trail records of
+# both and the API shows.
+QUOTA_AMOUNT_FIELDS = [f.name for f in QuotaAmounts._meta.local_fields if not f.is_relation]
+
+
 class QuotaRequest(QuotaAmounts):
     """A team lead's ask for GPU quota, waiting for (or having had) an admin's decision."""
 

@@ -29,6 +29,7 @@ from tenants.quota_checks import (
     check_capacity,
     check_new_quota_request,
     check_transition,
+    narrowing_errors,
 )
 from tenants.reconcile_triggers import request_reconcile_after_commit
 
@@ -225,20 +226,14 @@ def quota_request_approve(
         check_transition(locked, RequestState.APPROVED)
         granted = locked.gpus if gpus is None else gpus
         granted_until = locked.ends_on if ends_on is None else ends_on
-        errors = {}
-        if not isinstance(granted, int) or isinstance(granted, bool) or granted < 1:
-            errors["gpus"] = "Must be a whole number of GPUs, at least 1."
-        elif granted > locked.gpus:
-            errors["gpus"] = f"Can approve at most the {locked.gpus} GPUs requested."
-        if ends_on is not None:
-            if ends_on < locked.starts_on:
-                errors["ends_on"] = (
-                    f"Must not be before the start date ({locked.starts_on.isoformat()})."
-                )
-            elif locked.ends_on is not None and ends_on > locked.ends_on:
-                errors["ends_on"] = (
-                    f"Can only shorten the requested period (it ends {locked.ends_on.isoformat()})."
-                )
+        errors = narrowing_errors(
+            locked,
+            gpus=gpus,
+            ends_on=ends_on,
+            whole="Must be a whole number of GPUs, at least 1.",
+            most="Can approve at most the {gpus} GPUs requested.",
+            latest="Can only shorten the requested period (it ends {ends_on}).",
+        )
         if granted_until is not None and granted_until < timezone.localdate():
             errors.setdefault(
                 "ends_on", f"The period ended on {granted_until.isoformat()}; nothing to grant."
@@ -378,24 +373,14 @@ def quota_grant_shrink(
     with transaction.atomic():
         locked = QuotaGrant.objects.select_for_update().get(pk=grant.pk)
         check_transition(locked, GrantState.ACTIVE)
-        errors = {}
-        if gpus is not None:
-            if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 1:
-                errors["gpus"] = "Must be a whole number of GPUs, at least 1 (revoke to end it)."
-            elif gpus > locked.gpus:
-                errors["gpus"] = (
-                    f"Can only shrink: the grant has {locked.gpus} GPUs. Ask for more with a "
-                    f"new request."
-                )
-        if ends_on is not None:
-            if ends_on < locked.starts_on:
-                errors["ends_on"] = (
-                    f"Must not be before the start date ({locked.starts_on.isoformat()})."
-                )
-            elif locked.ends_on is not None and ends_on > locked.ends_on:
-                errors["ends_on"] = (
-                    f"Can only end sooner: the grant ends {locked.ends_on.isoformat()}."
-                )
+        errors = narrowing_errors(
+            locked,
+            gpus=gpus,
+            ends_on=ends_on,
+            whole="Must be a whole number of GPUs, at least 1 (revoke to end it).",
+            most="Can only shrink: the grant has {gpus} GPUs. Ask for more with a new request.",
+            latest="Can only end sooner: the grant ends {ends_on}.",
+        )
         if not errors and (gpus in (None, locked.gpus)) and (ends_on in (None, locked.ends_on)):
             errors["non_field_errors"] = "Nothing to change: give fewer GPUs or an earlier end."
         if errors:

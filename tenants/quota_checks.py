@@ -2,11 +2,13 @@
 new request may ask for, who may decide on one, and whether the cluster's capacity holds a grant.
 
 Each raises (``InvalidTransition``, ``ValidationError`` naming every bad field, or
-``PermissionDenied``) and writes nothing; ``services`` calls them before it changes a row.
+``PermissionDenied``), or answers the bad fields for a caller that checks more of its own, and
+writes nothing; ``services`` calls them before it changes a row.
 """
 
 import datetime
 from decimal import Decimal
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -109,6 +111,36 @@ def unknown_gpu_model(*, cluster: Cluster, gpu_resource: str, gpu_model: str) ->
         f"No node of cluster {cluster.name} has GPU model {gpu_model!r} ({gpu_resource}); its "
         f"models are: {', '.join(models) or 'none'}."
     )
+
+
+def narrowing_errors(
+    quota: QuotaRequest | QuotaGrant,
+    *,
+    gpus: Any,
+    ends_on: datetime.date | None,
+    whole: str,
+    most: str,
+    latest: str,
+) -> dict[str, str]:
+    """The bad fields, in words, of narrowing a request (approving it for less) or a grant
+    (shrinking it) to ``gpus`` until ``ends_on`` (None: as they are): a whole number of GPUs
+    from 1 (else ``whole``) to the ``quota``'s (else ``most``, which may name them as
+    ``{gpus}``), an end from the ``quota``'s start to its end (else ``latest``, which may name
+    that end as ``{ends_on}``)."""
+    errors: dict[str, str] = {}
+    if gpus is not None:
+        if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 1:
+            errors["gpus"] = whole
+        elif gpus > quota.gpus:
+            errors["gpus"] = most.format(gpus=quota.gpus)
+    if ends_on is not None:
+        if ends_on < quota.starts_on:
+            errors["ends_on"] = (
+                f"Must not be before the start date ({quota.starts_on.isoformat()})."
+            )
+        elif quota.ends_on is not None and ends_on > quota.ends_on:
+            errors["ends_on"] = latest.format(ends_on=quota.ends_on.isoformat())
+    return errors
 
 
 def check_can_decide(

@@ -13,12 +13,12 @@ from decimal import Decimal
 
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from clusters.models import Cluster
-from tenants.audit import audit, snapshot
-from tenants.errors import InvalidTransition
+from tenants.audit import audit, save_audited, snapshot
+from tenants.errors import InvalidTransition, refuse_taken_slug
 from tenants.identities import identity_refusal
 from tenants.models import AuditEvent, Membership, QuotaGrant, QuotaRequest, Team, TeamCluster
 from tenants.permissions import is_portal_admin
@@ -44,21 +44,8 @@ def team_create(*, actor: User, slug: str, name: str, description: str = "") -> 
     if not is_portal_admin(actor):
         raise PermissionDenied("Only portal admins can create teams.")
     team = Team(slug=slug, name=name, description=description)
-    team.full_clean()
-    try:
-        with transaction.atomic():
-            team.save()
-            audit(
-                actor=actor,
-                action=Action.TEAM_CREATED,
-                target=team,
-                team=team,
-                before=None,
-                after=snapshot(team),
-            )
-    except IntegrityError as error:
-        # full_clean's uniqueness check can lose a race with another admin creating the same slug.
-        raise ValidationError({"slug": f"A team with slug {slug!r} already exists."}) from error
+    with refuse_taken_slug("team", slug), transaction.atomic():
+        save_audited(actor=actor, instance=team, action=Action.TEAM_CREATED, team=team, before=None)
     return team
 
 
@@ -91,7 +78,7 @@ def team_update(
     slug."""
     if not is_portal_admin(actor):
         raise PermissionDenied("Only portal admins can change teams.")
-    with transaction.atomic():
+    with refuse_taken_slug("team", slug), transaction.atomic():
         locked = Team.objects.select_for_update().get(pk=team.pk)
         before = snapshot(locked)
         if slug is not None:
@@ -103,19 +90,10 @@ def team_update(
             locked.description = description
         if external_services_allowed is not None:
             locked.external_services_allowed = external_services_allowed
-        if snapshot(locked) == before:
-            return locked
-        locked.full_clean()
-        locked.save()
-        audit(
-            actor=actor,
-            action=Action.TEAM_UPDATED,
-            target=locked,
-            team=locked,
-            before=before,
-            after=snapshot(locked),
+        saved = save_audited(
+            actor=actor, instance=locked, action=Action.TEAM_UPDATED, team=locked, before=before
         )
-        if locked.external_services_allowed != before["external_services_allowed"]:
+        if saved and locked.external_services_allowed != before["external_services_allowed"]:
             request_reconcile_on_team_clusters(team=locked)  # the namespaces' label
     return locked
 

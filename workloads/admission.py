@@ -22,7 +22,7 @@ from tenants.models import Team
 from tenants.selectors import namespace_ownership
 from workloads import gpu_kinds
 from workloads.images import registry_refusal
-from workloads.specs import ContainerRequest, EnvPairs, Errors, joined
+from workloads.specs import ContainerRequest, EnvPairs, Errors, GpuPodRequest, joined
 
 # Kubernetes' own annotation prefixes (and their subdomains); the portal's is PORTAL_PREFIX.
 RESERVED_ANNOTATION_DOMAINS = ("kubernetes.io", "k8s.io")
@@ -99,29 +99,31 @@ def workload_refusals(
     *,
     team: Team,
     cluster: Cluster,
-    main: ContainerRequest,
-    gpu_resource: str,
-    gpu_model: str,
-    annotations: EnvPairs,
+    request: GpuPodRequest,
     second: tuple[str, ContainerRequest] | None = None,
     what: str = "jobs",
 ) -> Errors:
     """Every rule of the team and the cluster a workload breaks, by field (quota aside): the
-    GPU container ``main``, its GPUs, its pods' annotations, and a CPU-only ``second``
+    ``request``'s GPU container, its GPUs, its pods' annotations, and a CPU-only ``second``
     container given as (its field, the container) whose bad fields are named under its field.
     ``what`` names the workload in the messages ("jobs", "services")."""
     errors: Errors = {}
     check_team(team, errors=errors, what=what)
     check_namespace(team, cluster=cluster, errors=errors, what=what.removesuffix("s"))
-    check_image(main.image, cluster=cluster, errors=errors, key="image")
-    check_gpus(cluster=cluster, gpu_resource=gpu_resource, gpu_model=gpu_model, errors=errors)
+    check_image(request.main.image, cluster=cluster, errors=errors, key="image")
+    check_gpus(
+        cluster=cluster,
+        gpu_resource=request.gpu_resource,
+        gpu_model=request.gpu_model,
+        errors=errors,
+    )
     if second is not None:
         key, container = second
         local: Errors = {}
         check_image(container.image, cluster=cluster, errors=local, key="image")
         if local:
             errors[key] = joined(local)
-    check_annotations(annotations, errors=errors, what=what)
+    check_annotations(request.annotations, errors=errors, what=what)
     return errors
 
 

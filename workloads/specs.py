@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import Any, Protocol
 
 from clusters.vocabulary import DEFAULT_GPU_RESOURCE, NVIDIA_ENV_PREFIX
 from workloads.images import read_image
@@ -152,6 +152,11 @@ def read_whole(value: Any, *, errors: Errors, key: str, low: int, high: int, wha
     return value
 
 
+def read_gpus(value: Any, *, errors: Errors, what: str) -> int:
+    """The GPUs one pod asks for (``gpus``): a whole number from 1 to ``MAX_GPUS_PER_POD``."""
+    return read_whole(value, errors=errors, key="gpus", low=1, high=MAX_GPUS_PER_POD, what=what)
+
+
 def read_name(value: Any, *, errors: Errors) -> str:
     name = value.strip() if isinstance(value, str) else ""
     if not NAME_RE.match(name):
@@ -283,3 +288,20 @@ class ContainerRequest:
                 maximum=MAX_MEMORY_GIB,
             ),
         )
+
+
+class GpuPodRequest(Protocol):
+    """What every kind of workload's request (a job's, a service revision's) has of the pods it
+    asks for: the GPU container (``main``), the GPUs' kind and model, the pods' annotations."""
+
+    @property
+    def main(self) -> ContainerRequest: ...
+
+    @property
+    def gpu_resource(self) -> str: ...
+
+    @property
+    def gpu_model(self) -> str: ...
+
+    @property
+    def annotations(self) -> EnvPairs: ...

@@ -36,18 +36,18 @@ from tenants.selectors import teams_visible_to
 from workloads import log_follows
 from workloads.api.logs import (
     TAIL,
+    container_parameter,
+    events_action,
     events_answer,
     log_answer,
     log_container,
     log_pod,
     log_tail,
 )
-from workloads.api.serializers import LogSerializer, WorkloadEventSerializer
+from workloads.api.serializers import LogSerializer
 
-CONTAINER = OpenApiParameter(
-    "container",
-    str,
-    enum=list(cluster_reads.CONTAINERS),
+CONTAINER = container_parameter(
+    cluster_reads.CONTAINERS,
     description="The GPU container (main, default) or the preprocessing one.",
 )
 POD = OpenApiParameter("pod", str, description="One of the job's pods (default: the newest).")
@@ -227,17 +227,7 @@ class GpuJobViewSet(
         response["X-Accel-Buffering"] = "no"  # proxies must pass lines on as they come
         return response
 
-    @extend_schema(
-        summary="Events of the job's Job and pods (scheduling, pulling, quota refusals)",
-        responses=WorkloadEventSerializer(many=True),
-    )
-    @action(
-        detail=True,
-        methods=["get"],
-        pagination_class=None,
-        filter_backends=[],
-        reads_cluster=True,
-    )
+    @events_action("Events of the job's Job and pods (scheduling, pulling, quota refusals)")
     def events(self, request, pk=None):
         return events_answer(cluster_reads.job_events(self.get_object()))
 

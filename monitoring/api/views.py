@@ -121,15 +121,7 @@ class UsageReportView(MetricsAPIView):
         form = UsageReportForm(params, user=request.user)
         if not form.is_valid():
             raise ValidationError(form.errors.get_json_data())
-        data = form.cleaned_data
-        report = usage.usage_report(
-            user=request.user,
-            start=data["start"],
-            end=data["end"],
-            bucket=data["bucket"],
-            strict=True,
-            department=data["department"],
-        )
+        report = usage.usage_report(user=request.user, strict=True, **form.cleaned_data)
         if request.accepted_renderer.format == "csv":
             response = Response(report.csv(), content_type="text/csv; charset=utf-8")
             response["Content-Disposition"] = 'attachment; filename="gpu-usage.csv"'

@@ -29,19 +29,18 @@ from serving.models import Revision
 from tenants.api.filters import PortalFilterBackend, StableOrderingFilter
 from workloads.api.logs import (
     TAIL,
+    container_parameter,
+    events_action,
     events_answer,
     log_answer,
     log_container,
     log_pod,
     log_tail,
 )
-from workloads.api.serializers import LogSerializer, WorkloadEventSerializer
+from workloads.api.serializers import LogSerializer
 
-CONTAINER = OpenApiParameter(
-    "container",
-    str,
-    enum=list(cluster_reads.CONTAINERS),
-    description="The model server (server, default) or the sidecar.",
+CONTAINER = container_parameter(
+    cluster_reads.CONTAINERS, description="The model server (server, default) or the sidecar."
 )
 POD = OpenApiParameter("pod", str, description="One of its replicas (default: the newest).")
 
@@ -235,16 +234,6 @@ class InferenceServiceViewSet(
         )
         return log_answer(result, tail=tail)
 
-    @extend_schema(
-        summary="Events of the service's Deployments, ReplicaSets, pods and Services",
-        responses=WorkloadEventSerializer(many=True),
-    )
-    @action(
-        detail=True,
-        methods=["get"],
-        pagination_class=None,
-        filter_backends=[],
-        reads_cluster=True,
-    )
+    @events_action("Events of the service's Deployments, ReplicaSets, pods and Services")
     def events(self, request, pk=None):
         return events_answer(cluster_reads.service_events(self.get_object()))

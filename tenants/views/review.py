@@ -3,7 +3,9 @@ capacity, approve and reject, one by one or the ticked ones at once. A departmen
 holds their departments' teams' requests, each saying whether they may decide it or it needs a
 portal admin (``tenants.ceilings``), with the ceiling's arithmetic."""
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -178,53 +180,68 @@ def _visible_request(request: HttpRequest, pk: int) -> QuotaRequest:
     return get_object_or_404(selectors.quota_requests_visible_to(request.user), pk=pk)
 
 
-@require_POST
-@login_required
-def quota_request_approve(request: HttpRequest, pk: int) -> HttpResponse:
-    quota_request = _visible_request(request, pk)
-    form = ApproveForm(request.POST, prefix=f"approve-{pk}")
+def _decide(
+    request: HttpRequest,
+    pk: int,
+    *,
+    form: ApproveForm | RejectForm,
+    decide: Callable[[dict], Any],
+    done: Callable[[Any], str],
+    form_name: str,
+) -> HttpResponse:
+    """One decision from its form: ``decide(cleaned_data)`` (a ``quota`` service), then back to
+    the queue with ``done(what it answered)``, or with the refusal of a request decided
+    meanwhile; a form or a decision with bad fields is shown again on the queue, bound, as
+    ``form_name``."""
     if form.is_valid():
         try:
-            grant = quota.quota_request_approve(
-                reviewer=request.user,
-                quota_request=quota_request,
-                gpus=form.cleaned_data["gpus"],
-                ends_on=form.cleaned_data["ends_on"],
-                note=form.cleaned_data["note"],
-            )
+            decided = decide(form.cleaned_data)
         except ValidationError as error:
             add_service_errors(form, error)
         except InvalidTransition as error:
             messages.error(request, str(error))
             return redirect("review-queue")
         else:
-            messages.success(
-                request,
-                f"Approved request #{quota_request.pk}: {quota_request.team} has "
-                f"{grant.gpus} × {grant.gpu_resource} on {grant.cluster}.",
-            )
+            messages.success(request, done(decided))
             return redirect("review-queue")
     _require_reviewer(request)
-    return _render_review(request, bound_id=pk, approve_form=form)
+    return _render_review(request, bound_id=pk, **{form_name: form})
+
+
+@require_POST
+@login_required
+def quota_request_approve(request: HttpRequest, pk: int) -> HttpResponse:
+    quota_request = _visible_request(request, pk)
+    return _decide(
+        request,
+        pk,
+        form=ApproveForm(request.POST, prefix=f"approve-{pk}"),
+        decide=lambda data: quota.quota_request_approve(
+            reviewer=request.user,
+            quota_request=quota_request,
+            gpus=data["gpus"],
+            ends_on=data["ends_on"],
+            note=data["note"],
+        ),
+        done=lambda grant: (
+            f"Approved request #{quota_request.pk}: {quota_request.team} has "
+            f"{grant.gpus} × {grant.gpu_resource} on {grant.cluster}."
+        ),
+        form_name="approve_form",
+    )
 
 
 @require_POST
 @login_required
 def quota_request_reject(request: HttpRequest, pk: int) -> HttpResponse:
     quota_request = _visible_request(request, pk)
-    form = RejectForm(request.POST, prefix=f"reject-{pk}")
-    if form.is_valid():
-        try:
-            quota.quota_request_reject(
-                reviewer=request.user, quota_request=quota_request, note=form.cleaned_data["note"]
-            )
-        except ValidationError as error:
-            add_service_errors(form, error)
-        except InvalidTransition as error:
-            messages.error(request, str(error))
-            return redirect("review-queue")
-        else:
-            messages.success(request, f"Rejected request #{quota_request.pk}.")
-            return redirect("review-queue")
-    _require_reviewer(request)
-    return _render_review(request, bound_id=pk, reject_form=form)
+    return _decide(
+        request,
+        pk,
+        form=RejectForm(request.POST, prefix=f"reject-{pk}"),
+        decide=lambda data: quota.quota_request_reject(
+            reviewer=request.user, quota_request=quota_request, note=data["note"]
+        ),
+        done=lambda rejected: f"Rejected request #{quota_request.pk}.",
+        form_name="reject_form",
+    )

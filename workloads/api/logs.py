@@ -1,10 +1,13 @@
 """What every workload's API shares about logs and events: the ``tail``, ``container`` and
-``pod`` parameters (a 400 naming the parameter for a bad value) and the answers' shapes
-(``LogSerializer``'s, ``WorkloadEventSerializer``'s)."""
+``pod`` parameters (a 400 naming the parameter for a bad value), the answers' shapes
+(``LogSerializer``'s, ``WorkloadEventSerializer``'s) and the ``events`` action."""
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiParameter
+from collections.abc import Callable, Iterable
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
@@ -16,6 +19,11 @@ from workloads.specs import DNS_SUBDOMAIN_RE
 TAIL = OpenApiParameter(
     "tail", int, description=f"Last N lines (default 100, at most {MAX_TAIL_LINES})."
 )
+
+
+def container_parameter(containers: Iterable[str], *, description: str) -> OpenApiParameter:
+    """``?container=`` in the schema: one of the workload's ``containers``."""
+    return OpenApiParameter("container", str, enum=list(containers), description=description)
 
 
 def _int_param(request, name: str, default: int, *, low: int, high: int) -> int:
@@ -71,3 +79,21 @@ def log_pod(request) -> str | None:
 def events_answer(events: list[WorkloadEvent]) -> Response:
     """Events about a workload's objects (``WorkloadEventSerializer``'s shape), oldest first."""
     return Response(WorkloadEventSerializer([e.__dict__ for e in events], many=True).data)
+
+
+def events_action(summary: str) -> Callable:
+    """Makes a viewset's method its ``events`` action: ``GET .../{id}/events/``, unpaginated and
+    unfiltered, reading the cluster, answered in ``WorkloadEventSerializer``'s shape."""
+
+    def decorate(method: Callable) -> Callable:
+        route = action(
+            detail=True,
+            methods=["get"],
+            pagination_class=None,
+            filter_backends=[],
+            reads_cluster=True,
+        )
+        schema = extend_schema(summary=summary, responses=WorkloadEventSerializer(many=True))
+        return schema(route(method))
+
+    return decorate

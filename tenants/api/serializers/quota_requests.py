@@ -7,23 +7,11 @@ from clusters.vocabulary import DEFAULT_GPU_RESOURCE
 from core.fields import StringField
 from core.validators import MAX_NOTE_LENGTH, MAX_TEXT_LENGTH
 from tenants.api.serializers.clusters import cluster_named
-from tenants.models import QuotaRequest, Team
+from tenants.models import QUOTA_AMOUNT_FIELDS, QuotaRequest, Team
 from tenants.selectors import teams_visible_to
 
 # The fields a request and a grant have alike.
-QUOTA_FIELDS = [
-    "id",
-    "team",
-    "cluster",
-    "gpu_resource",
-    "gpu_model",
-    "gpus",
-    "cpu_cores",
-    "memory_gib",
-    "starts_on",
-    "ends_on",
-    "state",
-]
+QUOTA_FIELDS = ["id", "team", "cluster", *QUOTA_AMOUNT_FIELDS, "state"]
 
 
 class QuotaRequestSerializer(serializers.ModelSerializer):

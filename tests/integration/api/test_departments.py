@@ -189,12 +189,18 @@ def test_a_ceiling_on_an_unknown_cluster_is_400_naming_cluster(api, admin, resea
 
 def test_a_ceiling_of_null_removes_it(api, admin, research, models):
     ceiling(api, admin)
+    set_event = AuditEvent.objects.get(action=Action.DEPARTMENT_CEILING_SET)
 
     response = ceiling(api, admin, gpus=None)
 
     assert response.status_code == 200
     assert response.data["ceilings"] == []
-    assert AuditEvent.objects.filter(action=Action.DEPARTMENT_CEILING_SET).count() == 2
+    removed = AuditEvent.objects.filter(action=Action.DEPARTMENT_CEILING_SET).exclude(
+        pk=set_event.pk
+    )
+    assert [(e.target_id, e.before["gpus"], e.after) for e in removed] == [
+        (set_event.target_id, 8, None)
+    ]
 
 
 def test_the_detail_shows_what_nested_teams_hold_against_the_ceiling(

@@ -276,3 +276,21 @@ def test_a_team_whose_slug_a_cluster_reserved_later_can_still_be_renamed(admin, 
     renamed = services.team_update(actor=admin, team=team, name="Vision, renamed")
 
     assert renamed.name == "Vision, renamed"
+
+
+def test_a_slug_taken_while_a_team_is_renamed_is_an_error_on_slug(admin, team, monkeypatch):
+    from django.core.exceptions import ValidationError
+
+    from tenants import services
+
+    renamed = factories.TeamFactory(slug="speech")
+    # Another admin takes the slug between full_clean's uniqueness check and the save: a race
+    # one test on SQLite cannot make, stood in for by skipping that check (the unique index
+    # still refuses the row, as it does in the race).
+    monkeypatch.setattr(Team, "validate_unique", lambda self, exclude=None: None)
+
+    with pytest.raises(ValidationError) as raised:
+        services.team_update(actor=admin, team=renamed, slug=team.slug)
+
+    assert raised.value.message_dict == {"slug": ["A team with slug 'vision' already exists."]}
+    assert Team.objects.get(pk=renamed.pk).slug == "speech"

@@ -310,6 +310,16 @@ def is_built() -> bool:
     )
 
 
+def nothing_to_build() -> bool:
+    """True when ``build`` has nothing to do: the binaries, the tools and the files fetched
+    from Go modules are all cached for the pins."""
+    return (
+        is_built()
+        and all(tool_built(tool) for tool in TOOL_BUILDS)
+        and all(files_fetched(files) for files in FILE_MODULES)
+    )
+
+
 def _go_env() -> dict[str, str]:
     go_flags = " ".join(
         filter(None, [os.environ.get("GOFLAGS"), "-mod=readonly", "-buildvcs=false"])

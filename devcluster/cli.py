@@ -24,7 +24,13 @@ from devcluster import (
     versions,
 )
 from devcluster.gpu_models import KNOWN_MODELS
-from devcluster.settings import INSTANCE_PORT_STEP, MAX_INSTANCE, check_instance, current
+from devcluster.settings import (
+    INSTANCE_PORT_STEP,
+    MAX_INSTANCE,
+    Settings,
+    check_instance,
+    current,
+)
 
 
 def _node_options(args: argparse.Namespace) -> cluster.NodeOptions:
@@ -56,6 +62,10 @@ def _explicit_node_options(args: argparse.Namespace) -> bool:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
+    if args.check:
+        built = builder.nothing_to_build()
+        print(f"{builder.bin_dir()}: {'built' if built else 'not built'}", file=sys.stderr)
+        return 0 if built else 1
     print(builder.build(force=args.force), file=sys.stderr)
     return 0
 
@@ -126,6 +136,12 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_env(args: argparse.Namespace) -> int:
     settings = current()
+    if args.planned:
+        # The running cluster's, or those of the cluster `up` would start now.
+        if not cluster.is_healthy(settings):
+            settings = Settings.from_env()
+        print("\n".join(cluster.env_lines(settings)))
+        return 0
     if not cluster.is_healthy(settings):
         print("devcluster is not running (start it with: python -m devcluster up)", file=sys.stderr)
         return 1
@@ -139,6 +155,9 @@ def cmd_mint(args: argparse.Namespace) -> int:
 
 
 def cmd_install_portal(args: argparse.Namespace) -> int:
+    if args.credentials_only:
+        print(portal_install.credentials_only(output=args.output))
+        return 0
     print(portal_install.install(output=args.output))
     return 0
 
@@ -196,6 +215,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     build = commands.add_parser("build", help="build the pinned binaries into the cache")
     build.add_argument("--force", action="store_true", help="rebuild even if cached")
+    build.add_argument(
+        "--check",
+        action="store_true",
+        help="build nothing: exit 0 when everything is cached for the pins, 1 when a build "
+        "has work to do",
+    )
     build.set_defaults(handler=cmd_build)
 
     kc_build = commands.add_parser(
@@ -256,7 +281,13 @@ def build_parser() -> argparse.ArgumentParser:
     down.set_defaults(handler=cmd_down)
 
     commands.add_parser("status", help="show components and nodes").set_defaults(handler=cmd_status)
-    commands.add_parser("env", help="print the export lines again").set_defaults(handler=cmd_env)
+    env = commands.add_parser("env", help="print the export lines again")
+    env.add_argument(
+        "--planned",
+        action="store_true",
+        help="also when the cluster is not up (yet): the lines of the cluster `up` would start",
+    )
+    env.set_defaults(handler=cmd_env)
 
     mint = commands.add_parser("mint", help="mint a client-certificate kubeconfig for a user")
     mint.add_argument("user")
@@ -270,6 +301,12 @@ def build_parser() -> argparse.ArgumentParser:
         "a kubeconfig for the portal's ServiceAccount",
     )
     install_portal.add_argument("--output", type=Path, help="where to write the kubeconfig")
+    install_portal.add_argument(
+        "--credentials-only",
+        action="store_true",
+        help="only the kubeconfig, also before the cluster is up or built (the CA is made if "
+        "there is none); deploy/ is applied by a later install-portal",
+    )
     install_portal.set_defaults(handler=cmd_install_portal)
 
     fill = commands.add_parser("backfill", help="load deterministic DCGM history into Prometheus")

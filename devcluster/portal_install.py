@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from devcluster import cluster, credentials, kueue
+from devcluster import cluster, credentials, kueue, pki
 from devcluster.settings import Settings, current
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
@@ -43,4 +43,14 @@ def install(settings: Settings | None = None, *, output: Path | None = None) -> 
             kueue.apply(api, obj)
     finally:
         api.close()
+    return credentials.mint(PORTAL_USER, settings=settings, output=output)
+
+
+def credentials_only(settings: Settings | None = None, *, output: Path | None = None) -> Path:
+    """The portal's kubeconfig before the cluster is up (the demo's portal starts while the
+    cluster is built): the cluster's CA is made if there is none yet (``up`` keeps it, so the
+    kubeconfig stays valid), nothing is applied. Until ``install`` has applied deploy/, the
+    cluster refuses the portal (403) or does not answer, and the portal tries again."""
+    settings = settings or current()
+    pki.ensure_ca(settings.pki_dir)
     return credentials.mint(PORTAL_USER, settings=settings, output=output)

@@ -83,6 +83,10 @@ SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", not DEBUG)
 PORTAL_NAME = env("PORTAL_NAME", "gpu-portal")
 # The namespace the portal's own pods run in (deploy/namespace.yaml): never a team's.
 PORTAL_NAMESPACE = env("PORTAL_NAMESPACE", "gpu-portal")
+# A file whose text every page shows at its top as a notice (portal/notice.py), read at each
+# request: a notice comes and goes with the file, without a restart. Unset, or no file, no
+# notice. The demo says there how far the build of its cluster is.
+PORTAL_NOTICE_FILE = env("PORTAL_NOTICE_FILE")
 
 TEMPLATES = [
     {

@@ -1,6 +1,6 @@
 """Container image references read the way the container runtime reads them, and the registry
 entries of a cluster's allow-list. Pure; shared by the job checks (``workloads.images``), the
-cluster's admission policy (``tenants.admission_policies``, which repeats these rules in CEL) and
+cluster's admission policy (``reconcile.admission_policies``, which repeats these rules in CEL) and
 the validation of ``Cluster.allowed_registries``.
 
 The grammar and the normalisation are those of ``github.com/distribution/reference``, which

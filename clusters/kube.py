@@ -7,7 +7,7 @@ A ``KubeError`` carries the API server's answer: its HTTP ``status`` and its Sta
 people.
 
 Objects go in and come out as plain dicts (the API's JSON), never the client's model classes:
-what the portal builds (``tenants.manifests``) is compared with what the cluster holds without
+what the portal builds (``reconcile.manifests``) is compared with what the cluster holds without
 translation, and reading JSON is several times faster than building model objects.
 
 ``KubeClient`` counts the requests it makes (``reads`` and ``writes``), so callers can prove that

@@ -19,7 +19,7 @@ from clusters.models import Cluster, QuotaMode
 from clusters.vocabulary import GUARANTEED
 from gpujobs import selectors
 from gpujobs.specs import JobRequest
-from tenants.desired_state import team_queue_limits
+from reconcile.desired_state import team_queue_limits
 from tenants.models import Team
 from workloads.admission import parse_with_refusals, workload_refusals
 from workloads.specs import Errors

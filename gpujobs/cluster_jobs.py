@@ -29,7 +29,7 @@ from gpujobs import cluster_reads, manifests, selectors
 from gpujobs.models import GpuJob
 from gpujobs.observe import waits_in_the_other_mode
 from gpujobs.recording import record_finished
-from tenants.namespaces import check_namespace_owned
+from reconcile.namespaces import check_namespace_owned
 from tenants.reconcile_triggers import request_reconcile_after_commit
 from workloads.pod_states import QUOTA_USED_UP, Reason
 

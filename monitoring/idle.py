@@ -5,7 +5,7 @@ and setting that policy.
 Which pods are idle is ``monitoring.metrics.pod_usage``' verdict (the cluster's threshold over
 its window); stopping one is ``clusters.pods``. Only pods in namespaces the reconcile found the
 portal's for their team count, and before warning about or stopping a pod the namespace is read
-again from the cluster (``tenants.namespaces``): the portal never acts in a namespace of a team's
+again from the cluster (``reconcile.namespaces``): the portal never acts in a namespace of a team's
 name that someone else made.
 
 An inference service's replica is reported like any pod, but stopped only when the team's policy
@@ -35,10 +35,10 @@ from monitoring.metrics import pod_usage, prometheus_for
 from monitoring.models import IdlePod, IdlePolicy, Notification
 from monitoring.notifications import notify_team_leads
 from monitoring.prometheus import PrometheusError
+from reconcile.namespaces import check_namespace_owned
 from tenants.audit import audit
 from tenants.events import EventKind, emit
 from tenants.models import AuditEvent, Team
-from tenants.namespaces import check_namespace_owned
 from tenants.selectors import owned_namespaces
 
 logger = logging.getLogger(__name__)

@@ -4,7 +4,7 @@ and the pods holding GPUs now with the idle verdict. Dashboards, the API, the id
 usage report all start here.
 
 A team's metrics are read from its namespace only once the reconcile found (or made) that
-namespace the portal's for the team (``tenants.namespaces``): a namespace of the same name made
+namespace the portal's for the team (``reconcile.namespaces``): a namespace of the same name made
 by someone else is not the team's, and nothing in it is shown as theirs.
 
 The idle rule itself is here (``pod_usage``), because the dashboards show its verdict as well

@@ -27,6 +27,7 @@ INSTALLED_APPS = [
     "accounts",
     "clusters",
     "tenants",
+    "reconcile",
     "monitoring",
     "gpujobs",
     "serving",

@@ -331,7 +331,7 @@ CELERY_BEAT_SCHEDULE = {
     # Expires grants whose period is over, then reconciles every team on every cluster: repairs
     # hand edits and shrinks the quotas of expired grants.
     "reconcile-sweep": {
-        "task": "tenants.tasks.reconcile_sweep",
+        "task": "reconcile.tasks.reconcile_sweep",
         "schedule": PORTAL_RECONCILE_SWEEP_SECONDS,
     },
     # GPU capacity from the clusters' Ready GPU nodes.
@@ -432,7 +432,7 @@ PORTAL_MAX_GPUS_PER_REQUEST = env_int("PORTAL_MAX_GPUS_PER_REQUEST", 1024)
 # seconds between tries, this many times; after that the periodic sweep takes over.
 PORTAL_RECONCILE_RETRY_BACKOFF_MAX = env_int("PORTAL_RECONCILE_RETRY_BACKOFF_MAX", 60)
 PORTAL_RECONCILE_MAX_RETRIES = env_int("PORTAL_RECONCILE_MAX_RETRIES", 10)
-# Team passes a sweep runs side by side on one cluster (tenants.reconcile_sweep): threads of the
+# Team passes a sweep runs side by side on one cluster (reconcile.sweep): threads of the
 # worker running the sweep, each with its own database connection.
 PORTAL_RECONCILE_SWEEP_CONCURRENCY = env_int("PORTAL_RECONCILE_SWEEP_CONCURRENCY", 8)
 # What every team namespace gets besides its grants: a pod count, and container defaults (so

@@ -104,7 +104,7 @@ start_processes() {
 # The cluster may be newer than the demo's database (the tests start it afresh): bring every
 # team's namespace, quota and access in line now rather than at the first periodic sweep.
 catch_up() {
-  .venv/bin/celery -A portal call tenants.tasks.reconcile_sweep >/dev/null
+  .venv/bin/celery -A portal call reconcile.tasks.reconcile_sweep >/dev/null
 }
 
 # Built in the background: `up` (its progress to the notice), then the steps that need it, then

@@ -45,9 +45,9 @@ from clusters.vocabulary import (
     TEAM_LABEL,
     team_domain,
 )
+from reconcile.manifests import with_hash
 from serving import traffic
 from serving.specs import ProbeKind, RevisionRequest
-from tenants.manifests import with_hash
 from workloads.manifests import (
     Placement,
     cluster_placement,

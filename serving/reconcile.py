@@ -1,6 +1,6 @@
 """Bring one service's objects on its cluster in line with its rows, and say how it went.
 
-Level-triggered, as a team's reconcile is (``tenants.reconcile``): a pass
+Level-triggered, as a team's reconcile is (``reconcile.team_pass``): a pass
 reads the service and its live revisions as they are now, builds the objects they should have
 (``serving.manifests``, a pure function), lists what the cluster holds under the service's
 labels, applies with server-side apply (one field manager, taking back fields someone changed
@@ -8,7 +8,7 @@ by hand) only what differs, and deletes what the service owns but no longer want
 revision's Deployment and Service, an HTTPRoute once the Gateway API is gone). A pass over an
 unchanged cluster makes reads only. The periodic sweep (``tasks.reconcile_services``) runs one
 for every service, so hand edits of the portal's fields are repaired. What every pass shares
-(the outcome, the advisory lock, recording it) comes from ``tenants.reconcile_passes``.
+(the outcome, the advisory lock, recording it) comes from ``reconcile.passes``.
 
 Each pass asks the API's discovery whether the cluster serves the Gateway API's HTTPRoute and
 records it on the cluster (``Cluster.gateway_api``): with it, traffic is split by HTTPRoute
@@ -41,11 +41,11 @@ from clusters.kube import (
 from clusters.models import Cluster
 from clusters.vocabulary import MANAGED_BY_LABEL, SERVICE_ID_LABEL, TEAM_LABEL
 from clusters.workloads import WorkloadClient
+from reconcile import manifests as team_manifests
+from reconcile.namespaces import NamespaceNotOwned, check_namespace_owned
+from reconcile.passes import Outcome, each, finish, lock, record
 from serving import manifests, reconcile_triggers, traffic
 from serving.models import InferenceService
-from tenants import manifests as team_manifests
-from tenants.namespaces import NamespaceNotOwned, check_namespace_owned
-from tenants.reconcile_passes import Outcome, each, finish, lock, record
 
 logger = logging.getLogger(__name__)
 

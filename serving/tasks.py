@@ -13,8 +13,8 @@ from celery import shared_task
 from django.conf import settings
 
 from clusters.kube import KubeError
+from reconcile.tasks import RECONCILE_TASK, run_pass
 from serving import reconcile, reconcile_triggers, selectors, services, tracker
-from tenants.tasks import RECONCILE_TASK, run_pass
 
 logger = logging.getLogger(__name__)
 

@@ -6,8 +6,6 @@ class TenantsConfig(AppConfig):
     name = "tenants"
 
     def ready(self) -> None:
-        # The tasks are registered in every process: the app sends them by name.
-        import tenants.tasks  # noqa: F401
         from clusters.signals import capacity_changed, settings_changed
         from tenants.reconcile_triggers import on_capacity_changed
         from tenants.services import on_cluster_settings_changed

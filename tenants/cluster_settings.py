@@ -5,7 +5,7 @@ Admins only; validated first (the entries as ``clusters.models.validate_allowed_
 reads them), written under the cluster's row lock in one transaction with an audit event
 (``cluster.settings_changed``, as a change in the Django admin is recorded), and brought to the
 cluster by its cluster-wide reconcile after commit: the registries are in its admission policies
-(``tenants.admission_policies``), which hold for everything in the team namespaces. The portal's
+(``reconcile.admission_policies``), which hold for everything in the team namespaces. The portal's
 own job checks read the row, so they follow at once.
 """
 

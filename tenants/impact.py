@@ -35,7 +35,7 @@ from django.utils import timezone
 
 from clusters.models import QuotaMode
 from clusters.vocabulary import DEFAULT_PORTAL_NAME, resource_flavor_name
-from tenants.manifests import in_effect
+from tenants.grant_periods import in_effect
 from tenants.models import QuotaGrant
 
 RULE = (

@@ -2,7 +2,7 @@
 (Jobs, pods, Services, ConfigMaps, Secrets, PersistentVolumeClaims) and the storage its claims
 ask for. Built-in caps (``clusters.vocabulary.OBJECT_LIMIT_DEFAULTS``, pods from
 ``PORTAL_TEAM_MAX_PODS``), a cluster's own (``Cluster.object_limits``), and a team's on a
-cluster, set by an admin here; ``tenants.reconcile`` writes the result into the quota."""
+cluster, set by an admin here; ``reconcile.team_pass`` writes the result into the quota."""
 
 from __future__ import annotations
 

@@ -143,7 +143,7 @@ def _send_reconcile(*, team_id: int, cluster_id: int) -> None:
     the periodic sweep picks it up once the broker is back.
     """
     try:
-        current_app.tasks["tenants.tasks.reconcile_team"].delay(
+        current_app.tasks["reconcile.tasks.reconcile_team"].delay(
             team_id=team_id, cluster_id=cluster_id
         )
     except OperationalError:
@@ -152,6 +152,6 @@ def _send_reconcile(*, team_id: int, cluster_id: int) -> None:
 
 def _send_cluster_reconcile(*, cluster_id: int) -> None:
     try:
-        current_app.tasks["tenants.tasks.reconcile_cluster"].delay(cluster_id=cluster_id)
+        current_app.tasks["reconcile.tasks.reconcile_cluster"].delay(cluster_id=cluster_id)
     except OperationalError:
         logger.exception("Could not enqueue reconcile of cluster %s", cluster_id)

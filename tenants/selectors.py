@@ -39,7 +39,7 @@ def teams_visible_to(user: User | AnonymousUser) -> QuerySet[Team]:
 def namespace_ownership(*, cluster: Cluster, namespace: str) -> bool | None:
     """Whose the last reconcile found the team's namespace (``namespace``, its slug) on the
     cluster: the portal's (True), someone else's (False), or not known (None: never looked at,
-    or deleted since). See ``tenants.namespaces``."""
+    or deleted since). See ``reconcile.namespaces``."""
     return (
         TeamCluster.objects.filter(cluster=cluster, team__slug=namespace)
         .values_list("namespace_owned", flat=True)

@@ -82,8 +82,8 @@ from devcluster.gpu_models import DEFAULT_GPU_MODEL, DEFAULT_SECOND_GPU_MODEL  #
 from gpujobs import manifests  # noqa: E402
 from gpujobs.models import GpuJob, QueueSnapshot  # noqa: E402
 from gpujobs.specs import JobRequest  # noqa: E402
-from tenants import cluster_reconcile  # noqa: E402
-from tenants import reconcile as team_reconcile  # noqa: E402
+from reconcile import cluster_pass  # noqa: E402
+from reconcile import team_pass as team_reconcile  # noqa: E402
 from tenants.models import AuditEvent, Membership, QuotaGrant, QuotaRequest, Team  # noqa: E402
 from tests.bench.helpers import (  # noqa: E402
     SHARED_SERVICES,
@@ -405,7 +405,7 @@ def reconcile_all(cluster: Cluster, core, slugs: list[str]) -> None:
     """The portal's reconcile of the cluster's Kueue objects and of every team (namespace,
     ResourceQuota, queues), in this process, as the worker runs it; then until every team's
     ResourceQuota is counted (the API server refuses pods until then)."""
-    cluster_reconcile.reconcile_cluster(cluster_id=cluster.pk)
+    cluster_pass.reconcile_cluster(cluster_id=cluster.pk)
     for team in Team.objects.filter(slug__in=slugs):
         team_reconcile.reconcile_team_on_cluster(team_id=team.pk, cluster_id=cluster.pk)
     deadline = time.monotonic() + 120

@@ -3,7 +3,7 @@ nothing changed, beside ``kubectl apply --server-side`` of the same manifests on
 
 Each team has a lead, a member, a viewer and a grant, so it gets a Namespace, a ResourceQuota,
 a LimitRange, a NetworkPolicy and three RoleBindings (7 objects). The portal's passes are what
-the periodic sweep runs (``tenants.reconcile_sweep.reconcile_cluster_teams``: one list per kind
+the periodic sweep runs (``reconcile.sweep.reconcile_cluster_teams``: one list per kind
 for the cluster, then a full pass, as the Celery task makes it, for each team not in sync,
 ``PORTAL_RECONCILE_SWEEP_CONCURRENCY`` at a time over one pooled client), in this process, with
 one API client kept for the whole run as a worker keeps it. Each size has teams of its own, so
@@ -46,7 +46,12 @@ from clusters.kube import KubeClient  # noqa: E402
 from clusters.models import Cluster, GpuCapacity  # noqa: E402
 from devcluster import api as devcluster_api  # noqa: E402
 from devcluster import builder  # noqa: E402
-from tenants import desired_state, manifests, reconcile_passes, reconcile_sweep  # noqa: E402
+from reconcile import (  # noqa: E402
+    desired_state,
+    manifests,
+    passes,
+    sweep,
+)
 from tenants.models import Membership, QuotaGrant, QuotaRequest, Team, TeamCluster  # noqa: E402
 from tests.bench.helpers import holding, run_kubectl  # noqa: E402
 from tests.bench.summary import Goal, Summary  # noqa: E402
@@ -136,7 +141,7 @@ def bench_namespaces(kube: KubeClient) -> list[str]:
 
 def delete_namespaces(kube: KubeClient) -> None:
     names = bench_namespaces(kube)
-    reconcile_passes.each(lambda name: kube.delete("Namespace", name), names)
+    passes.each(lambda name: kube.delete("Namespace", name), names)
 
 
 def clear_namespaces(kube: KubeClient, timeout: float = 900) -> None:
@@ -153,7 +158,7 @@ def portal_pass(teams: list[Team], cluster: Cluster, kube: KubeClient) -> dict:
     reads, writes = kube.reads, kube.writes
     cpu = time.process_time()
     started = time.perf_counter()
-    outcome = reconcile_sweep.reconcile_cluster_teams(
+    outcome = sweep.reconcile_cluster_teams(
         cluster_id=cluster.pk, team_ids=[team.pk for team in teams], kube=kube
     )
     seconds = time.perf_counter() - started
@@ -264,7 +269,7 @@ def write(results: dict) -> None:
     lines = [
         "# Reconciling teams on the devcluster (7 objects a team)",
         "",
-        "The portal: the sweep of tenants.reconcile_sweep (one list per kind, then full passes",
+        "The portal: the sweep of reconcile.sweep (one list per kind, then full passes",
         f"for the teams not in sync, {results['concurrency']} at a time; database, lock and status",
         "rows included). kubectl: apply --server-side of one multi-document file, split into",
         "process start + discovery and the apply itself.",

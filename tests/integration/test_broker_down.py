@@ -22,7 +22,7 @@ from django.utils import timezone
 from gpujobs import tasks as job_tasks
 from gpujobs.models import GpuJob
 from portal.celery import app as celery_app
-from tenants import tasks as tenant_tasks
+from reconcile import tasks as tenant_tasks
 from tenants.models import QuotaGrant, QuotaRequest, TeamCluster
 from tests import factories
 from tests.integration.conftest import SESSION_QUEUE, free_port, wait_for
@@ -145,8 +145,8 @@ def test_an_approval_commits_while_redis_is_down_and_the_sweep_sends_its_reconci
     assert tenant_tasks.reconcile_sweep() == 2
 
     assert own_redis.messages() == [
-        {"task": "tenants.tasks.reconcile_team", "team_id": team.pk, "cluster_id": cluster.pk},
-        {"task": "tenants.tasks.reconcile_cluster", "cluster_id": cluster.pk},
+        {"task": "reconcile.tasks.reconcile_team", "team_id": team.pk, "cluster_id": cluster.pk},
+        {"task": "reconcile.tasks.reconcile_cluster", "cluster_id": cluster.pk},
     ]
 
 

@@ -21,9 +21,9 @@ from gpujobs import tasks as job_tasks
 from gpujobs.models import GpuJob
 from monitoring import idle, promql
 from monitoring.models import IdlePod, IdlePolicy
-from tenants import reconcile
+from reconcile import team_pass
+from reconcile.namespaces import NamespaceNotOwned
 from tenants.models import Membership, TeamCluster
-from tenants.namespaces import NamespaceNotOwned
 from tests import factories
 from tests.integration.monitoring.pages import chart_values, member_of
 from tests.integration.monitoring.workloads import (
@@ -88,7 +88,7 @@ def team(foreign, cluster):
     team = factories.TeamFactory(slug=foreign.namespace, name="Latecomers")
     factories.QuotaGrantFactory(request__team=team, request__cluster=cluster, request__gpus=2)
     with pytest.raises(NamespaceNotOwned):
-        reconcile.reconcile_team_on_cluster(team_id=team.pk, cluster_id=cluster.pk)
+        team_pass.reconcile_team_on_cluster(team_id=team.pk, cluster_id=cluster.pk)
     return team
 
 

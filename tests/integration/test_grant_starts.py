@@ -8,7 +8,8 @@ import datetime
 import pytest
 from django.utils import timezone
 
-from tenants import desired_state, grant_starts, manifests, quota
+from reconcile import desired_state, manifests
+from tenants import grant_starts, quota
 from tenants.models import AuditEvent, TeamCluster
 
 pytestmark = pytest.mark.django_db

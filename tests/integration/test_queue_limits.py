@@ -3,7 +3,7 @@ own GPUs per model and the most its queues can admit, from its grants and queue 
 
 import pytest
 
-from tenants.desired_state import team_queue_limits
+from reconcile.desired_state import team_queue_limits
 from tests import factories
 
 pytestmark = pytest.mark.django_db

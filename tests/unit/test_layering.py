@@ -19,15 +19,16 @@ LAYERS = {
     "core": 0,
     "clusters": 1,
     "tenants": 2,
-    "monitoring": 3,
-    "billing": 4,
-    "workloads": 5,
-    "gpujobs": 6,
-    "serving": 6,
-    "sessions": 6,
-    "accounts": 7,
-    "webhooks": 7,
-    "portal": 8,  # the project's wiring: settings, URLs, the Celery app, error handlers
+    "reconcile": 3,  # what reaches the clusters, built from who holds what (tenants)
+    "monitoring": 4,
+    "billing": 5,
+    "workloads": 6,
+    "gpujobs": 7,
+    "serving": 7,
+    "sessions": 7,
+    "accounts": 8,
+    "webhooks": 8,
+    "portal": 9,  # the project's wiring: settings, URLs, the Celery app, error handlers
 }
 TOOLS = ("devcluster", "cli")  # never imported by the product
 

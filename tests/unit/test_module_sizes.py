@@ -17,6 +17,7 @@ PRODUCT = (
     "gpujobs",
     "monitoring",
     "portal",
+    "reconcile",
     "serving",
     "sessions",
     "tenants",

@@ -5,7 +5,8 @@ cluster's caps and the built-in ones."""
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 
-from tenants import desired_state, object_limits
+from reconcile import desired_state
+from tenants import object_limits
 from tenants.models import AuditEvent, TeamObjectLimits
 from tests import factories
 

@@ -20,7 +20,8 @@ from kubernetes.client.rest import ApiException
 
 from clusters.models import GpuCapacity, GpuModelCapacity, QuotaMode
 from clusters.vocabulary import LOCAL_QUEUES, cluster_queue_name
-from tenants import desired_state, queueing
+from reconcile import desired_state
+from tenants import queueing
 from tenants import quota as tenant_quota
 from tenants.models import ClusterState, Team, TeamCluster
 from tests import factories

@@ -12,7 +12,7 @@ import httpx
 from urllib3.exceptions import HTTPError
 
 from monitoring import promql
-from tenants.manifests import TEAM_LABEL
+from reconcile.manifests import TEAM_LABEL
 from tests.integration import kube
 from tests.integration.conftest import free_port, wait_for
 

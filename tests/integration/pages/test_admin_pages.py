@@ -65,7 +65,7 @@ SIGN_IN = {
 def _periodic_task():
     every = IntervalSchedule.objects.create(every=60, period=IntervalSchedule.SECONDS)
     return PeriodicTask.objects.create(
-        name="nightly", task="tenants.tasks.reconcile_sweep", interval=every
+        name="nightly", task="reconcile.tasks.reconcile_sweep", interval=every
     )
 
 

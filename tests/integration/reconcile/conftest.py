@@ -224,7 +224,7 @@ class Worker:
 
 def route_reconciles(monkeypatch, queue: str) -> None:
     """Send the reconcile tasks (a team's, a cluster's) to ``queue``."""
-    from tenants.tasks import reconcile_cluster, reconcile_team
+    from reconcile.tasks import reconcile_cluster, reconcile_team
 
     for task in (reconcile_team._get_current_object(), reconcile_cluster._get_current_object()):
         monkeypatch.setattr(task, "queue", queue, raising=False)

@@ -10,7 +10,7 @@ import pytest
 from django.utils import timezone
 
 from clusters.vocabulary import cluster_queue_name, resource_flavor_name
-from tenants import tasks
+from reconcile import tasks
 from tenants.models import AuditEvent
 
 from .conftest import A100, in_sync, quota_hard

@@ -5,7 +5,7 @@ import pytest
 from kubernetes import client
 
 from clusters.kube import KubeClient
-from tenants import reconcile
+from reconcile import team_pass
 from tenants.models import TeamCluster
 
 from .conftest import in_sync, quota_hard, read_or_none, wait_for_gpu_quota
@@ -61,7 +61,7 @@ def test_a_pass_over_an_unchanged_cluster_makes_no_write_calls(
 ):
     kube = KubeClient.for_cluster(kube_cluster)
 
-    outcome = reconcile.reconcile_team_on_cluster(
+    outcome = team_pass.reconcile_team_on_cluster(
         team_id=reconciled_team.pk, cluster_id=kube_cluster.pk, kube=kube
     )
 
@@ -85,7 +85,7 @@ def test_objects_without_the_portal_label_are_never_touched(reconciled_team, cor
     rbac.create_namespaced_role_binding(team.slug, theirs)
     core.create_namespaced_config_map(team.slug, {"metadata": {"name": "their-config"}})
 
-    reconcile.reconcile_team_on_cluster(team_id=team.pk, cluster_id=kube_cluster.pk)
+    team_pass.reconcile_team_on_cluster(team_id=team.pk, cluster_id=kube_cluster.pk)
 
     assert read_or_none(rbac.read_namespaced_role_binding, "their-binding", team.slug)
     assert read_or_none(core.read_namespaced_config_map, "their-config", team.slug)

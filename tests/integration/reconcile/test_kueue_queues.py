@@ -17,7 +17,8 @@ from clusters.vocabulary import (
     cluster_queue_name,
     resource_flavor_name,
 )
-from tenants import queueing, quota, reconcile, services, tasks
+from reconcile import tasks, team_pass
+from tenants import queueing, quota, services
 from tenants.models import ClusterState, TeamCluster
 from tests.integration.conftest import wait_for
 
@@ -246,7 +247,7 @@ def test_switching_to_quota_only_and_back_leaves_the_right_objects(
     assert not state.queues_applied
     assert not cluster_in_sync(queue_cluster).queues_applied
     # A quota only pass over the unchanged cluster reads as it did before Kueue mode existed.
-    outcome = reconcile.reconcile_team_on_cluster(
+    outcome = team_pass.reconcile_team_on_cluster(
         team_id=team.pk, cluster_id=queue_cluster.pk, kube=KubeClient.for_cluster(queue_cluster)
     )
     assert (outcome.reads, outcome.writes) == (5, 0)

@@ -6,7 +6,8 @@ from django.core.exceptions import ValidationError
 from kubernetes import client
 
 from clusters.kube import NotOwned
-from tenants import reconcile, services
+from reconcile import team_pass
+from tenants import services
 from tenants.models import Membership, QuotaGrant, TeamCluster
 from tests import factories
 from tests.integration.conftest import wait_for
@@ -70,7 +71,7 @@ def test_an_object_someone_else_made_under_a_portal_name_is_reported_and_left_al
     core.create_namespaced_resource_quota(team.slug, theirs)
 
     with pytest.raises(NotOwned):
-        reconcile.reconcile_team_on_cluster(team_id=team.pk, cluster_id=kube_cluster.pk)
+        team_pass.reconcile_team_on_cluster(team_id=team.pk, cluster_id=kube_cluster.pk)
 
     state = TeamCluster.objects.get(team=team, cluster=kube_cluster)
     assert state.status == TeamCluster.Status.ERROR

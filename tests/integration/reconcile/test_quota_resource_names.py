@@ -4,7 +4,7 @@ Kubernetes documents only the ``requests.`` prefix for extended resources in a R
 The seed also wrote ``limits.nvidia.com/gpu``. On the devcluster's kube-apiserver (v1.36.3) that
 form is accepted and stored, but the quota controller never counts it and admission never
 enforces it: a pod asking for more GPUs than it allows is admitted. So the portal writes only
-``requests.<resource>`` (tenants/manifests.py), which is counted and enforced.
+``requests.<resource>`` (reconcile/manifests.py), which is counted and enforced.
 """
 
 import uuid

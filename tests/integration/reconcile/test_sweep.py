@@ -1,4 +1,4 @@
-"""The sweep over a cluster's teams (``tenants.reconcile_sweep``): one list per kind finds the
+"""The sweep over a cluster's teams (``reconcile.sweep``): one list per kind finds the
 teams with nothing to do, which cost no request of their own and no write; the others get the
 full pass, batched and side by side, with every check of a team's own pass."""
 
@@ -7,9 +7,10 @@ from django.utils import timezone
 from kubernetes import client
 
 from clusters.kube import KubeClient
-from tenants import desired_state, reconcile_sweep
+from reconcile import desired_state
+from reconcile import sweep as reconcile_sweep
+from reconcile.namespaces import NamespaceNotOwned
 from tenants.models import TeamCluster
-from tenants.namespaces import NamespaceNotOwned
 from tests import factories
 
 from .conftest import quota_hard, read_or_none

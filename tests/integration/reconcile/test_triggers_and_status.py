@@ -6,7 +6,8 @@ import pytest
 from django.utils import timezone
 
 from clusters.models import Cluster
-from tenants import reconcile_triggers, services, tasks
+from reconcile import tasks
+from tenants import reconcile_triggers, services
 from tenants.models import Membership, TeamCluster
 from tests import factories
 

@@ -3,7 +3,7 @@ slow receiver only ever holds up other deliveries (the worker-level proof is
 tests/integration/reconcile/test_webhooks_never_delay_reconciles.py)."""
 
 from portal.celery import app as celery_app
-from tenants.tasks import reconcile_sweep, reconcile_team
+from reconcile.tasks import reconcile_sweep, reconcile_team
 from webhooks.tasks import deliver, send_due_deliveries
 
 

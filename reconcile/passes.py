@@ -1,5 +1,5 @@
-"""What every reconcile pass shares: the team's (``tenants.reconcile``), the cluster's
-(``tenants.cluster_reconcile``) and an inference service's (``serving.reconcile``).
+"""What every reconcile pass shares: the team's (``reconcile.team_pass``), the cluster's
+(``reconcile.cluster_pass``) and an inference service's (``serving.reconcile``).
 
 A pass's ``Outcome``; ``each``, which makes a pass's independent requests to the cluster at once
 on the process's pool; the advisory lock that serialises the passes over one row (``lock``,

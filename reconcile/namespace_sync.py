@@ -1,4 +1,4 @@
-"""Make one cluster hold what a team should have there (``tenants.desired_state``), touching
+"""Make one cluster hold what a team should have there (``reconcile.desired_state``), touching
 only what the portal owns, or delete the team's namespace.
 
 ``sync`` reads what the cluster holds under the portal's labels (one GET of the namespace, a GET
@@ -11,9 +11,9 @@ says so.
 from __future__ import annotations
 
 from clusters.kube import KINDS, Conflict, KubeClient, KubeError, NotFound, NotOwned, describe
-from tenants import manifests
-from tenants.namespaces import NamespaceNotOwned, check_namespace_owned
-from tenants.reconcile_passes import Outcome, each
+from reconcile import manifests
+from reconcile.namespaces import NamespaceNotOwned, check_namespace_owned
+from reconcile.passes import Outcome, each
 
 NAMESPACED_KINDS = ("ResourceQuota", "LimitRange", "NetworkPolicy", "RoleBinding")
 # A team's Kueue objects: its LocalQueues in the namespace, its ClusterQueues cluster-wide.

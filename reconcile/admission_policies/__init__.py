@@ -1,6 +1,6 @@
 """The ValidatingAdmissionPolicies (``admissionregistration.k8s.io/v1``) the portal installs on
 each cluster, and their bindings to the namespaces it manages, as plain dicts. Pure functions:
-no database, no network; ``tenants.cluster_reconcile`` applies them. One module per policy
+no database, no network; ``reconcile.cluster_pass`` applies them. One module per policy
 (``pods``, ``secrets``, ``jobs``, ``queued_templates``, ``services``, ``routes``), beside what
 they share (``rules``, ``cel``, ``objects``, ``queues``, ``images``).
 
@@ -74,15 +74,15 @@ not checked, so a pod that was there before the policy never gets stuck.
 
 from __future__ import annotations
 
-from tenants import manifests
-from tenants.admission_policies.jobs import jobs_policy
-from tenants.admission_policies.objects import binding_object
-from tenants.admission_policies.pods import pods_policy
-from tenants.admission_policies.queued_templates import queued_templates_policy
-from tenants.admission_policies.routes import routes_policy
-from tenants.admission_policies.rules import ClusterRules
-from tenants.admission_policies.secrets import secrets_policy
-from tenants.admission_policies.services import services_policy
+from reconcile import manifests
+from reconcile.admission_policies.jobs import jobs_policy
+from reconcile.admission_policies.objects import binding_object
+from reconcile.admission_policies.pods import pods_policy
+from reconcile.admission_policies.queued_templates import queued_templates_policy
+from reconcile.admission_policies.routes import routes_policy
+from reconcile.admission_policies.rules import ClusterRules
+from reconcile.admission_policies.secrets import secrets_policy
+from reconcile.admission_policies.services import services_policy
 
 
 def admission_objects(rules: ClusterRules) -> list[dict]:

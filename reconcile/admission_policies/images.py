@@ -10,8 +10,8 @@ from clusters.image_references import (
     OFFICIAL_PREFIX,
     REFERENCE_PATTERN,
 )
-from tenants.admission_policies.cel import CONTAINER_LISTS, cel_string
-from tenants.admission_policies.rules import ClusterRules
+from reconcile.admission_policies.cel import CONTAINER_LISTS, cel_string
+from reconcile.admission_policies.rules import ClusterRules
 
 # How each image is read, step by step, as ``clusters.image_references`` reads it. CEL has no
 # local variables: each step is a policy variable holding a list of maps, whose values the next

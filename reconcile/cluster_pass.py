@@ -1,10 +1,10 @@
 """Bring a cluster's cluster-wide objects in line with the database: the admission policies
 that hold the portal's rules for everything in the namespaces it manages
-(``tenants.admission_policies``), always, and in Kueue mode the ResourceFlavors of its GPU
+(``reconcile.admission_policies``), always, and in Kueue mode the ResourceFlavors of its GPU
 models, the WorkloadPriorityClasses and the cohort tree of its departments
-(``tenants.queue_manifests``).
+(``reconcile.queue_manifests``).
 
-Level-triggered like the team reconcile (``tenants.reconcile``): a pass builds what the cluster
+Level-triggered like the team reconcile (``reconcile.team_pass``): a pass builds what the cluster
 should hold from the database as it is now (its GPU placement, allowed registries, quota mode
 GPU models and the departments of its teams), lists the kinds, applies what differs with
 server-side apply and deletes what the portal made and no longer wants (a model whose last node
@@ -29,13 +29,14 @@ from django.utils import timezone
 from clusters.image_references import registry_entries
 from clusters.kube import KubeClient, KubeError, NotFound, NotOwned, describe
 from clusters.models import Cluster, QuotaMode
-from tenants import department_tree, manifests, queue_manifests
-from tenants.admission_policies import admission_objects
-from tenants.admission_policies.rules import ClusterRules, cluster_rules
-from tenants.desired_state import kueue_cluster_state
+from reconcile import manifests, queue_manifests
+from reconcile.admission_policies import admission_objects
+from reconcile.admission_policies.rules import ClusterRules, cluster_rules
+from reconcile.desired_state import kueue_cluster_state
+from reconcile.namespace_sync import being_deleted, kueue_missing, list_queue_kind
+from reconcile.passes import Outcome, each, finish, lock, queues_applied_after, record
+from tenants import department_tree
 from tenants.models import ClusterState, Department, Team
-from tenants.namespace_sync import being_deleted, kueue_missing, list_queue_kind
-from tenants.reconcile_passes import Outcome, each, finish, lock, queues_applied_after, record
 from tenants.selectors import cluster_team_ids, department_parents
 
 ADMISSION_KINDS = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")

@@ -1,6 +1,6 @@
 """What a cluster in Kueue mode should hold for the portal's queues, as the plain dicts the
-Kubernetes API takes. Pure functions: no database, no network. ``tenants.cluster_reconcile``
-applies the cluster-wide objects, ``tenants.reconcile`` a team's beside its namespace.
+Kubernetes API takes. Pure functions: no database, no network. ``reconcile.cluster_pass``
+applies the cluster-wide objects, ``reconcile.team_pass`` a team's beside its namespace.
 
 Cluster-wide (labelled ``managed-by`` only, no team):
 
@@ -72,8 +72,9 @@ from clusters.vocabulary import (
     priority_class_name,
     resource_flavor_name,
 )
-from tenants import manifests
-from tenants.manifests import Policy, TeamOnCluster
+from reconcile import manifests
+from reconcile.manifests import Policy, TeamOnCluster
+from tenants import grant_periods
 from tenants.models import MAX_CPU_CORES, MAX_MEMORY_GIB
 
 # The node label Kubernetes puts on every namespace: a queue takes only its team's namespace.
@@ -256,7 +257,7 @@ def own_gpus(team: TeamOnCluster, cluster: KueueCluster) -> dict[tuple[str, str]
     gpus: dict[tuple[str, str], int] = {}
     for grant in team.grants:
         model = getattr(grant, "gpu_model", "") or ""
-        if not manifests.in_effect(grant, team.today) or (model and model not in models):
+        if not grant_periods.in_effect(grant, team.today) or (model and model not in models):
             continue
         key = (grant.gpu_resource, model)
         gpus[key] = gpus.get(key, 0) + grant.gpus

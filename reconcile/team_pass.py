@@ -1,12 +1,12 @@
 """Bring one team's namespace on one cluster in line with the database, and say how it went.
 
 Level-triggered: whatever woke it, a pass reads the team's grants and memberships as they are
-now, builds the desired objects (``tenants.manifests``), compares them with what the cluster
+now, builds the desired objects (``reconcile.manifests``), compares them with what the cluster
 holds under the portal's labels, applies only what differs (server-side apply, one field manager)
 and deletes what the portal owns but no longer wants. A pass over an unchanged cluster makes
 reads only: one GET of the namespace and one labelled LIST per kind.
 
-On a cluster in Kueue mode the team's queues (``tenants.queue_manifests``) are among the
+On a cluster in Kueue mode the team's queues (``reconcile.queue_manifests``) are among the
 desired objects and the ResourceQuota is their ceiling. In quota only mode they are not, and a
 pass lists them (to prune them) only while the team's row says a Kueue-mode pass may have left
 some (``queues_applied``), so a quota only pass over an unchanged cluster reads no more than
@@ -19,9 +19,9 @@ must not wait for a pass talking to a slow cluster.) The outcome (in sync, or th
 when it last applied; what the quota holds) is written to that row, where the pages and the API
 read it.
 
-The pass is this module; its pieces are what the team should have (``tenants.desired_state``),
-making the cluster hold it (``tenants.namespace_sync``), and what every reconcile pass shares,
-the team's, the cluster's and a service's (``tenants.reconcile_passes``: the outcome, the request
+The pass is this module; its pieces are what the team should have (``reconcile.desired_state``),
+making the cluster hold it (``reconcile.namespace_sync``), and what every reconcile pass shares,
+the team's, the cluster's and a service's (``reconcile.passes``: the outcome, the request
 pool, the advisory locks, recording the outcome).
 """
 
@@ -35,9 +35,9 @@ from django.utils import timezone
 
 from clusters.kube import KubeClient, KubeError
 from clusters.models import Cluster, QuotaMode
-from tenants import queue_manifests
-from tenants.cluster_reconcile import reconcile_cluster
-from tenants.desired_state import (
+from reconcile import queue_manifests
+from reconcile.cluster_pass import reconcile_cluster
+from reconcile.desired_state import (
     admission_in_place,
     desired_state,
     kueue_cluster_state,
@@ -45,10 +45,10 @@ from tenants.desired_state import (
     queue_policies,
     team_states,
 )
+from reconcile.namespace_sync import delete_namespace, sync
+from reconcile.namespaces import NamespaceNotOwned, reserved
+from reconcile.passes import Outcome, finish, lock_all, queues_applied_after, record
 from tenants.models import TeamCluster
-from tenants.namespace_sync import delete_namespace, sync
-from tenants.namespaces import NamespaceNotOwned, reserved
-from tenants.reconcile_passes import Outcome, finish, lock_all, queues_applied_after, record
 
 
 def put_admission_in_place(*, cluster: Cluster, kube: KubeClient) -> KubeError | None:

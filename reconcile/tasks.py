@@ -16,8 +16,8 @@ from django.utils import timezone
 
 from clusters.kube import KubeError, TransientKubeError
 from clusters.models import Cluster
-from tenants import cluster_reconcile, grant_starts, quota, reconcile, reconcile_triggers
-from tenants import reconcile_sweep as reconcile_sweep_module
+from reconcile import cluster_pass, sweep, team_pass
+from tenants import grant_starts, quota, reconcile_triggers
 from tenants.models import TeamCluster
 
 # Transient cluster errors (unreachable, 409, 429, 5xx, Kueue's webhooks down) are retried with
@@ -54,7 +54,7 @@ def reconcile_team(*, team_id: int, cluster_id: int) -> dict:
     status, where a lead can read them, and not retried: they need a person.
     """
     return run_pass(
-        lambda: reconcile.reconcile_team_on_cluster(team_id=team_id, cluster_id=cluster_id),
+        lambda: team_pass.reconcile_team_on_cluster(team_id=team_id, cluster_id=cluster_id),
         gone="the team or the cluster no longer exists",
     )
 
@@ -65,7 +65,7 @@ def reconcile_cluster(*, cluster_id: int) -> dict:
     priority classes) in line with its settings, quota mode and GPU models; retried like
     ``reconcile_team``."""
     return run_pass(
-        lambda: cluster_reconcile.reconcile_cluster(cluster_id=cluster_id),
+        lambda: cluster_pass.reconcile_cluster(cluster_id=cluster_id),
         gone="the cluster no longer exists",
     )
 
@@ -81,7 +81,7 @@ def reconcile_sweep(today: str | None = None) -> int:
     ``today`` (an ISO date; default the local date) is the day whose grants are in effect in
     the sweep's own passes: tests give another to see a grant start.
 
-    The teams of a cluster are swept here in one go (``tenants.reconcile_sweep``: one list per
+    The teams of a cluster are swept here in one go (``reconcile.sweep``: one list per
     kind, then passes side by side for the teams that are not in sync). Where the cluster cannot
     be listed, and for passes that failed for a reason worth retrying, each team's own task is
     enqueued: it retries with backoff."""
@@ -97,7 +97,7 @@ def reconcile_sweep(today: str | None = None) -> int:
     count = 0
     for cluster_id, team_ids in teams_by_cluster.items():
         try:
-            retry = reconcile_sweep_module.reconcile_cluster_teams(
+            retry = sweep.reconcile_cluster_teams(
                 cluster_id=cluster_id, team_ids=team_ids, today=day
             ).to_retry
         except KubeError:

@@ -4,7 +4,7 @@ resources, and its binding to every namespace the portal manages."""
 from __future__ import annotations
 
 from clusters.vocabulary import MANAGED_BY_LABEL
-from tenants.admission_policies.rules import ClusterRules
+from reconcile.admission_policies.rules import ClusterRules
 
 API_VERSION = "admissionregistration.k8s.io/v1"
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from clusters.vocabulary import ADMISSION_POLICY_SECRETS, admission_policy_name
-from tenants.admission_policies.cel import cel_string
-from tenants.admission_policies.objects import policy_object
-from tenants.admission_policies.rules import ClusterRules
+from reconcile.admission_policies.cel import cel_string
+from reconcile.admission_policies.objects import policy_object
+from reconcile.admission_policies.rules import ClusterRules
 
 SERVICE_ACCOUNT_TOKEN = "kubernetes.io/service-account-token"
 

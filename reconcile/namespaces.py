@@ -20,7 +20,7 @@ from __future__ import annotations
 from django.conf import settings
 
 from clusters.kube import KubeClient, NotOwned
-from tenants import manifests
+from reconcile import manifests
 
 
 class NamespaceNotOwned(NotOwned):

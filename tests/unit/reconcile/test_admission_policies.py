@@ -4,9 +4,9 @@ devcluster, tests/integration/isolation/test_admission_policies.py.)"""
 
 from pathlib import Path
 
-from tenants.admission_policies import admission_objects
-from tenants.admission_policies.cel import cel_string
-from tenants.admission_policies.rules import cluster_rules
+from reconcile.admission_policies import admission_objects
+from reconcile.admission_policies.cel import cel_string
+from reconcile.admission_policies.rules import cluster_rules
 
 RULES = cluster_rules(
     portal_name="gpu-portal",
@@ -299,7 +299,7 @@ def test_the_portals_role_may_write_every_policy_it_installs_and_no_other():
 
     from clusters.vocabulary import ADMISSION_POLICIES
 
-    deploy = Path(__file__).resolve().parents[2] / "deploy"
+    deploy = Path(__file__).resolve().parents[3] / "deploy"
     role = next(
         d
         for d in yaml.safe_load_all((deploy / "rbac.yaml").read_text())

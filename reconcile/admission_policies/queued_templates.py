@@ -4,10 +4,10 @@ StatefulSets, ReplicaSets and ReplicationControllers name one of the team's queu
 from __future__ import annotations
 
 from clusters.vocabulary import ADMISSION_POLICY_QUEUED_TEMPLATES, admission_policy_name
-from tenants.admission_policies.cel import template_asks_for_gpus
-from tenants.admission_policies.objects import policy_object, resource_rule
-from tenants.admission_policies.queues import queue_validations
-from tenants.admission_policies.rules import ClusterRules
+from reconcile.admission_policies.cel import template_asks_for_gpus
+from reconcile.admission_policies.objects import policy_object, resource_rule
+from reconcile.admission_policies.queues import queue_validations
+from reconcile.admission_policies.rules import ClusterRules
 
 
 def queued_templates_policy(rules: ClusterRules) -> dict:

@@ -1,7 +1,7 @@
 """What a team should have on a cluster, read from the database as it is now: its grants in
 effect, its active members, the cluster's GPU kinds and object limits (``team_state``), and in
 Kueue mode the cluster's Kueue figures and the team's queue policy, built into objects by the pure
-builders (``tenants.manifests``, ``tenants.queue_manifests``) in ``desired_state``.
+builders (``reconcile.manifests``, ``reconcile.queue_manifests``) in ``desired_state``.
 
 A sweep reads this once for all the teams of a cluster (``team_states``, ``queue_policies``)
 rather than once a team.
@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from clusters.models import Cluster, GpuCapacity, GpuModelCapacity, QuotaMode, object_limits_text
 from clusters.vocabulary import OBJECT_LIMIT_DEFAULTS
-from tenants import manifests, queue_manifests
+from reconcile import manifests, queue_manifests
 from tenants.models import (
     ClusterState,
     Membership,

@@ -9,9 +9,9 @@ from clusters.vocabulary import (
     EXTERNAL_SERVICES_LABEL,
     admission_policy_name,
 )
-from tenants.admission_policies.cel import cel_string
-from tenants.admission_policies.objects import policy_object
-from tenants.admission_policies.rules import ClusterRules
+from reconcile.admission_policies.cel import cel_string
+from reconcile.admission_policies.objects import policy_object
+from reconcile.admission_policies.rules import ClusterRules
 
 
 def services_policy(rules: ClusterRules) -> dict:

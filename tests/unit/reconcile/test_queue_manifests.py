@@ -13,9 +13,9 @@ from clusters.vocabulary import (
     TEAM_LABEL,
     resource_flavor_name,
 )
-from tenants import manifests, queue_manifests
-from tenants.manifests import Grant, Policy
-from tenants.queue_manifests import QueuePolicy
+from reconcile import manifests, queue_manifests
+from reconcile.manifests import Grant, Policy
+from reconcile.queue_manifests import QueuePolicy
 
 TODAY = datetime.date(2026, 3, 10)
 RULES = Policy(portal_name="gpu-portal")

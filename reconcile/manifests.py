@@ -1,7 +1,7 @@
 """What a team should have on a cluster, as the plain dicts the Kubernetes API takes.
 
-Pure functions: no database, no network. ``tenants.desired_state`` gathers a ``TeamOnCluster``
-from the database; ``tenants.reconcile`` applies what ``desired_objects`` returns and prunes the
+Pure functions: no database, no network. ``reconcile.desired_state`` gathers a ``TeamOnCluster``
+from the database; ``reconcile.team_pass`` applies what ``desired_objects`` returns and prunes the
 rest.
 
 Per team and cluster the portal owns:
@@ -13,7 +13,7 @@ Per team and cluster the portal owns:
 * a ResourceQuota: for every GPU kind the cluster offers, ``requests.<resource>`` is the sum of
   the team's active grants in effect today (0 without one: a kind missing from a quota would be
   unlimited); on a cluster in Kueue mode it is the ceiling instead (``gpu_ceiling``: the most
-  the team's queues can ever admit, see ``tenants.queue_manifests.quota_ceiling``). Only the
+  the team's queues can ever admit, see ``reconcile.queue_manifests.quota_ceiling``). Only the
   ``requests.`` form is written: the API server accepts ``limits.nvidia.com/gpu`` but neither
   counts nor enforces it (proved in
   tests/integration/reconcile/test_quota_resource_names.py). CPU and memory are bounded by the
@@ -30,7 +30,7 @@ Per team and cluster the portal owns:
 * a NetworkPolicy admitting ingress from the namespace itself and from namespaces the portal
   does not manage, so no other team's pods reach the team's (where the network plugin enforces
   NetworkPolicies);
-* on a cluster in Kueue mode, its queues (``tenants.queue_manifests``).
+* on a cluster in Kueue mode, its queues (``reconcile.queue_manifests``).
 
 An archived team keeps its namespace, LimitRange and NetworkPolicy, loses every binding, and its
 quota drops to zero, so nothing new starts there (what already runs is left alone).
@@ -65,6 +65,7 @@ from clusters.vocabulary import (
     pod_security_label,
     team_cluster_role_name,
 )
+from tenants import grant_periods
 from tenants.identities import is_cluster_identity, user_identity
 
 RBAC_GROUP = "rbac.authorization.k8s.io"
@@ -201,21 +202,13 @@ def parse_quantity(value: str) -> Decimal | None:
 # --- what the grants add up to -----------------------------------------------------------------
 
 
-def in_effect(grant, today: datetime.date) -> bool:
-    """Active and within its period today. An active grant whose last day has passed no longer
-    counts, even before the expiry task marks it expired."""
-    return (
-        grant.state == "active"
-        and grant.starts_on <= today
-        and (grant.ends_on is None or grant.ends_on >= today)
-    )
-
-
 def quota_figures(team: TeamOnCluster) -> QuotaFigures:
     """GPUs per kind (every kind the cluster offers, 0 without a grant) and the CPU and memory
     bounds: the sum of the grants' figures, or unbounded when any grant in effect leaves it open.
     """
-    grants = [] if team.archived else [g for g in team.grants if in_effect(g, team.today)]
+    grants = (
+        [] if team.archived else [g for g in team.grants if grant_periods.in_effect(g, team.today)]
+    )
     gpus = {name: 0 for name in team.gpu_resources}
     for grant in grants:
         gpus[grant.gpu_resource] = gpus.get(grant.gpu_resource, 0) + grant.gpus

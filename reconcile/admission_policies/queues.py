@@ -9,8 +9,8 @@ from clusters.vocabulary import (
     LOCAL_QUEUES,
     priority_class_name,
 )
-from tenants.admission_policies.cel import cel_list, cel_string, label
-from tenants.admission_policies.rules import ClusterRules
+from reconcile.admission_policies.cel import cel_list, cel_string, label
+from reconcile.admission_policies.rules import ClusterRules
 
 
 def queue_validations(rules: ClusterRules, obj: str, what: str) -> list[dict]:

@@ -15,17 +15,17 @@ from clusters.vocabulary import (
     RUNTIME_ANNOTATION_PREFIXES,
     admission_policy_name,
 )
-from tenants.admission_policies.cel import (
+from reconcile.admission_policies.cel import (
     CONTAINER_LISTS,
     asks_for_gpus,
     cel_list,
     cel_string,
     runtime_validation,
 )
-from tenants.admission_policies.images import image_rules
-from tenants.admission_policies.objects import policy_object
-from tenants.admission_policies.queues import queue_validations
-from tenants.admission_policies.rules import ClusterRules
+from reconcile.admission_policies.images import image_rules
+from reconcile.admission_policies.objects import policy_object
+from reconcile.admission_policies.queues import queue_validations
+from reconcile.admission_policies.rules import ClusterRules
 
 HIDE_GPUS = (NVIDIA_VISIBLE_DEVICES, NO_GPUS)
 NVIDIA_PREFIX = NVIDIA_ENV_PREFIX

@@ -7,8 +7,8 @@ from decimal import Decimal
 import pytest
 
 from clusters.vocabulary import DESIRED_HASH_ANNOTATION
-from tenants import manifests
-from tenants.manifests import Grant, Member, Policy
+from reconcile import manifests
+from reconcile.manifests import Grant, Member, Policy
 
 TODAY = datetime.date(2026, 3, 10)
 POLICY = Policy(portal_name="gpu-portal", max_pods=50)

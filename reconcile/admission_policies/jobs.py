@@ -10,15 +10,15 @@ from clusters.vocabulary import (
     KUEUE_QUEUE_LABEL,
     admission_policy_name,
 )
-from tenants.admission_policies.cel import (
+from reconcile.admission_policies.cel import (
     cel_string,
     label,
     runtime_validation,
     template_asks_for_gpus,
 )
-from tenants.admission_policies.objects import policy_object, resource_rule
-from tenants.admission_policies.queues import queue_validations
-from tenants.admission_policies.rules import ClusterRules
+from reconcile.admission_policies.objects import policy_object, resource_rule
+from reconcile.admission_policies.queues import queue_validations
+from reconcile.admission_policies.rules import ClusterRules
 
 
 def _queue_labels_changed() -> str:

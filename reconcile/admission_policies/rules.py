@@ -1,5 +1,5 @@
 """A cluster's rules as the policies read them, built from its settings by
-``tenants.cluster_reconcile``."""
+``reconcile.cluster_pass``."""
 
 from __future__ import annotations
 

@@ -39,14 +39,7 @@ from django.utils import timezone
 from clusters.kube import KINDS, KubeClient, KubeError
 from clusters.models import Cluster, QuotaMode
 from clusters.vocabulary import MANAGED_BY_LABEL, TEAM_LABEL
-from tenants import (
-    desired_state,
-    manifests,
-    namespace_sync,
-    queue_manifests,
-    reconcile,
-    reconcile_passes,
-)
+from reconcile import desired_state, manifests, namespace_sync, passes, queue_manifests, team_pass
 from tenants.models import TeamCluster
 
 logger = logging.getLogger(__name__)
@@ -91,7 +84,7 @@ def portal_objects(
 
     by_team: dict[str, dict[tuple, dict]] = defaultdict(dict)
     served = set()
-    for kind, items in zip(kinds, reconcile_passes.each(read, list(kinds)), strict=True):
+    for kind, items in zip(kinds, passes.each(read, list(kinds)), strict=True):
         if items is None:
             continue
         served.add(kind)
@@ -144,7 +137,7 @@ def reconcile_cluster_teams(
         # A cluster's first sweep: its admission policies come before any binding, once here
         # rather than once in each team's pass (a failure is recorded on the cluster; each
         # pass then tries again and says so).
-        reconcile.put_admission_in_place(cluster=cluster, kube=kube)
+        team_pass.put_admission_in_place(cluster=cluster, kube=kube)
     started = timezone.now()
     rows = TeamCluster.objects.filter(cluster=cluster, namespace_deleted_at__isnull=True)
     if team_ids is not None:
@@ -212,12 +205,10 @@ def record_in_sync(
         )
         groups[(json.dumps(quota, sort_keys=True), queues)].append(pk)
     for (quota, queues), pks in groups.items():
-        outcome = reconcile_passes.Outcome(quota=json.loads(quota), queues=queues)
-        changes = reconcile_passes.queues_applied_after(
-            outcome=outcome, error=None, kueue_mode=kueue_mode
-        )
+        outcome = passes.Outcome(quota=json.loads(quota), queues=queues)
+        changes = passes.queues_applied_after(outcome=outcome, error=None, kueue_mode=kueue_mode)
         changes.update(applied_quota=outcome.quota, namespace_owned=True)
-        fields = reconcile_passes.outcome_fields(
+        fields = passes.outcome_fields(
             outcome=outcome, error=None, started=started, changes=changes
         )
         TeamCluster.objects.filter(pk__in=pks).update(**fields)
@@ -238,7 +229,7 @@ def run_passes(
     concurrency = concurrency or settings.PORTAL_RECONCILE_SWEEP_CONCURRENCY
     results: dict[int, KubeError | None] = {}
     for start in range(0, len(team_ids), PASSES_PER_BATCH):
-        batch = reconcile.reconcile_teams_on_cluster(
+        batch = team_pass.reconcile_teams_on_cluster(
             team_ids=team_ids[start : start + PASSES_PER_BATCH],
             cluster_id=cluster_id,
             kube=kube,
@@ -248,7 +239,7 @@ def run_passes(
         for team_id, (outcome, error, what) in batch.items():
             results[team_id] = error
             if error is None:
-                reconcile_passes.finish(outcome, error, what)
+                passes.finish(outcome, error, what)
             else:
                 logger.warning("reconcile of %s failed: %s", what, error)
     return results

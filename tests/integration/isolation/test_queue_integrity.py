@@ -336,13 +336,16 @@ def test_in_quota_mode_gpu_work_needs_no_queue_but_a_deadline_and_no_priority_cl
         )
         is None
     )
-    # An earlier test's Kueue-mode policies may still be leaving the API server's admission.
+    # An earlier test's Kueue-mode policies may still be leaving the API server's admission,
+    # each policy on its own clock: wait until none of them refuses unqueued work.
+    unqueued = [gpu_job("unqueued"), with_template("Deployment", "unqueued"), gpu_pod("unqueued")]
     wait_for(
-        lambda: not _refused(mo, team.slug, gpu_job("unqueued")),
+        lambda: not any(_refused(mo, team.slug, obj) for obj in unqueued),
         timeout=30,
         what="the quota-mode policies enforced",
     )
-    create(mo, team.slug, with_template("Deployment", "unqueued"), dry_run="All")
+    for obj in unqueued:
+        create(mo, team.slug, obj, dry_run="All")
     unbounded = gpu_job("unbounded")
     del unbounded["spec"]["activeDeadlineSeconds"]
     status, message = refusal(create, mo, team.slug, unbounded, dry_run="All")

@@ -13,7 +13,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -170,6 +170,31 @@ class WorkloadWatch:
 
     def stopping(self) -> bool:
         return self.stop.is_set() or self.parent_stop.is_set() or not self.leading()
+
+    def gathered(self, *, owed: bool, until: float = 0.0) -> Iterator[Change]:
+        """The changes of one moment, in order, for ``_apply`` to write in one flush: the first
+        (waited for half a second while a write is owed, else a second), then those already
+        waiting and, up to ``until`` (a monotonic time), those still coming, so a busy moment
+        is written in one flush rather than a flush each."""
+        try:
+            change = self.changes.get(timeout=0.5 if owed else 1.0)
+        except queue.Empty:
+            return
+        while change is not None:
+            yield change
+            change = self._next_change(until=until)
+
+    def _next_change(self, *, until: float) -> Change | None:
+        try:
+            return self.changes.get_nowait()
+        except queue.Empty:
+            wait = until - time.monotonic()
+            if wait <= 0:
+                return None
+        try:
+            return self.changes.get(timeout=wait)
+        except queue.Empty:
+            return None
 
     def start(self) -> None:
         name = f"{self.thread_prefix}{self.cluster_name}"

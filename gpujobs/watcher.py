@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import queue
 import threading
 import time
 
@@ -112,11 +111,10 @@ class ClusterWatch(following.WorkloadWatch):
         last_flush = 0.0
         try:
             while not self.stopping():
-                try:
-                    change = self.changes.get(timeout=0.5 if (dirty or deleted) else 1.0)
-                except queue.Empty:
-                    change = None
-                while change is not None:
+                gathered = self.gathered(
+                    owed=bool(dirty or deleted), until=last_flush + FLUSH_EVERY_SECONDS
+                )
+                for change in gathered:
                     if change.type == "LIST":
                         dirty |= state.replace(change.kind, change.items or [])
                         if change.kind == "Job":
@@ -130,28 +128,12 @@ class ClusterWatch(following.WorkloadWatch):
                                 dirty.discard(key)
                             else:
                                 dirty.add(key)
-                    change = self._next_change(until=last_flush + FLUSH_EVERY_SECONDS)
                 if self.stopping():
                     return  # no write once this process no longer leads
                 self._flush(dirty, deleted, pending_lists)
                 last_flush = time.monotonic()
         finally:
             connection.close()
-
-    def _next_change(self, *, until: float):
-        """The next change waiting, or one coming before ``until`` (a monotonic time), or None:
-        the changes of a busy moment are gathered and written together, in one flush, rather
-        than a flush each."""
-        try:
-            return self.changes.get_nowait()
-        except queue.Empty:
-            wait = until - time.monotonic()
-            if wait <= 0:
-                return None
-        try:
-            return self.changes.get(timeout=wait)
-        except queue.Empty:
-            return None
 
     def _flush(self, dirty: set, deleted: dict, pending_lists: dict) -> None:
         try:
@@ -182,20 +164,8 @@ class ClusterWatch(following.WorkloadWatch):
             self.stop.wait(RETRY_MIN_SECONDS)
 
 
-def run(
-    *,
-    stop: threading.Event,
-    discover_every: float = 5.0,
-    watch_timeout: int = 240,
-    once: bool = False,
-) -> dict:
-    """Follow every reachable cluster's jobs until ``stop`` is set (with ``once``, one full
-    pass over each)."""
-    return workload_watcher.run(
-        stop=stop,
-        discover_every=discover_every,
-        watch_timeout=watch_timeout,
-        once=once,
-        watch_class=ClusterWatch,
-        resync=tracking.resync_cluster,
-    )
+# Follow every reachable cluster's jobs until ``stop`` is set (with ``once``, one full pass over
+# each): ``workloads.watcher.run`` with this app's watch and resync.
+run = functools.partial(
+    workload_watcher.run, watch_class=ClusterWatch, resync=tracking.resync_cluster
+)

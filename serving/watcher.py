@@ -15,8 +15,8 @@ finds them (``workloads.watcher.run``, given this watch class and resync).
 
 from __future__ import annotations
 
+import functools
 import logging
-import queue
 import threading
 
 from django.db import close_old_connections, connection
@@ -55,11 +55,7 @@ class ServiceWatch(following.WorkloadWatch):
         write_all = False
         try:
             while not self.stopping():
-                try:
-                    change = self.changes.get(timeout=0.5 if (dirty or write_all) else 1.0)
-                except queue.Empty:
-                    change = None
-                while change is not None:
+                for change in self.gathered(owed=bool(dirty or write_all)):
                     if change.type == "LIST":
                         dirty |= state.replace(change.kind, change.items or [])
                         listed.add(change.kind)
@@ -69,10 +65,6 @@ class ServiceWatch(following.WorkloadWatch):
                         key = state.apply(change.kind, change.type, change.object or {})
                         if key is not None:
                             dirty.add(key)
-                    try:
-                        change = self.changes.get_nowait()
-                    except queue.Empty:
-                        change = None
                 if self.stopping():
                     break  # no write once this process no longer leads
                 if listed >= set(tracking.KINDS):
@@ -104,20 +96,8 @@ class ServiceWatch(following.WorkloadWatch):
         return write_all
 
 
-def run(
-    *,
-    stop: threading.Event,
-    discover_every: float = 5.0,
-    watch_timeout: int = 240,
-    once: bool = False,
-) -> dict:
-    """Follow every reachable cluster's services until ``stop`` is set (with ``once``, one
-    full pass over each)."""
-    return workload_watcher.run(
-        stop=stop,
-        discover_every=discover_every,
-        watch_timeout=watch_timeout,
-        once=once,
-        watch_class=ServiceWatch,
-        resync=tracking.resync_cluster,
-    )
+# Follow every reachable cluster's services until ``stop`` is set (with ``once``, one full pass
+# over each): ``workloads.watcher.run`` with this app's watch and resync.
+run = functools.partial(
+    workload_watcher.run, watch_class=ServiceWatch, resync=tracking.resync_cluster
+)

@@ -1,7 +1,9 @@
 """The watcher's loop for one kind: list, watch from the list's resourceVersion, resume from the
 last version seen when a watch ends, and list again (a full resync) on 410 Gone."""
 
+import queue
 import threading
+import time
 
 from clusters.kube import ClusterUnreachable, ResourceVersionExpired
 from clusters.workloads import Listing, WatchEvent
@@ -49,7 +51,7 @@ def follow(lists, watches) -> tuple[watcher.ClusterWatch, ScriptedKube]:
     watch.cluster_id, watch.cluster_name = 1, "gpu-east"
     watch.stop, watch.parent_stop = threading.Event(), stop
     watch.watch_timeout = 5
-    watch.changes = watcher.queue.Queue()
+    watch.changes = queue.Queue()
     watch.lists = watch.resumes = 0
     watch.leading = lambda: True
     watch.kube = ScriptedKube(stop, lists, watches)
@@ -130,26 +132,42 @@ def test_events_are_chosen_by_field_and_jobs_and_pods_by_label():
 
 def changes_of(*items) -> watcher.ClusterWatch:
     watch = watcher.ClusterWatch.__new__(watcher.ClusterWatch)
-    watch.changes = watcher.queue.Queue()
+    watch.changes = queue.Queue()
     for item in items:
         watch.changes.put(item)
     return watch
 
 
-def test_a_change_waiting_is_taken_at_once_even_past_the_window():
-    watch = changes_of("pod scheduled")
+def test_the_changes_waiting_are_taken_together_even_past_the_window():
+    watch = changes_of("pod scheduled", "pod running")
 
-    assert watch._next_change(until=watcher.time.monotonic() - 1) == "pod scheduled"
+    gathered = watch.gathered(owed=False, until=time.monotonic() - 1)
+
+    assert list(gathered) == ["pod scheduled", "pod running"]
 
 
-def test_past_the_window_an_empty_queue_ends_the_gathering():
-    assert changes_of()._next_change(until=watcher.time.monotonic() - 1) is None
+def test_nothing_waiting_gathers_nothing():
+    assert list(changes_of().gathered(owed=True, until=time.monotonic() + 5)) == []
 
 
 def test_within_the_window_a_change_on_its_way_joins_the_same_write():
-    watch = changes_of()
+    watch = changes_of("pod scheduled")
+    gathered = watch.gathered(owed=False, until=time.monotonic() + 5)
+    assert next(gathered) == "pod scheduled"
     later = threading.Timer(0.05, lambda: watch.changes.put("pod running"))
     later.start()
 
-    assert watch._next_change(until=watcher.time.monotonic() + 5) == "pod running"
+    assert next(gathered) == "pod running"
     later.join()
+
+
+def test_past_the_window_a_change_on_its_way_waits_for_the_next_write():
+    watch = changes_of("pod scheduled")
+    gathered = watch.gathered(owed=False, until=time.monotonic() - 1)
+    assert next(gathered) == "pod scheduled"
+    later = threading.Timer(0.05, lambda: watch.changes.put("pod running"))
+    later.start()
+
+    assert list(gathered) == []
+    later.join()
+    assert list(watch.gathered(owed=False)) == ["pod running"]

@@ -48,15 +48,7 @@ from clusters.vocabulary import (
 from reconcile.manifests import with_hash
 from serving import traffic
 from serving.specs import ProbeKind, RevisionRequest
-from workloads.manifests import (
-    Placement,
-    cluster_placement,
-    container,
-    gpu_node_affinity,
-    gpu_toleration,
-    hide_gpus,
-    kueue_labels,
-)
+from workloads import manifests as pods
 
 if TYPE_CHECKING:
     from serving.models import InferenceService
@@ -101,7 +93,7 @@ class ServiceSpec:
     routing: str
     stopped: bool = False
     gateway: str = ""
-    placement: Placement = field(default_factory=Placement)
+    placement: pods.Placement = field(default_factory=pods.Placement)
     queue: str = ""
     apps_domain: str = DEFAULT_APPS_DOMAIN
 
@@ -154,7 +146,7 @@ def readiness_probe(request: RevisionRequest) -> dict:
 
 
 def server_container(request: RevisionRequest) -> dict:
-    manifest = container(
+    manifest = pods.container(
         SERVER_CONTAINER, request.main, gpus={request.gpu_resource: str(request.gpus)}
     )
     manifest["ports"] = [{"name": PORT_NAME, "containerPort": request.port, "protocol": "TCP"}]
@@ -166,12 +158,12 @@ def sidecar_container(request: RevisionRequest) -> dict:
     """The CPU-only sidecar: no GPUs, and the node's GPUs hidden from it."""
     sidecar = request.sidecar
     assert sidecar is not None
-    return container(SIDECAR_CONTAINER, sidecar, env=hide_gpus(sidecar.env))
+    return pods.container(SIDECAR_CONTAINER, sidecar, env=pods.hide_gpus(sidecar.env))
 
 
 def deployment(spec: ServiceSpec, revision: RevisionSpec, replicas: int) -> dict:
     request = revision.request
-    queued = kueue_labels(
+    queued = pods.kueue_labels(
         queue=spec.queue, priority=spec.queue, portal_name=spec.placement.portal_name
     )
     pod_labels = {**labels(spec, revision.number), **queued}
@@ -203,8 +195,8 @@ def deployment(spec: ServiceSpec, revision: RevisionSpec, replicas: int) -> dict
             "template": {
                 "metadata": template_metadata,
                 "spec": {
-                    "affinity": gpu_node_affinity(request.gpu_model, spec.placement),
-                    "tolerations": [gpu_toleration(spec.placement)],
+                    "affinity": pods.gpu_node_affinity(request.gpu_model, spec.placement),
+                    "tolerations": [pods.gpu_toleration(spec.placement)],
                     "containers": containers,
                     # A model server answers requests; it has no business with the API.
                     "automountServiceAccountToken": False,
@@ -322,7 +314,7 @@ def stored_spec(service_row: InferenceService, *, routing: str, gateway: str = "
         routing=routing,
         stopped=service_row.state == service_row.State.STOPPED,
         gateway=gateway,
-        placement=cluster_placement(service_row.cluster),
+        placement=pods.cluster_placement(service_row.cluster),
         queue=GUARANTEED if service_row.cluster.quota_mode == QuotaMode.KUEUE else "",
         apps_domain=service_row.cluster.apps_domain,
     )

@@ -24,14 +24,7 @@ from serving.observe import rollout_progress
 from serving.permissions import can_change
 from serving.specs import RevisionRequest
 from tenants.errors import InvalidTransition
-from workloads.pages import (
-    LOG_TAIL_CHOICES,
-    cluster_read_fragment,
-    create_form_page,
-    fragment,
-    list_page,
-    log_tail_choice,
-)
+from workloads import pages
 
 State = InferenceService.State
 Rollout = InferenceService.Rollout
@@ -44,7 +37,7 @@ def _visible(request: HttpRequest, pk: int) -> InferenceService:
 
 @login_required
 def service_list(request: HttpRequest) -> HttpResponse:
-    return list_page(
+    return pages.list_page(
         request,
         filter_class=InferenceServiceFilter,
         rows=selectors.services_visible_to(request.user).order_by("-created_at", "-id"),
@@ -56,7 +49,7 @@ def service_list(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def service_new(request: HttpRequest) -> HttpResponse:
-    return create_form_page(
+    return pages.create_form_page(
         request,
         form_class=DeployForm,
         url_name="service-new",
@@ -139,7 +132,7 @@ def _detail(request: HttpRequest, service: InferenceService, **forms) -> HttpRes
         )
     context.update(forms)
     context["retired"] = [r for r in service.revisions.all() if r.role == Revision.Role.RETIRED]
-    context["tail_choices"] = LOG_TAIL_CHOICES
+    context["tail_choices"] = pages.LOG_TAIL_CHOICES
     context["containers"] = cluster_reads.CONTAINERS
     context["object_names"] = {
         "deployments": [manifests.revision_object_name(service.name, r.number) for r in revisions]
@@ -156,20 +149,20 @@ def service_detail(request: HttpRequest, pk: int) -> HttpResponse:
 def service_live(request: HttpRequest, pk: int) -> HttpResponse:
     """The state panel alone (htmx polls it)."""
     service = _visible(request, pk)
-    return fragment(request, "serving/_service_live.html", _live_context(request, service))
+    return pages.fragment(request, "serving/_service_live.html", _live_context(request, service))
 
 
 @login_required
 def service_logs(request: HttpRequest, pk: int) -> HttpResponse:
     """A replica's log (the newest, unless ``pod`` names one)."""
     service = _visible(request, pk)
-    tail = log_tail_choice(request)
+    tail = pages.log_tail_choice(request)
     container = request.GET.get("container", "")
     if container not in cluster_reads.CONTAINERS:
         container = manifests.SERVER_CONTAINER
     context: dict = {"service": service, "tail": tail}
     pod = request.GET.get("pod") or None
-    return cluster_read_fragment(
+    return pages.cluster_read_fragment(
         request,
         "serving/_service_logs.html",
         context,
@@ -183,7 +176,7 @@ def service_logs(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 def service_events(request: HttpRequest, pk: int) -> HttpResponse:
     service = _visible(request, pk)
-    return cluster_read_fragment(
+    return pages.cluster_read_fragment(
         request,
         "serving/_service_events.html",
         {"service": service, "refresh_seconds": settings.SERVING_REFRESH_SECONDS * 3},
@@ -196,7 +189,7 @@ def service_gpus(request: HttpRequest, pk: int) -> HttpResponse:
     """Per-revision GPU charts, side by side."""
     service = _visible(request, pk)
     columns, unavailable = charts.revision_charts(service, selectors.live_revisions(service))
-    return fragment(
+    return pages.fragment(
         request,
         "serving/_service_gpus.html",
         {"service": service, "columns": columns, "unavailable": unavailable},

@@ -27,19 +27,10 @@ from serving.filtersets import InferenceServiceFilter
 from serving.manifests import SERVER_CONTAINER
 from serving.models import Revision
 from tenants.api.filters import PortalFilterBackend, StableOrderingFilter
-from workloads.api.logs import (
-    TAIL,
-    container_parameter,
-    events_action,
-    events_answer,
-    log_answer,
-    log_container,
-    log_pod,
-    log_tail,
-)
+from workloads.api import logs as workload_logs
 from workloads.api.serializers import LogSerializer
 
-CONTAINER = container_parameter(
+CONTAINER = workload_logs.container_parameter(
     cluster_reads.CONTAINERS, description="The model server (server, default) or the sidecar."
 )
 POD = OpenApiParameter("pod", str, description="One of its replicas (default: the newest).")
@@ -219,21 +210,23 @@ class InferenceServiceViewSet(
 
     @extend_schema(
         summary="A replica's log: the last N lines",
-        parameters=[TAIL, CONTAINER, POD],
+        parameters=[workload_logs.TAIL, CONTAINER, POD],
         responses=LogSerializer,
     )
     @action(detail=True, methods=["get"], reads_cluster=True)
     def logs(self, request, pk=None):
         service = self.get_object()
-        tail = log_tail(request)
-        container = log_container(
+        tail = workload_logs.log_tail(request)
+        container = workload_logs.log_container(
             request, containers=cluster_reads.CONTAINERS, default=SERVER_CONTAINER
         )
         result = cluster_reads.replica_log(
-            service, pod=log_pod(request), container=container, tail=tail
+            service, pod=workload_logs.log_pod(request), container=container, tail=tail
         )
-        return log_answer(result, tail=tail)
+        return workload_logs.log_answer(result, tail=tail)
 
-    @events_action("Events of the service's Deployments, ReplicaSets, pods and Services")
+    @workload_logs.events_action(
+        "Events of the service's Deployments, ReplicaSets, pods and Services"
+    )
     def events(self, request, pk=None):
-        return events_answer(cluster_reads.service_events(self.get_object()))
+        return workload_logs.events_answer(cluster_reads.service_events(self.get_object()))

@@ -8,9 +8,8 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from billing import periods
+from billing import periods, statements
 from billing.models import Budget, BudgetSpend, Price
-from billing.statements import department_ancestors
 from tenants.models import Department, Team
 from tenants.permissions import is_portal_admin
 from tenants.selectors import teams_visible_to
@@ -18,6 +17,23 @@ from tenants.selectors import teams_visible_to
 
 def prices() -> QuerySet[Price]:
     return Price.objects.order_by("gpu_model", "-effective_from")
+
+
+def statement_for(
+    user: User | AnonymousUser, *, first_month: datetime.date, months: int
+) -> statements.Statement:
+    """The monthly statement ``user`` may read: every team and department for an admin; for
+    anyone else the teams they see and no department (a department's total needs all its
+    teams)."""
+    admin = is_portal_admin(user)
+    statement = statements.monthly_statement(
+        first_month=first_month,
+        months=months,
+        teams=None if admin else teams_visible_to(user),
+    )
+    if not admin:
+        statement.departments = []
+    return statement
 
 
 def budgets_visible_to(user: User | AnonymousUser) -> QuerySet[Budget]:
@@ -29,7 +45,7 @@ def budgets_visible_to(user: User | AnonymousUser) -> QuerySet[Budget]:
     parents = dict(Department.objects.values_list("pk", "parent_id"))
     departments: set[int] = set()
     for department_id in teams.exclude(department=None).values_list("department_id", flat=True):
-        departments.update(department_ancestors(parents, department_id))
+        departments.update(statements.department_ancestors(parents, department_id))
     return budgets.filter(Q(team__in=teams) | Q(department_id__in=departments))
 
 
@@ -38,7 +54,7 @@ def budgets_of_team(team: Team) -> QuerySet[Budget]:
     departments: list[int] = []
     if team.department_id is not None:
         parents = dict(Department.objects.values_list("pk", "parent_id"))
-        departments = department_ancestors(parents, team.department_id)
+        departments = statements.department_ancestors(parents, team.department_id)
     return (
         Budget.objects.filter(Q(team=team) | Q(department_id__in=departments))
         .select_related("team", "department")

@@ -37,15 +37,11 @@ def price_list(request: HttpRequest) -> HttpResponse:
 
 
 def _statement(request: HttpRequest, form: StatementForm) -> statements.Statement:
-    admin = is_portal_admin(request.user)
-    statement = statements.monthly_statement(
+    return selectors.statement_for(
+        request.user,
         first_month=form.cleaned_data["month"],
         months=form.cleaned_data["months"],
-        teams=None if admin else teams_visible_to(request.user),
     )
-    if not admin:
-        statement.departments = []  # a department's total needs all its teams
-    return statement
 
 
 @login_required

@@ -23,7 +23,6 @@ from billing.forms import StatementForm
 from monitoring.api.views import CsvRenderer
 from tenants.models import Department, Team
 from tenants.permissions import is_portal_admin
-from tenants.selectors import teams_visible_to
 
 
 def _body(request) -> Mapping:
@@ -144,16 +143,13 @@ class StatementView(APIView):
         form = StatementForm(params)
         if not form.is_valid():
             raise ValidationError(form.errors.get_json_data())
-        admin = is_portal_admin(request.user)
-        statement = statements.monthly_statement(
+        statement = selectors.statement_for(
+            request.user,
             first_month=form.cleaned_data["month"],
             months=form.cleaned_data["months"],
-            teams=None if admin else teams_visible_to(request.user),
         )
-        if not admin:
-            statement.departments = []
         if request.accepted_renderer.format == "csv":
             response = Response(statements.csv_text(statement), content_type="text/csv")
             response["Content-Disposition"] = 'attachment; filename="gpu-statement.csv"'
             return response
-        return Response(s.statement_data(statement, departments=admin))
+        return Response(s.statement_data(statement, departments=is_portal_admin(request.user)))

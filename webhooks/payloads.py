@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import json
+from dataclasses import dataclass
 from typing import Any
 
 GENERIC = "generic"
@@ -18,23 +19,27 @@ SLACK = "slack"
 SLACK_MAX_FIELDS = 10
 
 
-def generic_payload(
-    *,
-    kind: str,
-    team_slug: str,
-    team_name: str,
-    title: str,
-    data: dict[str, Any],
-    link: str,
-    occurred_at: datetime.datetime,
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Occurrence:
+    """An event as a receiver is told it."""
+
+    kind: str
+    team_slug: str
+    team_name: str
+    title: str
+    data: dict[str, Any]
+    link: str
+    occurred_at: datetime.datetime
+
+
+def generic_payload(event: Occurrence) -> dict[str, Any]:
     return {
-        "event": kind,
-        "team": {"slug": team_slug, "name": team_name},
-        "occurred_at": occurred_at.isoformat(),
-        "title": title,
-        "link": link,
-        "data": data,
+        "event": event.kind,
+        "team": {"slug": event.team_slug, "name": event.team_name},
+        "occurred_at": event.occurred_at.isoformat(),
+        "title": event.title,
+        "link": event.link,
+        "data": event.data,
     }
 
 
@@ -51,34 +56,25 @@ def _field_value(value: Any) -> str:
     return str(value)
 
 
-def slack_payload(
-    *,
-    kind: str,
-    team_slug: str,
-    team_name: str,
-    title: str,
-    data: dict[str, Any],
-    link: str,
-    occurred_at: datetime.datetime,
-    portal_name: str = "gpu-portal",
-) -> dict[str, Any]:
-    title_text = slack_escape(title)
+def slack_payload(event: Occurrence, *, portal_name: str = "gpu-portal") -> dict[str, Any]:
+    title_text = slack_escape(event.title)
     text = f"[{slack_escape(portal_name)}] {title_text}"
-    if link:
-        text += f" <{link}|Open in the portal>"
+    if event.link:
+        text += f" <{event.link}|Open in the portal>"
     fields = [
         {"type": "mrkdwn", "text": f"*{slack_escape(key)}*\n{slack_escape(_field_value(value))}"}
-        for key, value in list(data.items())[:SLACK_MAX_FIELDS]
+        for key, value in list(event.data.items())[:SLACK_MAX_FIELDS]
     ]
     blocks: list[dict[str, Any]] = [
         {"type": "section", "text": {"type": "mrkdwn", "text": f"*{title_text}*"}},
     ]
     if fields:
         blocks.append({"type": "section", "fields": fields})
-    context = f"{slack_escape(kind)} · team {slack_escape(team_name)} ({slack_escape(team_slug)})"
-    context += f" · {occurred_at.isoformat(timespec='seconds')}"
-    if link:
-        context += f" · <{link}|Open in the portal>"
+    team = f"{slack_escape(event.team_name)} ({slack_escape(event.team_slug)})"
+    context = f"{slack_escape(event.kind)} · team {team}"
+    context += f" · {event.occurred_at.isoformat(timespec='seconds')}"
+    if event.link:
+        context += f" · <{event.link}|Open in the portal>"
     blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": context}]})
     return {"text": text, "blocks": blocks}
 
@@ -86,9 +82,9 @@ def slack_payload(
 def build_payload(fmt: str, *, portal_name: str = "gpu-portal", **event: Any) -> dict[str, Any]:
     """The body for a webhook of format ``fmt`` (``slack`` or ``generic``)."""
     if fmt == SLACK:
-        return slack_payload(portal_name=portal_name, **event)
+        return slack_payload(Occurrence(**event), portal_name=portal_name)
     if fmt == GENERIC:
-        return generic_payload(**event)
+        return generic_payload(Occurrence(**event))
     raise ValueError(f"unknown webhook format {fmt!r}")
 
 

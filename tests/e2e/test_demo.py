@@ -117,10 +117,14 @@ def test_the_demo_opens_on_charts_with_data_jobs_an_idle_notice_and_a_usage_repo
     lena.get_by_test_id("notifications-link").click()
     expect(lena.get_by_test_id("notification-idle")).to_contain_text("vision/notebook-lena")
 
+    lena.goto("/teams/vision/")
+    expect(lena.locator("#cluster-devcluster")).to_contain_text("In sync")
+    screenshot(lena, "demo-team")
+
     lena.goto("/monitoring/teams/vision/")
     team_points = drawn_points(lena, TEAM_CHARTS)
     assert all(points > 0 for points in team_points), team_points
-    screenshot(lena, "demo-team")
+    screenshot(lena, "demo-team-monitoring")
 
     lena.goto(f"/jobs/{running.pk}/")
     expect(lena.get_by_test_id("job-state")).to_have_text("running")

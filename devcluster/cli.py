@@ -1,5 +1,5 @@
-"""`python -m devcluster {build,keycloak-build,up,down,status,env,mint,install-portal,backfill,
-update-gomod}`.
+"""`python -m devcluster {build,keycloak-build,image,up,down,status,env,mint,install-portal,
+backfill,update-gomod}`.
 
 Only `up` and `env` print to stdout, and only `export` lines, so `eval "$(python -m devcluster
 up)"` works; progress and diagnostics go to stderr.
@@ -19,6 +19,7 @@ from devcluster import (
     cluster,
     credentials,
     gateway_api,
+    images,
     keycloak,
     portal_install,
     versions,
@@ -72,6 +73,15 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 def cmd_keycloak_build(args: argparse.Namespace) -> int:
     print(keycloak.build(force=args.force), file=sys.stderr)
+    return 0
+
+
+def cmd_image(args: argparse.Namespace) -> int:
+    missing = images.missing_tools()
+    if missing:
+        print(f"image: not installed: {', '.join(missing)} (scripts/bootstrap.sh)", file=sys.stderr)
+        return 1
+    print(images.build_portal(Path(args.context).resolve()), file=sys.stderr)
     return 0
 
 
@@ -230,6 +240,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     kc_build.add_argument("--force", action="store_true", help="rebuild even if cached")
     kc_build.set_defaults(handler=cmd_keycloak_build)
+
+    image = commands.add_parser(
+        "image",
+        help=f"build the portal's image ({images.PORTAL_IMAGE}) with buildah on a Debian base "
+        "made by mmdebstrap; no Docker daemon, no registry",
+    )
+    image.add_argument("--context", default=".", help="the project's directory (default: .)")
+    image.set_defaults(handler=cmd_image)
 
     up = commands.add_parser("up", help="start (or reuse) the cluster; prints export lines")
     up.add_argument("--gpu-nodes", type=int, help="GPU nodes (default 4, env DEVCLUSTER_GPU_NODES)")

@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # Install what the portal needs on a fresh Debian machine, reusing whatever is already there:
 # Debian's packages (only the missing ones), then the virtualenv from the pinned requirements.
+# Usage: scripts/bootstrap.sh [--for-tests]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 log() { echo "bootstrap: $*" >&2; }
 
 PACKAGES="postgresql redis-server chromium prometheus openssl"
+# --for-tests: also what builds and runs the portal's image in the tests (no Docker daemon).
+if [ "${1:-}" = "--for-tests" ]; then
+  PACKAGES="$PACKAGES podman buildah mmdebstrap"
+fi
 missing=""
 for package in $PACKAGES; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "ok installed" || missing="$missing $package"

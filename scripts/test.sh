@@ -28,19 +28,21 @@ if [ "${1:-}" = "--fast" ]; then
   exec .venv/bin/pytest --fast "${workers[@]}" "$@"
 fi
 
-scripts/bootstrap.sh
+scripts/bootstrap.sh --for-tests
 eval "$(scripts/services.sh up postgres redis)"
 # Django's cache in Redis, as in production: the suite proves pages are warm across processes.
 export DJANGO_CACHE_URL="${DJANGO_CACHE_URL:-${CELERY_BROKER_URL%/*}/1}"
 
 # What is built once into ~/.cache: the local cluster's binaries (Kubernetes, etcd, kwok, Kueue,
-# Helm; the tests' `devcluster` fixture starts the cluster itself) and the single sign-on tests'
-# OpenID provider (Keycloak, from Maven Central; the `keycloak` fixture starts it).
+# Helm; the tests' `devcluster` fixture starts the cluster itself), the single sign-on tests'
+# OpenID provider (Keycloak, from Maven Central; the `keycloak` fixture starts it) and the
+# portal's image (buildah on a Debian base; its layers are kept in podman's store).
 build() {
-  .venv/bin/python -m devcluster build && .venv/bin/python -m devcluster keycloak-build
+  .venv/bin/python -m devcluster build && .venv/bin/python -m devcluster keycloak-build \
+    && .venv/bin/python -m devcluster image
 }
 # The tests that need what `build` makes (their markers come from the fixtures they use).
-NEEDS_BUILD="devcluster or helm or keycloak"
+NEEDS_BUILD="devcluster or helm or keycloak or containers"
 
 checks() {
   echo "== lint and checks" >&2

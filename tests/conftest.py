@@ -66,6 +66,7 @@ SERVICE_FIXTURES = {
     "private_portal": ["postgres", "redis", "worker"],
     "promtool": ["prometheus"],
     "helm": ["helm"],
+    "portal_image": ["containers"],
     "own_prometheus": ["prometheus"],
     "start_prometheus": ["prometheus"],
     "guarded_prometheus": ["prometheus"],

@@ -38,6 +38,9 @@ KUBE_TOOLS = [
     "k8s.io/kubernetes/cmd/kube-controller-manager",
     "k8s.io/kubernetes/cmd/kube-scheduler",
     "k8s.io/kubernetes/cmd/kubectl",
+    # The real node (devcluster/real_node.py): a kubelet and kube-proxy beside the kwok nodes.
+    "k8s.io/kubernetes/cmd/kubelet",
+    "k8s.io/kubernetes/cmd/kube-proxy",
 ]
 
 
@@ -74,10 +77,21 @@ class GoModuleBuild:
     patches: tuple[PatchedCopy, ...] = ()
     files_module: str = ""
     files_from: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    cgo: bool = True
 
     def recipe(self) -> str:
         """What besides go.mod/go.sum decides the binaries, for the stamp."""
-        return repr((self.packages, self.ldflags, self.patches, self.files_module, self.files_from))
+        return repr(
+            (
+                self.packages,
+                self.ldflags,
+                self.patches,
+                self.files_module,
+                self.files_from,
+                *((self.tags, self.cgo) if self.tags or not self.cgo else ()),
+            )
+        )
 
 
 def _kube_version_ldflags() -> tuple[str, ...]:
@@ -170,6 +184,22 @@ TOOL_BUILDS = (
             "-X helm.sh/helm/v3/internal/version.gitTreeState=clean",
             *_helm_kube_version_ldflags(),
         ),
+    ),
+    # The real node's container runtime: containerd, its runc shim and ctr (to load images),
+    # without cgo or the snapshotters that need it (the overlayfs one is what the node uses).
+    GoModuleBuild(
+        name="containerd",
+        packages=(
+            "github.com/containerd/containerd/v2/cmd/containerd",
+            "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2",
+            "github.com/containerd/containerd/v2/cmd/ctr",
+        ),
+        binaries=("containerd", "containerd-shim-runc-v2", "ctr"),
+        ldflags=(
+            f"-X github.com/containerd/containerd/v2/version.Version={versions.CONTAINERD_VERSION}",
+        ),
+        tags=("no_btrfs", "no_devmapper", "no_zfs"),
+        cgo=False,
     ),
 )
 
@@ -403,6 +433,7 @@ def _run_go_build_with(build: GoModuleBuild, out_dir: Path, overlay: list[str]) 
         "build",
         "-v",
         "-trimpath",
+        *(["-tags", ",".join(build.tags)] if build.tags else []),
         *overlay,
         "-ldflags",
         ldflags,
@@ -411,7 +442,7 @@ def _run_go_build_with(build: GoModuleBuild, out_dir: Path, overlay: list[str]) 
         *build.packages,
     ]
     module_dir = GO_MODULES_DIR / build.name
-    env = _go_env()
+    env = {**_go_env(), **({} if build.cgo else {"CGO_ENABLED": "0"})}
     started = time.monotonic()
     process = subprocess.Popen(
         command,

@@ -36,6 +36,7 @@ PART_NAMES = {
     "kube": "Kubernetes",
     "kueue": "Kueue",
     "helm": "Helm (for the tests)",
+    "containerd": "containerd (for the real node)",
 }
 PARTS = tuple(build.name for build in (*builder.MODULE_BUILDS, *builder.TOOL_BUILDS))
 

@@ -39,3 +39,8 @@ GATEWAY_API_VERSION = "v1.6.3"
 # pinned by gomodules/helm/go.mod, which must say the same (tests/unit/devcluster checks); not
 # in ``versions_key`` either, so moving it rebuilds helm alone (builder.TOOL_BUILDS).
 HELM_VERSION = "v3.22.0"
+
+# The real node's container runtime (devcluster/real_node.py): the kubelet of Kubernetes v1.36
+# needs containerd 2 (Debian bookworm has 1.6). Pinned by gomodules/containerd/go.mod, which must
+# say the same; a tool like Helm, built alone when it moves.
+CONTAINERD_VERSION = "v2.4.2"

@@ -16,8 +16,21 @@ def test_the_go_module_pins_the_version_versions_py_names():
     assert f"helm.sh/helm/v3 {versions.HELM_VERSION} h1:" in go_sum
 
 
+def test_containerds_go_module_pins_the_version_versions_py_names():
+    go_mod = (builder.GO_MODULES_DIR / "containerd" / "go.mod").read_text()
+    go_sum = (builder.GO_MODULES_DIR / "containerd" / "go.sum").read_text()
+    (containerd,) = [build for build in builder.TOOL_BUILDS if build.name == "containerd"]
+
+    assert re.search(
+        rf"^\tgithub\.com/containerd/containerd/v2 {versions.CONTAINERD_VERSION}\b", go_mod, re.M
+    )
+    assert f"github.com/containerd/containerd/v2 {versions.CONTAINERD_VERSION} h1:" in go_sum
+    assert f"Version={versions.CONTAINERD_VERSION}" in " ".join(containerd.ldflags)
+    assert not containerd.cgo
+
+
 def test_helm_is_a_tool_apart_from_the_cluster_binaries():
-    (helm,) = builder.TOOL_BUILDS
+    helm = next(build for build in builder.TOOL_BUILDS if build.name == "helm")
 
     assert helm.binaries == ("helm",)
     assert "helm" not in builder.ALL_BINARIES
@@ -28,7 +41,7 @@ def test_helm_is_a_tool_apart_from_the_cluster_binaries():
 
 def test_the_tool_counts_as_built_only_with_its_own_stamp(tmp_path, monkeypatch):
     monkeypatch.setenv("DEVCLUSTER_CACHE", str(tmp_path))
-    (helm,) = builder.TOOL_BUILDS
+    helm = next(build for build in builder.TOOL_BUILDS if build.name == "helm")
     cluster_stamp = builder.expected_stamp()
     builder.bin_dir().mkdir(parents=True)
     (builder.binary("helm")).write_text("#!/bin/sh\n")

@@ -38,6 +38,7 @@ from devcluster import (
     processes,
     tenant_metrics,
 )
+from devcluster import real_node as real_node_module
 from devcluster.gpu_models import DEFAULT_GPU_MODEL
 from devcluster.settings import Settings, current
 
@@ -268,3 +269,25 @@ def running(instance: int | None = None) -> DevCluster | None:
 def down(purge: bool = False, instance: int | None = None) -> list[str]:
     """Stop the devcluster; returns the components that were running."""
     return cluster.down(purge=purge, instance=instance)
+
+
+@dataclass(frozen=True)
+class RealNode:
+    """The devcluster's node that runs real containers (devcluster/real_node.py). A pod lands
+    there with ``node_selector`` and ``toleration``; its images come from podman's store
+    through ``load_image`` (nothing is pulled)."""
+
+    settings: Settings
+    name: str = real_node_module.REAL_NODE_NAME
+    pod_subnet: str = real_node_module.POD_SUBNET
+
+    @property
+    def node_selector(self) -> dict[str, str]:
+        return {real_node_module.LABEL: "true"}
+
+    @property
+    def toleration(self) -> dict[str, str]:
+        return dict(real_node_module.TOLERATION)
+
+    def load_image(self, name: str) -> None:
+        real_node_module.load_image(self.settings, name)

@@ -13,6 +13,7 @@ from kubernetes import client
 from core.validators import LabelMatcher
 from devcluster import kubeconfig, pki, podlogs, processes, tenant_metrics
 from devcluster.components import kwok_logs_config
+from devcluster.real_node import REAL_NODE_NAME
 from devcluster.settings import Settings
 from monitoring import promql
 
@@ -53,6 +54,15 @@ def prepare_credentials(settings: Settings) -> None:
     pki.ensure_issued(
         ca, settings.pki_dir, "kwok", "kwok", server_names=["localhost"], server_ips=["127.0.0.1"]
     )
+    # How the apiserver proves itself to a real kubelet (logs, exec): a kubelet authorizes it
+    # with the apiserver, which lets system:masters do anything.
+    pki.ensure_issued(
+        ca,
+        settings.pki_dir / "clients",
+        "apiserver-kubelet-client",
+        "kube-apiserver-kubelet-client",
+        ["system:masters"],
+    )
     front_proxy_ca = pki.ensure_ca(settings.pki_dir, "front-proxy-ca", "front-proxy-ca")
     pki.ensure_issued(front_proxy_ca, settings.pki_dir, "front-proxy-client", "front-proxy-client")
     identities = {
@@ -63,6 +73,10 @@ def prepare_credentials(settings: Settings) -> None:
         # kwok plays every kubelet (node status, leases, pod status, deletes), so it is admin.
         "kwok": ("devcluster:kwok", ["system:masters"]),
         "dcgm-simulator": (DCGM_SIMULATOR_ROLE, []),
+        # The real node (devcluster/real_node.py): its kubelet as the Node authorizer wants it,
+        # and kube-proxy as the bootstrap policy's system:node-proxier binding names it.
+        "kubelet": (f"system:node:{REAL_NODE_NAME}", ["system:nodes"]),
+        "kube-proxy": ("system:kube-proxy", []),
     }
     for component, (user, groups) in identities.items():
         path = (

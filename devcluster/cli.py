@@ -95,6 +95,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         reconcile_nodes_when_reused=_explicit_node_options(args),
         fresh=args.fresh,
     )
+    if args.real_node:
+        cluster.start_real_node(settings)
     print("\n".join(cluster.env_lines(settings)))
     return 0
 
@@ -287,6 +289,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="when starting, first discard earlier runs' objects, metrics and pod logs (etcd, "
         "Prometheus and pod-log data; the CA and credentials stay); a running cluster is reused "
         "as it is",
+    )
+    up.add_argument(
+        "--real-node",
+        action="store_true",
+        help="also start a node that runs real containers (kubelet, containerd, kube-proxy; "
+        "devcluster/real_node.py), labelled and tainted gpuportal.io/real-node",
     )
     up.set_defaults(handler=cmd_up)
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from kubernetes import client, config
 
-from devcluster import bootstrap, builder, gateway_api, kueue, nodes, processes
+from devcluster import bootstrap, builder, gateway_api, kueue, nodes, processes, real_node
 from devcluster.components import COMPONENTS, COMPONENTS_BY_NAME, Component, components
 from devcluster.log import progress
 from devcluster.settings import Settings, current
@@ -305,8 +305,14 @@ def restart_locked(settings: Settings, name: str) -> None:
     _start_and_wait(settings, [component])
 
 
+def start_real_node(settings: Settings) -> None:
+    """Add the real node (devcluster/real_node.py) to the running cluster; idempotent."""
+    with state_lock(settings):
+        real_node.start(settings, _start_and_wait)
+
+
 def _stop_all(settings: Settings) -> list[str]:
-    stopped = []
+    stopped = real_node.stop(settings)
     for component in reversed(COMPONENTS):
         if processes.stop(settings.run_dir, component.name, component.marker):
             stopped.append(component.name)

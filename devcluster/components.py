@@ -132,6 +132,8 @@ def _apiserver_command(s: Settings) -> list[str]:
         "--allow-privileged=true",
         # kwok gives each node a Hostname address too, which nothing resolves.
         "--kubelet-preferred-address-types=InternalIP",
+        f"--kubelet-client-certificate={pki_dir / 'clients' / 'apiserver-kubelet-client.crt'}",
+        f"--kubelet-client-key={pki_dir / 'clients' / 'apiserver-kubelet-client.key'}",
         "--profiling=false",
     ]
 

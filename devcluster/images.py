@@ -17,9 +17,10 @@ import hashlib
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
-from devcluster import builder
+from devcluster import builder, versions
 from devcluster.log import progress
 
 SUITE = "bookworm"
@@ -29,7 +30,10 @@ BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates")
 BASE_REPOSITORY = "localhost/gpuportal-base"
 PORTAL_IMAGE = "localhost/gpu-portal:dev"
 LOCAL_CERTIFICATES = Path("/usr/local/share/ca-certificates")
-TOOLS = ("mmdebstrap", "buildah", "podman")
+# The sandbox every pod of the real node needs (devcluster/real_node.py), which nothing here can
+# pull: Kubernetes' own pause.c, from the pinned Kubernetes module, compiled statically.
+PAUSE_IMAGE = f"localhost/pause:{versions.KUBERNETES_VERSION}"
+TOOLS = ("mmdebstrap", "buildah", "podman", "gcc")
 
 
 def cache_dir() -> Path:
@@ -143,3 +147,43 @@ def build_portal(context: Path, *, tag: str = PORTAL_IMAGE) -> str:
         str(context),
     )
     return tag
+
+
+def pause_image() -> str:
+    """The pause image of the pinned Kubernetes, built once."""
+    if image_exists(PAUSE_IMAGE):
+        return PAUSE_IMAGE
+    kube = next(build for build in builder.MODULE_BUILDS if build.name == "kube")
+    source = builder.module_source_dir(kube, "k8s.io/kubernetes")
+    with tempfile.TemporaryDirectory(prefix="devcluster-pause-") as work:
+        binary = Path(work) / "pause"
+        subprocess.run(
+            [
+                "gcc",
+                "-Os",
+                "-static",
+                f"-DVERSION={versions.KUBERNETES_VERSION}",
+                "-o",
+                str(binary),
+                str(source / "build" / "pause" / "linux" / "pause.c"),
+            ],
+            check=True,
+            capture_output=True,
+        )
+        container = run("buildah", "from", "scratch").stdout.strip()
+        try:
+            run("buildah", "copy", container, str(binary), "/pause")
+            run(
+                "buildah",
+                "config",
+                "--entrypoint",
+                '["/pause"]',
+                "--user",
+                "65535:65535",
+                container,
+            )
+            run("buildah", "commit", "--quiet", container, PAUSE_IMAGE)
+        finally:
+            run("buildah", "rm", container)
+    progress(f"images: built {PAUSE_IMAGE} from Kubernetes' pause.c")
+    return PAUSE_IMAGE

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from devcluster import api, cluster, settings
+from devcluster import real_node as real_node_module
 from devcluster.cluster import STARTED_BY_PYTEST_FLAG
 from devcluster.log import progress
 from devcluster.settings import Settings
@@ -73,6 +74,17 @@ def devcluster_second() -> Iterator[api.DevCluster]:
     stopped as `devcluster` is; its nodes are ``cluster.SECOND_INSTANCE_NODES`` (unless the
     DEVCLUSTER_*_NODES variables say otherwise)."""
     yield from _session_cluster(Settings.from_env(settings.instance_from_env() + 1))
+
+
+@pytest.fixture(scope="session")
+def real_node(devcluster) -> api.RealNode:
+    """The devcluster's node that runs real containers, added to the cluster on first use and
+    stopped with it: `.name`, `.node_selector`, `.toleration`, `.load_image(name)`."""
+    try:
+        cluster.start_real_node(devcluster.settings)
+    except real_node_module.RealNodeUnavailable as error:
+        pytest.fail(str(error), pytrace=False)
+    return api.RealNode(devcluster.settings)
 
 
 def _session_cluster(settings: Settings) -> Iterator[api.DevCluster]:

@@ -8,9 +8,10 @@ cd "$(dirname "$0")/.."
 log() { echo "bootstrap: $*" >&2; }
 
 PACKAGES="postgresql redis-server chromium prometheus openssl"
-# --for-tests: also what builds and runs the portal's image in the tests (no Docker daemon).
+# --for-tests: also what builds and runs the portal's image in the tests (no Docker daemon)
+# and what the devcluster's real node runs its containers with (runc, the CNI plugins).
 if [ "${1:-}" = "--for-tests" ]; then
-  PACKAGES="$PACKAGES podman buildah mmdebstrap"
+  PACKAGES="$PACKAGES podman buildah mmdebstrap runc containernetworking-plugins"
 fi
 missing=""
 for package in $PACKAGES; do

@@ -62,6 +62,7 @@ SERVICE_FIXTURES = {
     "shared_cache": ["redis"],
     "devcluster": ["devcluster"],
     "devcluster_second": ["devcluster"],
+    "real_node": ["devcluster", "real_node"],
     # The fault tests' own PostgreSQL, Redis and portal processes (tests/integration/faults).
     "private_portal": ["postgres", "redis", "worker"],
     "promtool": ["prometheus"],

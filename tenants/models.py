@@ -5,6 +5,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import F, Q
+from django.utils import timezone
 
 from clusters.models import Cluster, validate_object_limits
 from clusters.vocabulary import DEFAULT_GPU_RESOURCE
@@ -299,6 +300,11 @@ class QuotaGrant(QuotaAmounts):
 
     def __str__(self) -> str:
         return f"grant #{self.pk} {self.team}: {self.gpus} × {self.gpu_resource} on {self.cluster}"
+
+    @property
+    def starts_later(self) -> bool:
+        """Active but booked ahead: it counts from ``starts_on``, a day still to come."""
+        return self.state == self.State.ACTIVE and self.starts_on > timezone.localdate()
 
 
 class ReconcileState(models.Model):

@@ -1,8 +1,10 @@
 """The team page: grants, pending and past requests; cancelling a pending request."""
 
+import datetime
 import re
 
 import pytest
+from django.utils import timezone
 
 from tenants import quota
 from tenants.models import QuotaRequest
@@ -40,6 +42,18 @@ def test_team_page_shows_grants_pending_and_past_requests(
     assert "Too many for now." in past
     assert "ada-admin" in past
     assert f'href="/grants/{grant.pk}/"' in past
+
+
+def test_a_grant_booked_ahead_says_when_it_starts_not_active(client_as, lead, team, make_grant):
+    tomorrow = timezone.localdate() + datetime.timedelta(days=1)
+    grant = make_grant(lead, team, starts_on=tomorrow)
+
+    grants = _section(get_ok(client_as(lead), "/teams/vision/").content.decode(), "active-grants")
+    detail = get_ok(client_as(lead), f"/grants/{grant.pk}/").content.decode()
+
+    assert f"Starts {tomorrow:%Y-%m-%d}" in grants
+    assert "Active" not in grants
+    assert f"Starts {tomorrow:%Y-%m-%d}" in detail
 
 
 def test_open_ended_grant_says_so(client_as, lead, team, make_grant):

@@ -7,6 +7,7 @@ from django.contrib.staticfiles import finders
 from django.test import Client
 from django.urls import reverse
 
+from tests import factories
 from tests.factories import PASSWORD
 from tests.integration.pages.helpers import get_ok
 
@@ -104,6 +105,16 @@ def test_user_without_teams_is_told_so(client_as, outsider):
     html = get_ok(client_as(outsider), "/").content.decode()
 
     assert "not a member of any team" in html
+
+
+def test_an_admin_without_teams_is_told_how_to_make_them(client_as, db):
+    admin = factories.AdminFactory(username="first-admin")
+
+    html = get_ok(client_as(admin), "/").content.decode()
+
+    assert "not a member of any team" not in html
+    assert "POST /api/v1/teams/" in html
+    assert 'href="/django-admin/tenants/team/"' in html
 
 
 @pytest.mark.parametrize("url", ["/teams/vision/", "/teams/vision/requests/new/"])

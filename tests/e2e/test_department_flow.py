@@ -44,6 +44,10 @@ def test_department_admin_approves_within_the_ceiling(
     expect(above_item.get_by_role("button", name="Approve")).to_have_count(0)
     within_item = page.get_by_test_id("review-item").filter(has_text=f"#{within.pk}")
     expect(within_item.get_by_test_id("delegation")).to_contain_text("Within the ceiling")
+    # The per-model table stays inside its capacity box at a laptop's width.
+    capacity = within_item.get_by_test_id("capacity").bounding_box()
+    models = within_item.get_by_test_id("model-capacity").bounding_box()
+    assert models["x"] + models["width"] <= capacity["x"] + capacity["width"], (models, capacity)
     screenshot(page, "department-review-queue")
 
     within_item.get_by_role("button", name="Approve").click()

@@ -1,7 +1,6 @@
 """requirements-image.txt, what the portal's image installs, is written from requirements.in and
 requirements.txt, and holds every package the product imports."""
 
-import ast
 import subprocess
 import sys
 from importlib import metadata
@@ -10,22 +9,11 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 
 REPO = Path(__file__).resolve().parents[2]
-PRODUCT = (
-    "accounts",
-    "billing",
-    "clusters",
-    "core",
-    "gpujobs",
-    "monitoring",
-    "portal",
-    "reconcile",
-    "serving",
-    "tenants",
-    "webhooks",
-    "workloads",
-)
 sys.path.insert(0, str(REPO / "scripts"))
 import image_requirements  # noqa: E402
+
+from tests.unit.python_imports import imported_modules  # noqa: E402
+from tests.unit.test_layering import LAYERS  # noqa: E402
 
 
 def test_the_file_is_up_to_date():
@@ -51,20 +39,12 @@ def test_every_package_the_product_imports_is_in_the_image():
     installed = image_requirements.pins((REPO / "requirements-image.txt").read_text())
     providers = metadata.packages_distributions()
     missing = {}
-    for app in PRODUCT:
+    for app in LAYERS:  # every app of the product, the kernel included
         for path in (REPO / app).rglob("*.py"):
-            for node in ast.walk(ast.parse(path.read_text())):
-                if isinstance(node, ast.Import):
-                    modules = [alias.name for alias in node.names]
-                elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                    modules = [node.module]
-                else:
-                    continue
-                for module in modules:
-                    top = module.split(".")[0]
-                    for distribution in providers.get(top, []):
-                        if canonicalize_name(distribution) not in installed:
-                            missing.setdefault(distribution, set()).add(str(path))
+            for module in imported_modules(path):
+                for distribution in providers.get(module.split(".")[0], []):
+                    if canonicalize_name(distribution) not in installed:
+                        missing.setdefault(distribution, set()).add(str(path))
 
     assert missing == {}
 

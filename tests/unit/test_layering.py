@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.unit.python_imports import imported_modules
+
 REPO = Path(__file__).resolve().parents[2]
 
 # Lower numbers are lower layers: an app imports only apps of a lower layer. Apps on one layer
@@ -39,17 +41,10 @@ def imports_of(app: str) -> dict[str, set[str]]:
     for path in (REPO / app).rglob("*.py"):
         if "migrations" in path.parts:
             continue
-        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-            if isinstance(node, ast.Import):
-                modules = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                modules = [node.module]
-            else:
-                continue
-            for module in modules:
-                top = module.split(".")[0]
-                if top != app and (top in LAYERS or top in TOOLS):
-                    found.setdefault(top, set()).add(str(path.relative_to(REPO)))
+        for module in imported_modules(path):
+            top = module.split(".")[0]
+            if top != app and (top in LAYERS or top in TOOLS):
+                found.setdefault(top, set()).add(str(path.relative_to(REPO)))
     return found
 
 

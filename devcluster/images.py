@@ -103,7 +103,7 @@ def base_image() -> str:
     if not archive.exists():
         progress(f"images: the base from Debian {SUITE}: {', '.join(BASE_PACKAGES)}")
         partial = archive.with_suffix(".partial")
-        subprocess.run(
+        made = subprocess.run(
             [
                 "mmdebstrap",
                 "--variant=minbase",
@@ -121,10 +121,12 @@ def base_image() -> str:
                 SUITE,
                 str(partial),
             ],
-            check=True,
             capture_output=True,
+            text=True,
             timeout=900,
         )
+        if made.returncode != 0:
+            raise RuntimeError(f"mmdebstrap failed ({made.returncode}):\n{made.stderr[-4000:]}")
         partial.rename(archive)
     run("podman", "import", str(archive), name)
     return name

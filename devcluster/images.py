@@ -33,7 +33,7 @@ LOCAL_CERTIFICATES = Path("/usr/local/share/ca-certificates")
 # The sandbox every pod of the real node needs (devcluster/real_node.py), which nothing here can
 # pull: Kubernetes' own pause.c, from the pinned Kubernetes module, compiled statically.
 PAUSE_IMAGE = f"localhost/pause:{versions.KUBERNETES_VERSION}"
-TOOLS = ("mmdebstrap", "buildah", "podman", "gcc")
+TOOLS = ("mmdebstrap", "buildah", "podman")
 
 
 def cache_dir() -> Path:

@@ -52,8 +52,6 @@ PROXY_HEALTHZ_PORT = 26256
 PROXY_METRICS_PORT = 26249
 CNI_PLUGINS = Path("/usr/lib/cni")
 RUNC = Path("/usr/sbin/runc")
-# What Debian gives the node: runc, the CNI plugins, iptables and conntrack for kube-proxy.
-DEBIAN_PACKAGES = ("runc", "containernetworking-plugins", "iptables", "conntrack")
 
 
 class RealNodeUnavailable(RuntimeError):
@@ -87,8 +85,8 @@ def missing() -> list[str]:
         if not path.exists()
     ]
     lacking += [f"{tool} (scripts/bootstrap.sh --for-tests)" for tool in images.missing_tools()]
-    if shutil.which("iptables") is None:
-        lacking.append("iptables")
+    # iptables for kube-proxy; gcc for the pause image (devcluster.images.pause_image).
+    lacking += [tool for tool in ("iptables", "gcc") if shutil.which(tool) is None]
     if os.geteuid() != 0:
         lacking.append("root (the kubelet and containerd run as root)")
     return lacking

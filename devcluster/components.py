@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import ssl
+import subprocess
 import sys
 import urllib.request
 from collections.abc import Callable
@@ -76,6 +77,34 @@ def _kubeconfig_path(settings: Settings, component: str) -> str:
     return str(settings.kubeconfig_dir / f"{component}.kubeconfig")
 
 
+def host_address() -> str | None:
+    """The host's address on its default route, None without one: the real node's IP (a
+    node's may not be loopback) and the apiserver's advertised one, which the `kubernetes`
+    Service leads pods to."""
+    route = subprocess.run(
+        ["ip", "-4", "route", "get", "192.0.2.1"], capture_output=True, text=True, check=False
+    ).stdout.split()
+    return route[route.index("src") + 1] if "src" in route else None
+
+
+def _advertised_flags() -> list[str]:
+    """Listen on every address and advertise the host's, so that the real node's pods reach
+    the apiserver through the `kubernetes` Service (clients still need the cluster's
+    certificates or a token). Without a default route, loopback only, and the Service gets
+    no endpoints (a loopback address is not a valid one)."""
+    address = host_address()
+    if address is None:
+        return [
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            "--endpoint-reconciler-type=none",
+        ]
+    return [
+        "--bind-address=0.0.0.0",
+        f"--advertise-address={address}",
+    ]
+
+
 def _etcd_command(s: Settings) -> list[str]:
     return [
         _bin("etcd"),
@@ -105,8 +134,7 @@ def _apiserver_command(s: Settings) -> list[str]:
     return [
         _bin("kube-apiserver"),
         f"--etcd-servers={s.etcd_url}",
-        "--bind-address=127.0.0.1",
-        "--advertise-address=127.0.0.1",
+        *_advertised_flags(),
         f"--secure-port={s.apiserver_port}",
         f"--cert-dir={s.run_dir / 'apiserver'}",
         f"--tls-cert-file={pki_dir / 'apiserver.crt'}",
@@ -126,9 +154,6 @@ def _apiserver_command(s: Settings) -> list[str]:
         f"--service-account-key-file={pki_dir / 'sa.pub'}",
         f"--service-account-signing-key-file={pki_dir / 'sa.key'}",
         f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
-        # There are no real pods to reach the apiserver, and a loopback address is not a valid
-        # endpoint for the `kubernetes` Service, so do not maintain its endpoints.
-        "--endpoint-reconciler-type=none",
         "--allow-privileged=true",
         # kwok gives each node a Hostname address too, which nothing resolves.
         "--kubelet-preferred-address-types=InternalIP",

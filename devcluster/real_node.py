@@ -36,7 +36,7 @@ from pathlib import Path
 import yaml
 
 from devcluster import builder, images, processes
-from devcluster.components import Component, _http_ok
+from devcluster.components import Component, _http_ok, host_address
 from devcluster.log import progress
 from devcluster.settings import Settings
 
@@ -68,10 +68,10 @@ def socket_path(settings: Settings) -> Path:
 
 def node_ip() -> str:
     """The host's address on its default route (a node's IP may not be loopback)."""
-    route = subprocess.run(
-        ["ip", "-4", "route", "get", "192.0.2.1"], capture_output=True, text=True, check=True
-    ).stdout.split()
-    return route[route.index("src") + 1]
+    address = host_address()
+    if address is None:
+        raise RealNodeUnavailable("the real node needs a default route (its IP is the host's)")
+    return address
 
 
 def missing() -> list[str]:

@@ -16,7 +16,6 @@ Each fault test records a row (fault, what was in flight, what was checked, resu
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 import shutil
@@ -38,6 +37,7 @@ from clusters.vocabulary import JOB_ID_LABEL
 from tests.integration.conftest import REPO_ROOT, free_port, wait_for
 from tests.integration.kube import delete_namespace, read_or_none
 from tests.integration.portal_identity import mint_portal_identity
+from tests.integration.private_services import PrivatePostgres, PrivateRedis
 
 QUOTA_NAME = "gpu-portal-quota"
 COMPLETE_AFTER = "devcluster.gpuportal.io/complete-after-seconds"
@@ -135,118 +135,6 @@ def pytest_terminal_summary(terminalreporter, config):
     terminalreporter.section("fault table")
     terminalreporter.write(text)
     terminalreporter.write_line(f"(written to {path})")
-
-
-# --- a private PostgreSQL and Redis -----------------------------------------------------------
-
-
-def _as_postgres(argv: list[str]) -> list[str]:
-    """initdb and postgres refuse to run as root: Debian's package made a postgres account."""
-    return ["runuser", "-u", "postgres", "--", *argv] if os.getuid() == 0 else argv
-
-
-class PrivatePostgres:
-    """A PostgreSQL of the fault tests' own, in ``root``, on a free port."""
-
-    def __init__(self, root: Path):
-        versions = sorted(
-            glob.glob("/usr/lib/postgresql/*/bin"), key=lambda p: int(p.split("/")[4])
-        )
-        if not versions:
-            pytest.fail("PostgreSQL is not installed (apt-get install postgresql)", pytrace=False)
-        self.bin = Path(versions[-1])
-        self.data, self.logs = root / "pg", root / "pglog"
-        self.port = free_port()
-        for path in (self.data, self.logs):
-            path.mkdir()
-            if os.getuid() == 0:
-                shutil.chown(path, "postgres", "postgres")
-        self._run(
-            "initdb",
-            "-D",
-            str(self.data),
-            "-U",
-            "portal",
-            "-A",
-            "trust",
-            "-E",
-            "UTF8",
-            "--no-locale",
-        )
-        self.start()
-        self._run("createdb", "-h", "127.0.0.1", "-p", str(self.port), "-U", "portal", "portal")
-
-    @property
-    def url(self) -> str:
-        return f"postgres://portal@127.0.0.1:{self.port}/portal"
-
-    def _run(self, tool: str, *args: str) -> None:
-        subprocess.run(_as_postgres([str(self.bin / tool), *args]), check=True, capture_output=True)
-
-    def start(self) -> None:
-        options = (
-            f"-p {self.port} -k /tmp -c listen_addresses=127.0.0.1 -c max_connections=100 "
-            "-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
-        )
-        self._run(
-            "pg_ctl",
-            "-D",
-            str(self.data),
-            "-l",
-            str(self.logs / "server.log"),
-            "-w",
-            "-t",
-            "60",
-            "start",
-            "-o",
-            options,
-        )
-
-    def stop(self) -> None:
-        """A fast shutdown: open transactions are rolled back, connections cut."""
-        self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
-
-
-class PrivateRedis:
-    """A Redis of the fault tests' own, without persistence (as ``scripts/services.sh`` runs
-    it): a restart loses every message queued in it."""
-
-    def __init__(self, root: Path):
-        self.root, self.port, self.process = root, free_port(), None
-        self.start()
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        self.process = subprocess.Popen(
-            [
-                "redis-server",
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                str(self.root),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        wait_for(self._answers, timeout=20, what="the private Redis to answer")
-
-    def _answers(self) -> bool:
-        ping = subprocess.run(["redis-cli", "-p", str(self.port), "ping"], capture_output=True)
-        return ping.stdout.strip() == b"PONG"
-
-    def stop(self) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(timeout=20)
 
 
 # --- the portal's processes -------------------------------------------------------------------

@@ -289,5 +289,10 @@ class RealNode:
     def toleration(self) -> dict[str, str]:
         return dict(real_node_module.TOLERATION)
 
+    @property
+    def address(self) -> str:
+        """The node's IP, the host's: where pods reach the host's own services."""
+        return real_node_module.node_ip()
+
     def load_image(self, name: str) -> None:
         real_node_module.load_image(self.settings, name)

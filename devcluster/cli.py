@@ -22,6 +22,7 @@ from devcluster import (
     images,
     keycloak,
     portal_install,
+    real_node,
     versions,
 )
 from devcluster.gpu_models import KNOWN_MODELS
@@ -81,7 +82,17 @@ def cmd_image(args: argparse.Namespace) -> int:
     if missing:
         print(f"image: not installed: {', '.join(missing)} (scripts/bootstrap.sh)", file=sys.stderr)
         return 1
-    print(images.build_portal(Path(args.context).resolve()), file=sys.stderr)
+    built = images.build_portal(Path(args.context).resolve())
+    print(built, file=sys.stderr)
+    if args.load:
+        settings = current()
+        if not real_node.running(settings):
+            print(
+                "image: the real node is not running (`python -m devcluster up --real-node`)",
+                file=sys.stderr,
+            )
+            return 1
+        real_node.load_image(settings, built)
     return 0
 
 
@@ -249,6 +260,12 @@ def build_parser() -> argparse.ArgumentParser:
         "made by mmdebstrap; no Docker daemon, no registry",
     )
     image.add_argument("--context", default=".", help="the project's directory (default: .)")
+    image.add_argument(
+        "--load",
+        action="store_true",
+        help="then load it into the real node's containerd (`up --real-node`), where pods run "
+        "it with imagePullPolicy Never",
+    )
     image.set_defaults(handler=cmd_image)
 
     up = commands.add_parser("up", help="start (or reuse) the cluster; prints export lines")

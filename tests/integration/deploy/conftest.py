@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from devcluster import builder
+from devcluster import builder, images
 
 CHART = Path(__file__).resolve().parents[3] / "deploy" / "helm" / "gpu-portal"
 # What every install has to give (or name a Secret of its own instead).
@@ -34,6 +34,16 @@ OIDC = {
 
 
 @pytest.fixture(scope="session")
+def portal_image() -> str:
+    """The portal's image, built from the Dockerfile as `python -m devcluster image` builds it
+    (its layers cached: a build with nothing changed takes seconds)."""
+    missing = images.missing_tools()
+    if missing:
+        pytest.fail(f"not installed: {', '.join(missing)} (scripts/bootstrap.sh installs them)")
+    return images.build_portal(CHART.parents[2])
+
+
+@pytest.fixture(scope="session")
 def helm() -> "Helm":
     path = builder.binary("helm")
     (tool,) = [build for build in builder.TOOL_BUILDS if build.name == "helm"]
@@ -50,12 +60,12 @@ class Helm:
     def __init__(self, path: Path) -> None:
         self.path = path
 
-    def run(self, *args: str) -> subprocess.CompletedProcess:
+    def run(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
         return subprocess.run(
             [str(self.path), *args],
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=timeout,
             # No repositories, plugins or caches of a developer's own.
             env={**os.environ, "HELM_CONFIG_HOME": "/nonexistent", "HELM_NO_PLUGINS": "1"},
         )

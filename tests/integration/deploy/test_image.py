@@ -27,7 +27,6 @@ import psycopg
 import pytest
 
 from devcluster import images
-from tests.integration.conftest import REPO_ROOT
 from tests.integration.deploy.conftest import by_kind_and_name
 
 pytestmark = [pytest.mark.integration]
@@ -90,14 +89,6 @@ def settings_env(chart, tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("image") / "settings.env"
     path.write_text("".join(f"{key}={value}\n" for key, value in values.items()))
     return path
-
-
-@pytest.fixture(scope="module")
-def portal_image() -> str:
-    missing = images.missing_tools()
-    if missing:
-        pytest.fail(f"not installed: {', '.join(missing)} (scripts/bootstrap.sh installs them)")
-    return images.build_portal(REPO_ROOT)
 
 
 def pod_of(chart, kind: str, name: str) -> dict:

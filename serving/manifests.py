@@ -72,6 +72,9 @@ class RevisionSpec:
     replicas: int
     weight: int
     role: str = "stable"
+    # Whether the watcher has seen a replica of it ready: a revision without one takes no
+    # traffic through the route while another has one (``route_weights``).
+    ready: bool = True
 
     @property
     def gpus(self) -> int:
@@ -242,15 +245,28 @@ def revision_service(spec: ServiceSpec, revision: RevisionSpec) -> dict:
     return _service(spec, name, selector, revision.request.port, revision.number)
 
 
+def route_weights(revisions: tuple[RevisionSpec, ...]) -> dict[int, int]:
+    """Each revision's backend weight: the split asked for, except that a revision with no
+    ready replica gets 0 while a weighted one has a ready replica. A gateway sends a backend
+    without endpoints its share all the same, and each of those requests fails (503): a canary
+    takes its share once its first replica is ready, not while its model loads."""
+    serving = {r.number for r in revisions if r.ready and r.weight > 0}
+    if not serving:
+        return {r.number: r.weight for r in revisions}
+    return {r.number: r.weight if r.number in serving else 0 for r in revisions}
+
+
 def http_route(spec: ServiceSpec) -> dict:
-    """The revisions' Services as one route's backends, weighted as the split says."""
+    """The revisions' Services as one route's backends, weighted as the split says (by the
+    revisions ready to serve: ``route_weights``)."""
+    weights = route_weights(spec.revisions)
     backends = [
         {
             "group": "",
             "kind": "Service",
             "name": revision_object_name(spec.name, revision.number),
             "port": revision.request.port,
-            "weight": revision.weight,
+            "weight": weights[revision.number],
         }
         for revision in spec.revisions
     ]
@@ -308,6 +324,7 @@ def stored_spec(service_row: InferenceService, *, routing: str, gateway: str = "
                 replicas=r.replicas,
                 weight=r.weight,
                 role=r.role,
+                ready=r.ready_replicas > 0,
             )
             for r in live
         ),

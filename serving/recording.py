@@ -26,6 +26,7 @@ Key = tuple[str, int, int]  # (namespace, service id, revision number)
 # What ``changes_to_record`` reads of a row.
 OBSERVED_FIELDS = (
     "pk",
+    "service_id",
     "desired_replicas",
     "current_replicas",
     "ready_replicas",
@@ -69,6 +70,7 @@ def record_observations(*, cluster_id: int, seen: Sequence[tuple[Key, RevisionOb
     now = timezone.now()
     changed = 0
     finished: set[int] = set()
+    rerouted: set[int] = set()
     with transaction.atomic():
         for row in rows:
             changes = changes_to_record(row, wanted[row["pk"]], now=now)
@@ -76,11 +78,18 @@ def record_observations(*, cluster_id: int, seen: Sequence[tuple[Key, RevisionOb
                 changed += Revision.objects.filter(pk=row["pk"]).update(**changes)
                 if "ready_replicas" in changes:
                     finished |= rollouts_to_finish(revision_ids=[row["pk"]])
+                    if (row["ready_replicas"] > 0) != (changes["ready_replicas"] > 0):
+                        # Its route's weights follow whether it has a ready replica.
+                        rerouted.add(row["service_id"])
         for service_id in sorted(finished):
             transaction.on_commit(
                 lambda service_id=service_id: reconcile_triggers.enqueue_rollout_finish(
                     service_id=service_id
                 )
+            )
+        for service_id in sorted(rerouted - finished):
+            transaction.on_commit(
+                lambda service_id=service_id: reconcile_triggers.enqueue_now(service_id=service_id)
             )
     return changed
 

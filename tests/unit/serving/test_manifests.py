@@ -14,7 +14,9 @@ from workloads.specs import ContainerRequest
 PLACEMENT = Placement()
 
 
-def revision(number=1, *, replicas=2, weight=100, role="stable", sidecar=True, **kwargs):
+def revision(
+    number=1, *, replicas=2, weight=100, role="stable", sidecar=True, ready=True, **kwargs
+):
     request = RevisionRequest(
         main=ContainerRequest(
             image=kwargs.pop("image", f"registry.example.com/vision/llm:{number}"),
@@ -30,7 +32,9 @@ def revision(number=1, *, replicas=2, weight=100, role="stable", sidecar=True, *
         else None,
         **kwargs,
     )
-    return RevisionSpec(number=number, request=request, replicas=replicas, weight=weight, role=role)
+    return RevisionSpec(
+        number=number, request=request, replicas=replicas, weight=weight, role=role, ready=ready
+    )
 
 
 def spec(*revisions, routing="gateway-api", **kwargs) -> ServiceSpec:
@@ -117,6 +121,35 @@ def test_a_canary_at_ten_percent_gives_route_weights_90_10_over_per_revision_ser
     assert services["llm-r2"]["spec"]["selector"][REVISION_LABEL] == "2"
     assert REVISION_LABEL not in services["llm"]["spec"]["selector"]
     assert services["llm"]["spec"]["selector"][SERVICE_ID_LABEL] == "7"
+
+
+def route_weights(*revisions) -> list[tuple[str, int]]:
+    (route,) = by_kind(manifests.service_objects(spec(*revisions)), "HTTPRoute").values()
+    return [(b["name"], b["weight"]) for b in route["spec"]["rules"][0]["backendRefs"]]
+
+
+def test_a_canary_takes_its_share_once_a_replica_of_it_is_ready():
+    stable = revision(1, weight=80)
+
+    waiting = revision(2, replicas=1, weight=20, role="candidate", ready=False)
+    assert route_weights(stable, waiting) == [("llm-r1", 80), ("llm-r2", 0)]
+
+    ready = revision(2, replicas=1, weight=20, role="candidate")
+    assert route_weights(stable, ready) == [("llm-r1", 80), ("llm-r2", 20)]
+
+
+def test_a_revision_without_a_ready_replica_gives_its_share_to_one_that_has_one():
+    down = revision(1, weight=80, ready=False)
+    canary = revision(2, replicas=1, weight=20, role="candidate")
+
+    assert route_weights(down, canary) == [("llm-r1", 0), ("llm-r2", 20)]
+
+
+def test_with_no_revision_ready_the_route_keeps_the_split_asked_for():
+    assert route_weights(
+        revision(1, weight=80, ready=False),
+        revision(2, replicas=1, weight=20, role="candidate", ready=False),
+    ) == [("llm-r1", 80), ("llm-r2", 20)]
 
 
 def test_without_the_gateway_api_one_service_and_replica_counts_carry_the_split():

@@ -39,6 +39,22 @@ def test_a_cluster_is_registered_with_the_given_settings_and_defaults_for_the_re
     assert "no kubeconfig path" in out
 
 
+def test_placement_and_registries_are_set_from_their_options():
+    register(
+        "lab",
+        "--gpu-node-selector", "pool=gpu",
+        "--gpu-node-selector", "zone=a",
+        "--gpu-taint-key", "example.com/gpu",
+        "--allowed-registry", "registry.example.com",
+        "--allowed-registry", "localhost",
+    )  # fmt: skip
+
+    cluster = Cluster.objects.get(name="lab")
+    assert cluster.gpu_node_selector == {"pool": "gpu", "zone": "a"}
+    assert cluster.gpu_taint_key == "example.com/gpu"
+    assert cluster.allowed_registries == ["registry.example.com", "localhost"]
+
+
 def test_a_name_taken_is_refused_and_the_registered_cluster_is_left_alone():
     register("lab", "--display-name", "First")
 
@@ -52,6 +68,8 @@ def test_a_name_taken_is_refused_and_the_registered_cluster_is_left_alone():
     [
         (["Not A Label"], "name"),
         (["lab", "--prometheus-url", "not a url"], "prometheus-url"),
+        (["lab", "--allowed-registry", "Not A Registry"], "allowed-registry"),
+        (["lab", "--gpu-node-selector", "no-equals-sign"], "gpu-node-selector"),
     ],
 )
 def test_bad_settings_are_refused_naming_the_option_and_nothing_is_registered(args, field):

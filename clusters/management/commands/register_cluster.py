@@ -2,7 +2,8 @@
 the scripted end of an install, e.g. right after `helm install`::
 
     kubectl -n gpu-portal exec deploy/portal-gpu-portal-web -- \\
-        python manage.py register_cluster production --display-name "Production"
+        python manage.py register_cluster production --display-name "Production" \\
+        --allowed-registry registry.example.com
 
 Without ``--kubeconfig`` the portal reaches the cluster it runs in with its ServiceAccount. The
 new cluster gets its admission policies from the first reconcile, as one added in the admin
@@ -18,6 +19,9 @@ from clusters.capacity import capacity_sync
 from clusters.kube import KubeError
 from clusters.models import Cluster
 from clusters.signals import settings_changed
+
+# The option that sets a field, where its name is not the field's.
+OPTIONS = {"kubeconfig_path": "kubeconfig", "allowed_registries": "allowed-registry"}
 
 
 class Command(BaseCommand):
@@ -36,6 +40,22 @@ class Command(BaseCommand):
             "--api-server-url", default="", help="Overrides the kubeconfig's API server."
         )
         parser.add_argument("--prometheus-url", default="", help="Where its DCGM metrics are.")
+        parser.add_argument(
+            "--gpu-node-selector",
+            action="append",
+            metavar="LABEL=VALUE",
+            help="A label every GPU node carries (repeat for several; default hardware-type=gpu).",
+        )
+        parser.add_argument(
+            "--gpu-taint-key", help="The taint on its GPU nodes (default nvidia.com/gpu)."
+        )
+        parser.add_argument(
+            "--allowed-registry",
+            action="append",
+            default=[],
+            metavar="REGISTRY",
+            help="A registry team workloads may pull from (repeat for several; default none).",
+        )
 
     def handle(self, *args, **options):
         name = options["name"]
@@ -50,13 +70,18 @@ class Command(BaseCommand):
             kubeconfig_path=options["kubeconfig"],
             api_server_url=options["api_server_url"],
             prometheus_url=options["prometheus_url"],
+            allowed_registries=options["allowed_registry"],
         )
+        if options["gpu_node_selector"]:
+            cluster.gpu_node_selector = _labels(options["gpu_node_selector"])
+        if options["gpu_taint_key"]:
+            cluster.gpu_taint_key = options["gpu_taint_key"]
         try:
             cluster.full_clean()
         except ValidationError as error:
             raise CommandError(
                 "; ".join(
-                    f"{field.replace('_', '-')}: {' '.join(messages)}"
+                    f"{OPTIONS.get(field, field.replace('_', '-'))}: {' '.join(messages)}"
                     for field, messages in error.message_dict.items()
                 )
             ) from error
@@ -73,3 +98,13 @@ class Command(BaseCommand):
             return
         found = [f"{row.allocatable} {row.resource_name}" for row in cluster.gpu_capacities.all()]
         self.stdout.write("GPUs found: " + (", ".join(found) if found else "none"))
+
+
+def _labels(pairs: list[str]) -> dict[str, str]:
+    labels = {}
+    for pair in pairs:
+        key, equals, value = pair.partition("=")
+        if not equals or not key:
+            raise CommandError(f"gpu-node-selector: {pair!r} is not LABEL=VALUE.")
+        labels[key] = value
+    return labels

@@ -38,6 +38,7 @@ from devcluster import (
     processes,
     tenant_metrics,
 )
+from devcluster import gateway as gateway_module
 from devcluster import real_node as real_node_module
 from devcluster.gpu_models import DEFAULT_GPU_MODEL
 from devcluster.settings import Settings, current
@@ -296,3 +297,13 @@ class RealNode:
 
     def load_image(self, name: str) -> None:
         real_node_module.load_image(self.settings, name)
+
+
+@dataclass(frozen=True)
+class Gateway:
+    """The devcluster's gateway (devcluster/gateway.py): Traefik serving the HTTPRoutes
+    attached to the Gateway ``reference`` at ``url`` (send the route's hostname as Host)."""
+
+    settings: Settings
+    reference: str = gateway_module.REFERENCE
+    url: str = f"http://127.0.0.1:{gateway_module.PORT}"

@@ -201,6 +201,16 @@ TOOL_BUILDS = (
         tags=("no_btrfs", "no_devmapper", "no_zfs"),
         cgo=False,
     ),
+    # The devcluster's Gateway API implementation (devcluster/gateway.py): Traefik.
+    GoModuleBuild(
+        name="traefik",
+        packages=("github.com/traefik/traefik/v3/cmd/traefik",),
+        binaries=("traefik",),
+        ldflags=(
+            f"-X github.com/traefik/traefik/v3/pkg/version.Version={versions.TRAEFIK_VERSION}",
+        ),
+        cgo=False,
+    ),
 )
 
 
@@ -298,10 +308,13 @@ def tool_built(tool: GoModuleBuild) -> bool:
     )
 
 
-def build_tools(force: bool = False) -> None:
-    """Build every ``TOOL_BUILDS`` entry unless the cache holds it for its pins."""
+def build_tools(force: bool = False, names: tuple[str, ...] | None = None) -> None:
+    """Build every ``TOOL_BUILDS`` entry (or those ``names`` names) unless the cache holds it
+    for its pins."""
     bin_dir().mkdir(parents=True, exist_ok=True)
     for tool in TOOL_BUILDS:
+        if names is not None and tool.name not in names:
+            continue
         if tool_built(tool) and not force:
             continue
         progress(f"go build {tool.name}: {' '.join(tool.packages)}")
@@ -340,14 +353,15 @@ def is_built() -> bool:
     )
 
 
+def cluster_built() -> bool:
+    """True when ``up`` has nothing to build: the cluster's binaries and the files fetched from
+    Go modules are cached for the pins (the tests' tools are not its to build)."""
+    return is_built() and all(files_fetched(files) for files in FILE_MODULES)
+
+
 def nothing_to_build() -> bool:
-    """True when ``build`` has nothing to do: the binaries, the tools and the files fetched
-    from Go modules are all cached for the pins."""
-    return (
-        is_built()
-        and all(tool_built(tool) for tool in TOOL_BUILDS)
-        and all(files_fetched(files) for files in FILE_MODULES)
-    )
+    """True when ``build`` has nothing to do: the cluster's part and every tool are cached."""
+    return cluster_built() and all(tool_built(tool) for tool in TOOL_BUILDS)
 
 
 def _go_env() -> dict[str, str]:
@@ -480,13 +494,15 @@ def _run_go_build_with(build: GoModuleBuild, out_dir: Path, overlay: list[str]) 
     )
 
 
-def build(force: bool = False) -> Path:
-    """Build every binary unless the cache already holds them; return the bin directory."""
+def build(force: bool = False, *, tools: bool = True) -> Path:
+    """Build every binary unless the cache already holds them; return the bin directory.
+    ``tools=False``: the cluster's alone (what ``up`` needs; a tool is built on first use)."""
     target = bin_dir()
     if is_built() and not force:
         progress(f"binaries for {versions.versions_key()} already cached in {target}")
         fetch_files(force)
-        build_tools(force)
+        if tools:
+            build_tools(force)
         return target
     progress(
         f"building {versions.versions_key()} into {target} (from nothing this takes many minutes)"
@@ -499,7 +515,8 @@ def build(force: bool = False) -> Path:
         _run_go_build(module_build, target)
     (target / STAMP_NAME).write_text(expected_stamp())
     fetch_files(force)
-    build_tools(force)
+    if tools:
+        build_tools(force)
     progress(f"build finished in {time.monotonic() - started:.0f}s")
     return target
 

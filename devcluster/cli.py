@@ -65,7 +65,7 @@ def _explicit_node_options(args: argparse.Namespace) -> bool:
 
 def cmd_build(args: argparse.Namespace) -> int:
     if args.check:
-        built = builder.nothing_to_build()
+        built = builder.cluster_built() if args.cluster else builder.nothing_to_build()
         print(f"{builder.bin_dir()}: {'built' if built else 'not built'}", file=sys.stderr)
         return 0 if built else 1
     print(builder.build(force=args.force), file=sys.stderr)
@@ -243,6 +243,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="build nothing: exit 0 when everything is cached for the pins, 1 when a build "
         "has work to do",
+    )
+    build.add_argument(
+        "--cluster",
+        action="store_true",
+        help="with --check: only what `up` builds (the cluster's binaries), not the tests' tools "
+        "(Helm, containerd, Traefik), which are built by `build` or on first use",
     )
     build.set_defaults(handler=cmd_build)
 

@@ -16,7 +16,16 @@ from dataclasses import dataclass
 
 from kubernetes import client, config
 
-from devcluster import bootstrap, builder, gateway_api, kueue, nodes, processes, real_node
+from devcluster import (
+    bootstrap,
+    builder,
+    gateway,
+    gateway_api,
+    kueue,
+    nodes,
+    processes,
+    real_node,
+)
 from devcluster.components import COMPONENTS, COMPONENTS_BY_NAME, Component, components
 from devcluster.log import progress
 from devcluster.settings import Settings, current
@@ -222,7 +231,8 @@ def up(
                 nodes.reconcile(admin_api_client(running), node_options.specs())
             return running, False
         started = time.monotonic()
-        builder.build()
+        # The cluster's binaries only: the demo's first start compiles nothing it does not run.
+        builder.build(tools=False)
         _stop_all(running)
         (settings.state_dir / STARTED_BY_PYTEST_FLAG).unlink(missing_ok=True)
         _ensure_ports_free(settings)
@@ -308,11 +318,26 @@ def restart_locked(settings: Settings, name: str) -> None:
 def start_real_node(settings: Settings) -> None:
     """Add the real node (devcluster/real_node.py) to the running cluster; idempotent."""
     with state_lock(settings):
+        builder.build_tools(names=("containerd",))
         real_node.start(settings, _start_and_wait)
 
 
+def start_gateway(settings: Settings) -> None:
+    """Start the gateway that serves HTTPRoutes (devcluster/gateway.py); idempotent. Its
+    routes lead to the real node's pods: start that too."""
+    with state_lock(settings):
+        builder.build_tools(names=("traefik",))
+        api = admin_api_client(settings)
+        try:
+            gateway_api.install(api)
+            gateway.start(settings, api, _start_and_wait)
+        finally:
+            api.close()
+
+
 def _stop_all(settings: Settings) -> list[str]:
-    stopped = real_node.stop(settings)
+    stopped = ["gateway"] if gateway.stop(settings) else []
+    stopped += real_node.stop(settings)
     for component in reversed(COMPONENTS):
         if processes.stop(settings.run_dir, component.name, component.marker):
             stopped.append(component.name)

@@ -35,10 +35,9 @@ PART_NAMES = {
     "kwok": "kwok (the simulated nodes)",
     "kube": "Kubernetes",
     "kueue": "Kueue",
-    "helm": "Helm (for the tests)",
-    "containerd": "containerd (for the real node)",
 }
-PARTS = tuple(build.name for build in (*builder.MODULE_BUILDS, *builder.TOOL_BUILDS))
+# What the demo's `up` builds: the cluster's binaries (the tests' tools are built apart).
+PARTS = tuple(build.name for build in builder.MODULE_BUILDS)
 
 _LINE = re.compile(r"^\[devcluster [0-9:]+\] (?P<message>.*)$")
 _GO_BUILD = re.compile(r"^go build (?P<part>[\w-]+):")

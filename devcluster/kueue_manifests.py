@@ -278,6 +278,9 @@ def api_path(obj: dict) -> str:
 
 def plural(kind: str) -> str:
     """The resource name of a kind the devcluster applies (``ValidatingAdmissionPolicy`` ->
-    ``validatingadmissionpolicies``)."""
+    ``validatingadmissionpolicies``, ``GatewayClass`` -> ``gatewayclasses``, ``Gateway`` ->
+    ``gateways``)."""
     kind = kind.lower()
-    return f"{kind[:-1]}ies" if kind.endswith("y") else f"{kind}s"
+    if kind.endswith("y") and kind[-2:-1] not in "aeiou":
+        return f"{kind[:-1]}ies"
+    return f"{kind}es" if kind.endswith("s") else f"{kind}s"

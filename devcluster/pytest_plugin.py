@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from devcluster import api, cluster, settings
+from devcluster import gateway as gateway_module
 from devcluster import real_node as real_node_module
 from devcluster.cluster import STARTED_BY_PYTEST_FLAG
 from devcluster.log import progress
@@ -85,6 +86,18 @@ def real_node(devcluster) -> api.RealNode:
     except real_node_module.RealNodeUnavailable as error:
         pytest.fail(str(error), pytrace=False)
     return api.RealNode(devcluster.settings)
+
+
+@pytest.fixture(scope="session")
+def gateway(devcluster, real_node) -> api.Gateway:
+    """The devcluster's gateway (Traefik) serving HTTPRoutes attached to its Gateway
+    (`.reference`) at `.url`, to the real node's pods; started on first use, stopped with the
+    cluster."""
+    try:
+        cluster.start_gateway(devcluster.settings)
+    except gateway_module.GatewayUnavailable as error:
+        pytest.fail(str(error), pytrace=False)
+    return api.Gateway(devcluster.settings)
 
 
 def _session_cluster(settings: Settings) -> Iterator[api.DevCluster]:

@@ -44,3 +44,8 @@ HELM_VERSION = "v3.22.0"
 # needs containerd 2 (Debian bookworm has 1.6). Pinned by gomodules/containerd/go.mod, which must
 # say the same; a tool like Helm, built alone when it moves.
 CONTAINERD_VERSION = "v2.4.2"
+
+# The devcluster's Gateway API implementation (devcluster/gateway.py), a pure-Go proxy that
+# routes HTTPRoutes' weighted backends to the real node's pods. Pinned by gomodules/traefik/go.mod
+# (which must say the same); a tool like Helm, built alone when it moves.
+TRAEFIK_VERSION = "v3.7.13"

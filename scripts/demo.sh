@@ -40,7 +40,7 @@ eval "$(scripts/services.sh up redis)"
 cluster_was_running=0
 "${devcluster[@]}" status >/dev/null 2>&1 && cluster_was_running=1
 background=1
-if [ "$cluster_was_running" = 1 ] || "${devcluster[@]}" build --check 2>/dev/null; then
+if [ "$cluster_was_running" = 1 ] || "${devcluster[@]}" build --check --cluster 2>/dev/null; then
   background=0
 fi
 started="$(date +%s)"

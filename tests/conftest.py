@@ -63,6 +63,7 @@ SERVICE_FIXTURES = {
     "devcluster": ["devcluster"],
     "devcluster_second": ["devcluster"],
     "real_node": ["devcluster", "real_node"],
+    "gateway": ["devcluster", "real_node"],
     # The fault tests' own PostgreSQL, Redis and portal processes (tests/integration/faults).
     "private_portal": ["postgres", "redis", "worker"],
     "promtool": ["prometheus"],

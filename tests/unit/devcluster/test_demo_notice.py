@@ -16,31 +16,30 @@ FIRST_BUILD = [
         "(from nothing this takes many minutes)",
         "compiling its binaries (the first time takes many minutes)",
     ),
-    ("go build etcd: .", "compiling etcd (part 1 of 6)"),
+    ("go build etcd: .", "compiling etcd (part 1 of 4)"),
     (
         "  etcd: go: downloading go.etcd.io/etcd/server/v3 v3.6.5",
-        "compiling etcd (part 1 of 6, downloading its Go modules)",
+        "compiling etcd (part 1 of 4, downloading its Go modules)",
     ),
     (
         "  etcd: 212 packages so far, 30s elapsed",
-        "compiling etcd (part 1 of 6, 212 packages so far)",
+        "compiling etcd (part 1 of 4, 212 packages so far)",
     ),
     ("  etcd: built etcd in 41s", None),
     (
         "go build kwok: sigs.k8s.io/kwok/cmd/kwok",
-        "compiling kwok (the simulated nodes) (part 2 of 6)",
+        "compiling kwok (the simulated nodes) (part 2 of 4)",
     ),
     (
         "go build kube: k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl",
-        "compiling Kubernetes (part 3 of 6)",
+        "compiling Kubernetes (part 3 of 4)",
     ),
     (
         "  kube: 1804 packages so far, 390s elapsed",
-        "compiling Kubernetes (part 3 of 6, 1804 packages so far)",
+        "compiling Kubernetes (part 3 of 4, 1804 packages so far)",
     ),
-    ("go build kueue: ./cmd/kueue", "compiling Kueue (part 4 of 6)"),
+    ("go build kueue: ./cmd/kueue", "compiling Kueue (part 4 of 4)"),
     ("  kueue: copied config/components/crd to /x/kueue", None),
-    ("go build helm: helm.sh/helm/v3/cmd/helm", "compiling Helm (for the tests) (part 5 of 6)"),
     ("build finished in 913s", "starting it"),
     ("started etcd (pid 4242)", "starting etcd"),
     ("etcd is healthy", "starting it (etcd is up)"),
@@ -68,10 +67,11 @@ def test_the_step_follows_the_progress_lines_of_a_first_build():
     assert steps == [(message, expected) for message, expected in FIRST_BUILD]
 
 
-def test_the_parts_are_the_builders_go_module_builds():
-    assert demo_notice.PARTS == ("etcd", "kwok", "kube", "kueue", "helm", "containerd")
+def test_the_parts_are_the_cluster_builds_that_up_makes_not_the_tests_tools():
+    assert demo_notice.PARTS == ("etcd", "kwok", "kube", "kueue")
     assert set(demo_notice.PARTS) == set(demo_notice.PART_NAMES)
-    assert [b.name for b in builder.MODULE_BUILDS + builder.TOOL_BUILDS] == list(demo_notice.PARTS)
+    assert [b.name for b in builder.MODULE_BUILDS] == list(demo_notice.PARTS)
+    assert not set(demo_notice.PARTS) & {b.name for b in builder.TOOL_BUILDS}
 
 
 def test_lines_that_are_not_progress_leave_the_step_alone():
@@ -80,7 +80,7 @@ def test_lines_that_are_not_progress_leave_the_step_alone():
 
     for other in ("Traceback (most recent call last):\n", "go: downloading x v1\n", "\n"):
         assert not progress.feed(other)
-    assert progress.step == "compiling Kubernetes (part 3 of 6)"
+    assert progress.step == "compiling Kubernetes (part 3 of 4)"
 
 
 def test_a_cluster_already_built_is_starting_at_once():
@@ -91,8 +91,8 @@ def test_a_cluster_already_built_is_starting_at_once():
 
 
 def test_the_notice_says_the_step_the_time_so_far_and_what_waits():
-    assert demo_notice.notice_text("compiling Kueue (part 4 of 6)", 12 * 60 + 5) == (
-        "The local GPU cluster is being built: compiling Kueue (part 4 of 6), 12 minutes so "
+    assert demo_notice.notice_text("compiling Kueue (part 4 of 4)", 12 * 60 + 5) == (
+        "The local GPU cluster is being built: compiling Kueue (part 4 of 4), 12 minutes so "
         "far. Until it is up, reconciles, jobs and charts wait; they catch up on their own."
     )
     assert demo_notice.elapsed(59) == "under a minute so far"
@@ -109,7 +109,7 @@ def test_follow_copies_the_lines_and_rewrites_the_notice_at_each_step(tmp_path):
 
     assert output.getvalue() == "".join(lines)
     assert notice.read_text() == (
-        demo_notice.notice_text("compiling etcd (part 1 of 6, 212 packages so far)", 125) + "\n"
+        demo_notice.notice_text("compiling etcd (part 1 of 4, 212 packages so far)", 125) + "\n"
     )
     assert [p.name for p in tmp_path.iterdir()] == ["notice.txt"]  # no partial file left
 
@@ -137,7 +137,7 @@ def test_follow_keeps_the_time_so_far_moving_while_no_line_comes(tmp_path):
     finally:
         release.set()
         follower.join(10)
-    assert "compiling Kubernetes (part 3 of 6), 1 minute so far" in notice.read_text()
+    assert "compiling Kubernetes (part 3 of 4), 1 minute so far" in notice.read_text()
 
 
 def test_a_failed_start_says_why_and_where_the_log_is(tmp_path):

@@ -29,6 +29,20 @@ def test_containerds_go_module_pins_the_version_versions_py_names():
     assert not containerd.cgo
 
 
+def test_traefiks_go_module_pins_the_version_versions_py_names():
+    go_mod = (builder.GO_MODULES_DIR / "traefik" / "go.mod").read_text()
+    go_sum = (builder.GO_MODULES_DIR / "traefik" / "go.sum").read_text()
+    (traefik,) = [build for build in builder.TOOL_BUILDS if build.name == "traefik"]
+
+    assert re.search(
+        rf"^\tgithub\.com/traefik/traefik/v3 {versions.TRAEFIK_VERSION}\b", go_mod, re.M
+    )
+    assert f"github.com/traefik/traefik/v3 {versions.TRAEFIK_VERSION} h1:" in go_sum
+    assert f"Version={versions.TRAEFIK_VERSION}" in " ".join(traefik.ldflags)
+    # The nested module its own go.mod replaces, which its module zip leaves out.
+    assert "replace github.com/traefik/traefik/dynamic/ext => ./ext" in go_mod
+
+
 def test_helm_is_a_tool_apart_from_the_cluster_binaries():
     helm = next(build for build in builder.TOOL_BUILDS if build.name == "helm")
 

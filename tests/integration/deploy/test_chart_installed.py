@@ -21,7 +21,9 @@ roll back, uninstall.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import secrets
 import shutil
 import subprocess
@@ -29,6 +31,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
 
 import httpx
@@ -37,7 +40,9 @@ import pytest
 import yaml
 from kubernetes import client
 
+from clusters.vocabulary import JOB_ID_LABEL
 from devcluster import builder, images
+from devcluster.real_node import LABEL, REAL_NODE_NAME
 from tests.integration.conftest import wait_for
 from tests.integration.deploy.conftest import CHART
 from tests.integration.kube import delete_namespace, read_or_none
@@ -51,13 +56,31 @@ PORTAL_NAME = "chart-portal"
 HOST = "portal.chart.test"
 CLUSTER = "devcluster"
 PASSWORD = "chart-user-" + secrets.token_hex(8)
-COMPLETE_AFTER = "devcluster.gpuportal.io/complete-after-seconds"
+GPU = "nvidia.com/gpu"
+REAL_NODE_GPUS = 4
+STABLE_IMAGE = images.PORTAL_IMAGE
+CANARY_IMAGE = images.PORTAL_IMAGE.rsplit(":", 1)[0] + ":canary"
+# A revision's server: answers every GET with its pod's name (which names its revision).
+ECHO_SERVER = """
+import http.server, socket
+class Echo(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = socket.gethostname().encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+http.server.ThreadingHTTPServer(("", 8000), Echo).serve_forever()
+"""
 # Small enough for the real node's share of a CI machine (2 cores): every component runs, the
 # web server twice (a rolling update needs a second pod to fail no request).
 SMALL = {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "1Gi"}}
+SMALL_WORKLOAD = {"cpu_cores": "0.1", "memory_gib": "0.5"}
 
 
-def chart_values(real_node, postgres: PrivatePostgres, redis: PrivateRedis) -> dict:
+def chart_values(real_node, gateway, postgres: PrivatePostgres, redis: PrivateRedis) -> dict:
     """The values the guide installs with: the image loaded into the node, the host's
     services at the node's address, every pod on the real node."""
     repository, tag = images.PORTAL_IMAGE.rsplit(":", 1)
@@ -77,7 +100,12 @@ def chart_values(real_node, postgres: PrivatePostgres, redis: PrivateRedis) -> d
             "allowedHosts": [HOST],
             "sslRedirect": False,
             # The inventory sync and the sweep squeezed to seconds, for a test's patience.
-            "env": {"PORTAL_INVENTORY_SYNC_SECONDS": "5", "PORTAL_RECONCILE_SWEEP_SECONDS": "15"},
+            "env": {
+                "PORTAL_INVENTORY_SYNC_SECONDS": "5",
+                "PORTAL_RECONCILE_SWEEP_SECONDS": "15",
+                # Inference services' routes attach to the devcluster's gateway (Traefik).
+                "SERVING_GATEWAY": gateway.reference,
+            },
         },
         "web": {"replicas": 2, "workers": 1, "resources": SMALL},
         "worker": {"resources": SMALL},
@@ -98,6 +126,7 @@ class Release:
         self.core = client.CoreV1Api(self.api_client)
         self.apps = client.AppsV1Api(self.api_client)
         self.tokens: dict[str, str] = {}
+        self.gateway = None
         self.team = ""
         self.team_namespaces: list[str] = []
 
@@ -175,6 +204,21 @@ class Release:
 
 
 @pytest.fixture(scope="module")
+def gpus(devcluster, real_node):
+    """The real node advertises GPUs, as a device plugin would (the kwok nodes do the same),
+    so that the portal's GPU jobs and services land there and run; taken back after."""
+    api = devcluster.api_client()
+    core = client.CoreV1Api(api)
+    core.patch_node_status(real_node.name, {"status": {"capacity": {GPU: str(REAL_NODE_GPUS)}}})
+    yield REAL_NODE_GPUS
+    core.patch_node_status(
+        real_node.name,
+        [{"op": "remove", "path": "/status/capacity/nvidia.com~1gpu"}],
+    )
+    api.close()
+
+
+@pytest.fixture(scope="module")
 def host_services(real_node):
     # Under /tmp, where the postgres account reaches (pytest's own directories are root's).
     root = Path(tempfile.mkdtemp(prefix="gpuportal-chart-"))
@@ -194,13 +238,19 @@ def host_services(real_node):
 
 
 @pytest.fixture(scope="module")
-def release(helm, devcluster, real_node, portal_image, host_services, tmp_path_factory):
+def release(
+    helm, devcluster, real_node, gateway, portal_image, host_services, gpus, tmp_path_factory
+):
     real_node.load_image(portal_image)
+    # A second tag of the same image: a service's canary revision, told apart by its pods.
+    images.run("podman", "tag", portal_image, CANARY_IMAGE)
+    real_node.load_image(CANARY_IMAGE)
     postgres, redis = host_services
     namespace = f"chart-live-{uuid.uuid4().hex[:6]}"
     values = tmp_path_factory.mktemp("chart") / "values.yaml"
-    values.write_text(yaml.safe_dump(chart_values(real_node, postgres, redis)))
+    values.write_text(yaml.safe_dump(chart_values(real_node, gateway, postgres, redis)))
     installed = Release(helm, devcluster, namespace, values, postgres)
+    installed.gateway = gateway
     try:
         try:
             installed.helm_run(
@@ -252,7 +302,7 @@ def test_the_migration_hook_ran_before_the_pods_and_every_pod_runs_on_the_real_n
         assert pod.status.phase == "Running", (pod.metadata.name, pod.status.phase)
         (container,) = pod.status.container_statuses
         assert container.ready
-        assert container.image.endswith(images.PORTAL_IMAGE.split("/")[-1])
+        assert pod.spec.containers[0].image == images.PORTAL_IMAGE
 
 
 def test_the_web_pods_serve_readyz_the_login_page_and_the_api_through_their_service(release):
@@ -275,15 +325,16 @@ def test_a_team_and_a_grant_made_through_its_api_reach_the_cluster_as_quota(rele
         f"User.objects.create_superuser('admin', 'admin@example.org', '{PASSWORD}'); "
         f"User.objects.create_user('lena', 'lena@example.org', '{PASSWORD}')",
     )  # fmt: skip
-    registered = release.manage("register_cluster", CLUSTER, "--display-name", "Devcluster")
-    # Read through the ServiceAccount's in-cluster credentials: the kwok GPU nodes' GPUs.
-    assert "GPUs found:" in registered, registered
-    assert "nvidia.com/gpu" in registered, registered
+    # Its GPU nodes are the real node: what the portal launches there really runs.
+    registered = release.manage(
+        "register_cluster", CLUSTER, "--display-name", "Devcluster",
+        "--gpu-node-selector", f"{LABEL}=true", "--gpu-taint-key", LABEL,
+        "--allowed-registry", "localhost",
+    )  # fmt: skip
+    # Read through the ServiceAccount's in-cluster credentials.
+    assert f"GPUs found: {REAL_NODE_GPUS} {GPU}" in registered, registered
 
     release.tokens = {user: release.sign_in(user) for user in ("admin", "lena")}
-    registries = {"allowed_registries": ["registry.example.com"]}
-    answer = release.call("PATCH", f"/api/v1/clusters/{CLUSTER}/", json=registries)
-    assert answer.status_code == 200, answer.text
 
     slug = f"chart-{uuid.uuid4().hex[:6]}"
     release.team_namespaces.append(slug)
@@ -297,7 +348,12 @@ def test_a_team_and_a_grant_made_through_its_api_reach_the_cluster_as_quota(rele
         "POST",
         "/api/v1/quota-requests/",
         actor="lena",
-        json={"team": slug, "cluster": CLUSTER, "gpus": 2, "justification": "Chart test."},
+        json={
+            "team": slug,
+            "cluster": CLUSTER,
+            "gpus": REAL_NODE_GPUS,
+            "justification": "Chart test.",
+        },
     )
     assert answer.status_code == 201, answer.text
     approved_at = time.monotonic()
@@ -308,9 +364,11 @@ def test_a_team_and_a_grant_made_through_its_api_reach_the_cluster_as_quota(rele
         found = read_or_none(
             release.core.read_namespaced_resource_quota, f"{PORTAL_NAME}-quota", slug
         )
-        return None if found is None else (found.spec.hard or {}).get("requests.nvidia.com/gpu")
+        return None if found is None else (found.spec.hard or {}).get(f"requests.{GPU}")
 
-    wait_for(lambda: quota() == "2", timeout=30, what="the grant as quota on the cluster")
+    wait_for(
+        lambda: quota() == str(REAL_NODE_GPUS), timeout=30, what="the grant as quota on the cluster"
+    )
     print(f"grant approved -> quota on the cluster: {time.monotonic() - approved_at:.1f} s")
     release.team = slug
 
@@ -357,9 +415,10 @@ def test_its_watcher_holds_the_lease_and_reports_a_jobs_state(release):
             "team": release.team,
             "cluster": CLUSTER,
             "name": "chart-job",
-            "image": "registry.example.com/ml/trainer:1.0",
+            "image": STABLE_IMAGE,
+            "command": ["python", "-c", "import time; time.sleep(3); print('trained')"],
             "gpus": 1,
-            "annotations": {COMPLETE_AFTER: "3"},
+            **SMALL_WORKLOAD,
         },
     )
     assert answer.status_code == 201, answer.text
@@ -372,8 +431,96 @@ def test_its_watcher_holds_the_lease_and_reports_a_jobs_state(release):
             states.append(state)
         return state == "succeeded"
 
-    wait_for(succeeded, timeout=90, what="the watcher to report the job's end")
-    assert "running" in states or "pending" in states, states
+    wait_for(succeeded, timeout=120, what="the watcher to report the job's end")
+    assert "running" in states, states
+    (pod,) = release.core.list_namespaced_pod(
+        release.team, label_selector=f"{JOB_ID_LABEL}={job_id}"
+    ).items
+    assert pod.spec.node_name == REAL_NODE_NAME
+    assert "trained" in release.core.read_namespaced_pod_log(pod.metadata.name, release.team)
+
+
+def test_a_canary_takes_its_share_of_real_requests_through_the_gateway(release):
+    """An inference service's revisions run on the real node and Traefik routes the requests
+    sent to its hostname by the HTTPRoute's weights: a 20% canary answers a share of 1,000
+    requests within the binomial bound, promote moves every request to it, and a rollback of
+    the next canary moves every request back."""
+    answer = release.call(
+        "POST",
+        "/api/v1/services/",
+        actor="lena",
+        json={
+            "team": release.team,
+            "cluster": CLUSTER,
+            "name": "echo",
+            "image": STABLE_IMAGE,
+            "command": ["python", "-c", ECHO_SERVER],
+            "gpus": 1,
+            **SMALL_WORKLOAD,
+            "replicas": 1,
+            "port": 8000,
+            "probe_path": "/",
+        },
+    )
+    assert answer.status_code == 201, answer.text
+    service_id = answer.json()["id"]
+    custom = client.CustomObjectsApi(release.api_client)
+
+    def hostname() -> str | None:
+        route = read_or_none(
+            custom.get_namespaced_custom_object,
+            "gateway.networking.k8s.io", "v1", release.team, "httproutes", "echo",
+        )  # fmt: skip
+        return route["spec"]["hostnames"][0] if route else None
+
+    wait_for(lambda: hostname() is not None, timeout=60, what="the service's HTTPRoute")
+    gateway = httpx.Client(base_url=release.gateway.url, headers={"Host": hostname()}, timeout=10)
+
+    def revision() -> str:
+        """The revision (r1, r2, ...) whose pod answered a request through the gateway."""
+        answer = gateway.get("/")
+        assert answer.status_code == 200, (answer.status_code, answer.text)
+        return answer.text.removeprefix("echo-").split("-")[0]
+
+    def only(number: str) -> bool:
+        with contextlib.suppress(AssertionError, httpx.HTTPError):
+            return all(revision() == number for _ in range(50))
+        return False
+
+    def act(action: str, body: dict) -> None:
+        path = f"/api/v1/services/{service_id}/{action}/"
+        answer = release.call("POST", path, actor="lena", json=body)
+        assert answer.status_code in (200, 201), answer.text
+
+    try:
+        wait_for(lambda: only("r1"), timeout=180, what="r1 to answer through the gateway")
+
+        act("canary", {"image": CANARY_IMAGE, "weight": 20})
+        wait_for(
+            lambda: "r2" in {revision() for _ in range(20)},
+            timeout=180,
+            what="the canary (r2) to answer through the gateway",
+        )
+        answered = Counter(revision() for _ in range(1000))
+        assert set(answered) == {"r1", "r2"}, answered
+        # 1,000 draws at p = 0.2: mean 200, standard deviation 12.6; 4 of them either way.
+        assert abs(answered["r2"] - 200) <= 4 * math.sqrt(1000 * 0.2 * 0.8), answered
+        print(f"canary at 20%: {answered['r2']} of 1,000 requests")
+
+        act("promote", {})
+        wait_for(lambda: only("r2"), timeout=120, what="every request to go to r2")
+
+        act("canary", {"image": STABLE_IMAGE, "weight": 20})
+        wait_for(
+            lambda: "r3" in {revision() for _ in range(20)},
+            timeout=180,
+            what="the next canary (r3) to answer through the gateway",
+        )
+        act("rollback", {})
+        wait_for(lambda: only("r2"), timeout=120, what="every request back to r2")
+    finally:
+        gateway.close()
+        release.call("DELETE", f"/api/v1/services/{service_id}/", actor="lena")
 
 
 def test_helm_upgrade_rolls_the_pods_while_a_polling_client_sees_no_failed_request(release):

@@ -492,15 +492,20 @@ def test_a_canary_takes_its_share_of_real_requests_through_the_gateway(release):
         answer = release.call("POST", path, actor="lena", json=body)
         assert answer.status_code in (200, 201), answer.text
 
+    def canary(image: str, number: str) -> None:
+        """A 20% canary, once it answers through the gateway (every request before that went
+        to a ready revision: ``revision`` fails on any other answer)."""
+        act("canary", {"image": image, "weight": 20})
+        wait_for(
+            lambda: number in {revision() for _ in range(20)},
+            timeout=180,
+            what=f"the canary ({number}) to answer through the gateway",
+        )
+
     try:
         wait_for(lambda: only("r1"), timeout=180, what="r1 to answer through the gateway")
 
-        act("canary", {"image": CANARY_IMAGE, "weight": 20})
-        wait_for(
-            lambda: "r2" in {revision() for _ in range(20)},
-            timeout=180,
-            what="the canary (r2) to answer through the gateway",
-        )
+        canary(CANARY_IMAGE, "r2")
         answered = Counter(revision() for _ in range(1000))
         assert set(answered) == {"r1", "r2"}, answered
         # 1,000 draws at p = 0.2: mean 200, standard deviation 12.6; 4 of them either way.
@@ -510,12 +515,7 @@ def test_a_canary_takes_its_share_of_real_requests_through_the_gateway(release):
         act("promote", {})
         wait_for(lambda: only("r2"), timeout=120, what="every request to go to r2")
 
-        act("canary", {"image": STABLE_IMAGE, "weight": 20})
-        wait_for(
-            lambda: "r3" in {revision() for _ in range(20)},
-            timeout=180,
-            what="the next canary (r3) to answer through the gateway",
-        )
+        canary(STABLE_IMAGE, "r3")
         act("rollback", {})
         wait_for(lambda: only("r2"), timeout=120, what="every request back to r2")
     finally:

@@ -4,6 +4,8 @@ moving its pin never rebuilds the cluster's binaries, nor theirs it."""
 
 import re
 
+import pytest
+
 from devcluster import builder, versions
 
 
@@ -16,31 +18,29 @@ def test_the_go_module_pins_the_version_versions_py_names():
     assert f"helm.sh/helm/v3 {versions.HELM_VERSION} h1:" in go_sum
 
 
-def test_containerds_go_module_pins_the_version_versions_py_names():
-    go_mod = (builder.GO_MODULES_DIR / "containerd" / "go.mod").read_text()
-    go_sum = (builder.GO_MODULES_DIR / "containerd" / "go.sum").read_text()
-    (containerd,) = [build for build in builder.TOOL_BUILDS if build.name == "containerd"]
+@pytest.mark.parametrize(
+    ("name", "module", "version"),
+    [
+        ("containerd", "github.com/containerd/containerd/v2", versions.CONTAINERD_VERSION),
+        ("traefik", "github.com/traefik/traefik/v3", versions.TRAEFIK_VERSION),
+    ],
+)
+def test_a_cgo_free_tools_go_module_pins_the_version_versions_py_names(name, module, version):
+    go_mod = (builder.GO_MODULES_DIR / name / "go.mod").read_text()
+    go_sum = (builder.GO_MODULES_DIR / name / "go.sum").read_text()
+    (tool,) = [build for build in builder.TOOL_BUILDS if build.name == name]
 
-    assert re.search(
-        rf"^\tgithub\.com/containerd/containerd/v2 {versions.CONTAINERD_VERSION}\b", go_mod, re.M
-    )
-    assert f"github.com/containerd/containerd/v2 {versions.CONTAINERD_VERSION} h1:" in go_sum
-    assert f"Version={versions.CONTAINERD_VERSION}" in " ".join(containerd.ldflags)
-    assert not containerd.cgo
+    assert re.search(rf"^\t{re.escape(module)} {version}\b", go_mod, re.M)
+    assert f"{module} {version} h1:" in go_sum
+    assert f"Version={version}" in " ".join(tool.ldflags)
+    assert not tool.cgo
 
 
-def test_traefiks_go_module_pins_the_version_versions_py_names():
+def test_traefik_is_built_with_the_nested_module_its_zip_leaves_out():
     go_mod = (builder.GO_MODULES_DIR / "traefik" / "go.mod").read_text()
-    go_sum = (builder.GO_MODULES_DIR / "traefik" / "go.sum").read_text()
-    (traefik,) = [build for build in builder.TOOL_BUILDS if build.name == "traefik"]
 
-    assert re.search(
-        rf"^\tgithub\.com/traefik/traefik/v3 {versions.TRAEFIK_VERSION}\b", go_mod, re.M
-    )
-    assert f"github.com/traefik/traefik/v3 {versions.TRAEFIK_VERSION} h1:" in go_sum
-    assert f"Version={versions.TRAEFIK_VERSION}" in " ".join(traefik.ldflags)
-    # The nested module its own go.mod replaces, which its module zip leaves out.
     assert "replace github.com/traefik/traefik/dynamic/ext => ./ext" in go_mod
+    assert (builder.GO_MODULES_DIR / "traefik" / "ext" / "go.mod").exists()
 
 
 def test_helm_is_a_tool_apart_from_the_cluster_binaries():

@@ -106,8 +106,10 @@ def cmd_up(args: argparse.Namespace) -> int:
         reconcile_nodes_when_reused=_explicit_node_options(args),
         fresh=args.fresh,
     )
-    if args.real_node:
+    if args.real_node or args.gateway:
         cluster.start_real_node(settings)
+    if args.gateway:
+        cluster.start_gateway(settings)
     print("\n".join(cluster.env_lines(settings)))
     return 0
 
@@ -318,6 +320,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also start a node that runs real containers (kubelet, containerd, kube-proxy; "
         "devcluster/real_node.py), labelled and tainted gpuportal.io/real-node",
+    )
+    up.add_argument(
+        "--gateway",
+        action="store_true",
+        help="also start the real node and the gateway serving HTTPRoutes attached to "
+        "gateway-system/devcluster on 127.0.0.1:27080 (Traefik; devcluster/gateway.py)",
     )
     up.set_defaults(handler=cmd_up)
 

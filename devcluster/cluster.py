@@ -324,7 +324,7 @@ def start_real_node(settings: Settings) -> None:
 
 def start_gateway(settings: Settings) -> None:
     """Start the gateway that serves HTTPRoutes (devcluster/gateway.py); idempotent. Its
-    routes lead to the real node's pods: start that too."""
+    routes lead to the real node's pods (the `gateway` fixture starts the node first)."""
     with state_lock(settings):
         builder.build_tools(names=("traefik",))
         api = admin_api_client(settings)

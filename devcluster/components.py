@@ -102,6 +102,7 @@ def _advertised_flags() -> list[str]:
     return [
         "--bind-address=0.0.0.0",
         f"--advertise-address={address}",
+        "--endpoint-reconciler-type=lease",
     ]
 
 

@@ -9,9 +9,14 @@ Then, through the release's Service: the migration hook ran before the pods star
 pods pass /readyz and serve the login page and the API; a team and a grant made through that
 in-cluster portal's API reach the cluster as quota within seconds (its worker acting with the
 ServiceAccount's in-cluster credentials, confined by the chart's admission policy); its watcher
-holds the Lease and reports a job's state; `helm upgrade` rolls the pods while a polling client
-sees no failed request; `helm rollback` and `helm uninstall` leave the team's namespace and
-quota alone.
+holds the Lease and reports a job's state; an inference service's canary takes its share of
+real requests through the devcluster's gateway (Traefik); `helm upgrade` rolls the pods while a
+polling client sees no failed request; `helm rollback` and `helm uninstall` leave the team's
+namespace and quota alone.
+
+The cluster is registered with the real node as its GPU nodes (it advertises 4 GPUs for the
+module's length, as a device plugin would), so that the job and the service's revisions are
+real containers: the job prints, the revisions answer HTTP with their pod's name.
 
 The release has a portal name of its own (``chart-portal``), so that its cluster-wide objects
 (ClusterRoles, the confinement policy, the admission policies it installs) stand beside the

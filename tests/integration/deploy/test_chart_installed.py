@@ -27,6 +27,7 @@ roll back, uninstall.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import secrets
@@ -124,14 +125,13 @@ def chart_values(real_node, gateway, postgres: PrivatePostgres, redis: PrivateRe
 class Release:
     """The installed release: Helm and kubectl on it, its Service, its API."""
 
-    def __init__(self, helm, devcluster, namespace: str, values: Path, postgres: PrivatePostgres):
-        self.helm, self.devcluster, self.namespace = helm, devcluster, namespace
-        self.values, self.postgres = values, postgres
+    def __init__(self, helm, devcluster, gateway, namespace: str, values: Path, postgres):
+        self.helm, self.devcluster, self.gateway = helm, devcluster, gateway
+        self.namespace, self.values, self.postgres = namespace, values, postgres
         self.api_client = devcluster.api_client()
         self.core = client.CoreV1Api(self.api_client)
         self.apps = client.AppsV1Api(self.api_client)
         self.tokens: dict[str, str] = {}
-        self.gateway = None
         self.team = ""
         self.team_namespaces: list[str] = []
 
@@ -166,8 +166,9 @@ class Release:
         """`manage.py` in a web pod, as an admin runs it with kubectl exec."""
         return self.kubectl("exec", f"deploy/{FULLNAME}-web", "--", "python", "manage.py", *args)
 
-    @property
+    @functools.cached_property
     def base_url(self) -> str:
+        """The Service's cluster IP, read once (the upgrade's poller asks for it each request)."""
         service = self.core.read_namespaced_service(FULLNAME, self.namespace)
         return f"http://{service.spec.cluster_ip}:{service.spec.ports[0].port}"
 
@@ -254,8 +255,7 @@ def release(
     namespace = f"chart-live-{uuid.uuid4().hex[:6]}"
     values = tmp_path_factory.mktemp("chart") / "values.yaml"
     values.write_text(yaml.safe_dump(chart_values(real_node, gateway, postgres, redis)))
-    installed = Release(helm, devcluster, namespace, values, postgres)
-    installed.gateway = gateway
+    installed = Release(helm, devcluster, gateway, namespace, values, postgres)
     try:
         try:
             installed.helm_run(

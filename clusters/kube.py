@@ -194,6 +194,9 @@ KINDS: dict[str, Kind] = {
     "Deployment": Kind("apps/v1", "deployments", namespaced=True),
     "Service": Kind("v1", "services", namespaced=True),
     "HTTPRoute": Kind(GATEWAY_API_VERSION, "httproutes", namespaced=True),
+    # An interactive session's: the token Secret of its server, and its member's home volume.
+    "Secret": Kind("v1", "secrets", namespaced=True),
+    "PersistentVolumeClaim": Kind("v1", "persistentvolumeclaims", namespaced=True),
     # The watcher's leader election, one per cluster in the portal's own namespace.
     "Lease": Kind("coordination.k8s.io/v1", "leases", namespaced=True),
 }

@@ -36,6 +36,10 @@ SERVICE_ID_LABEL = f"{PORTAL_PREFIX}/service-id"
 EXTERNAL_SERVICES_LABEL = f"{PORTAL_PREFIX}/external-services"
 EXTERNAL_SERVICES_ALLOWED = "allowed"
 REVISION_LABEL = f"{PORTAL_PREFIX}/revision"
+# An interactive session's Job, pods and token Secret: the session's id in the portal; its home
+# volume (a PersistentVolumeClaim per member per team) the member's user id.
+SESSION_ID_LABEL = f"{PORTAL_PREFIX}/session-id"
+HOME_OWNER_LABEL = f"{PORTAL_PREFIX}/home-of"
 # What owns a pod the idle policy may stop, when it is no Job: an inference service (stopped by
 # scaling it to zero, through the portal, never by deleting its pods).
 INFERENCE_SERVICE_KIND = "InferenceService"

@@ -31,6 +31,7 @@ from gpujobs.observe import waits_in_the_other_mode
 from gpujobs.recording import record_finished
 from reconcile.namespaces import check_namespace_owned
 from tenants.reconcile_triggers import request_reconcile_after_commit
+from workloads import queueing
 from workloads.pod_states import QUOTA_USED_UP, Reason
 
 logger = logging.getLogger(__name__)
@@ -73,7 +74,7 @@ def job_create_on_cluster(
     if claimed != 1:
         return "not queued, or another worker holds it"
     job = GpuJob.objects.select_related("team", "cluster", "submitted_by").get(pk=job_id)
-    queue = selectors.queue_for(job.cluster, job.priority)
+    queue = queueing.queue_for(job.cluster, job.priority)
     if queue != job.queue_name:
         # The cluster's quota mode changed since the job was submitted: its Job follows the
         # mode the cluster has now.

@@ -20,6 +20,7 @@ from gpujobs import selectors, waiting
 from gpujobs.models import GpuJob, QueueSnapshot
 from gpujobs.queues import HeldOutside, Snapshot
 from tenants.models import Team
+from workloads import queueing
 from workloads.pod_states import Reason
 
 State = GpuJob.State
@@ -229,7 +230,7 @@ def team_queue(*, team: Team, cluster: Cluster, jobs=None) -> TeamQueue:
     return TeamQueue(
         team=team,
         cluster=cluster,
-        kueue=selectors.kueue_mode(cluster),
+        kueue=queueing.kueue_mode(cluster),
         usage=waiting.team_usage(snapshot, team=team.slug),
         admitted=sorted((j for j in jobs if is_admitted(j)), key=lambda j: j.pk),
         waiting=sorted(((j, statuses[j.pk]) for j in jobs if j.pk in statuses), key=_queue_order),
@@ -245,9 +246,9 @@ def team_queues(
     """The team's queue on every Kueue cluster where it has unfinished jobs or a queue: among
     ``clusters`` (the team's clusters, when the caller has them), else where the watcher last
     saw a queue of the team."""
-    kueue = {j.cluster_id: j.cluster for j in jobs if selectors.kueue_mode(j.cluster)}
+    kueue = {j.cluster_id: j.cluster for j in jobs if queueing.kueue_mode(j.cluster)}
     if clusters is not None:
-        kueue.update({c.pk: c for c in clusters if selectors.kueue_mode(c)})
+        kueue.update({c.pk: c for c in clusters if queueing.kueue_mode(c)})
     else:
         for row in QueueSnapshot.objects.select_related("cluster").filter(
             cluster__quota_mode=QuotaMode.KUEUE

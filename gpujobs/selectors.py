@@ -12,7 +12,7 @@ from django.db.models import Q, QuerySet, Sum
 from django.urls import reverse
 
 from clusters.kube import connection_configured
-from clusters.models import Cluster, GpuModelCapacity, QuotaMode
+from clusters.models import Cluster, GpuModelCapacity
 from gpujobs.models import GpuJob
 from gpujobs.observe import ACTIVE_STATES
 from tenants.impact import Work
@@ -47,18 +47,6 @@ def gpus_held_by_jobs(*, team: Team, cluster: Cluster, gpu_resource: str) -> int
         .aggregate(total=Sum("gpus"))["total"]
     )
     return held or 0
-
-
-def kueue_mode(cluster: Cluster) -> bool:
-    """Whether Kueue enforces the cluster's quota (jobs wait in queues) rather than the
-    ResourceQuota alone."""
-    return cluster.quota_mode == QuotaMode.KUEUE
-
-
-def queue_for(cluster: Cluster, priority: str) -> str:
-    """The team's LocalQueue a job of that kind of work is created in on the cluster now: the
-    one named after its kind under Kueue, none under quota only."""
-    return priority if kueue_mode(cluster) else ""
 
 
 def model_capacities(*, cluster: Cluster, gpu_resource: str) -> list[GpuModelCapacity]:

@@ -27,7 +27,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from clusters.models import Cluster
-from gpujobs import admission, selectors
+from gpujobs import admission
 from gpujobs.enqueue import enqueue_delete, enqueue_submits
 from gpujobs.models import GpuJob
 from gpujobs.observe import FINAL_STATES
@@ -36,6 +36,7 @@ from gpujobs.specs import JobRequest
 from tenants.audit import audit, audit_each
 from tenants.errors import InvalidTransition
 from tenants.models import AuditEvent, Team
+from workloads import queueing
 from workloads.admission import field_errors
 from workloads.permissions import can_run_workloads
 from workloads.pod_states import Reason
@@ -129,7 +130,7 @@ def _store(
         Team.objects.select_for_update().get(pk=team.pk)
         asked: dict[str, int] = {}
         for request in job_requests:
-            if not selectors.queue_for(cluster, request.priority):
+            if not queueing.queue_for(cluster, request.priority):
                 asked[request.gpu_resource] = asked.get(request.gpu_resource, 0) + request.gpus
         for gpu_resource, gpus in sorted(asked.items()):
             check_quota(
@@ -148,7 +149,7 @@ def _store(
                 state=State.QUEUED,
                 message="Waiting for a worker to create it on the cluster.",
                 state_changed_at=now,
-                queue_name=selectors.queue_for(cluster, request.priority),
+                queue_name=queueing.queue_for(cluster, request.priority),
                 **request.model_fields(),
             )
             for request in job_requests

@@ -37,6 +37,7 @@ from clusters.vocabulary import JOB_ID_LABEL
 from clusters.workloads import WorkloadClient
 from gpujobs import enqueue, manifests, recording, selectors
 from gpujobs.observe import Observation, observe, waits_in_the_other_mode
+from workloads import queueing
 
 logger = logging.getLogger(__name__)
 
@@ -380,7 +381,7 @@ def resync_cluster(cluster, *, kube: WorkloadClient | None = None) -> dict:
     from django.utils import timezone
 
     kube = kube or WorkloadClient.for_cluster(cluster)
-    kueue = selectors.kueue_mode(cluster)
+    kueue = queueing.kueue_mode(cluster)
     tracker = Tracker(cluster_id=cluster.pk, cluster_name=cluster.name, kueue=kueue)
     started = timezone.now()
     for kind in KINDS + (KUEUE_KINDS if kueue else ()):

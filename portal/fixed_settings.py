@@ -31,6 +31,7 @@ INSTALLED_APPS = [
     "monitoring",
     "gpujobs",
     "serving",
+    "interactive",
     "billing",
     "webhooks",
 ]

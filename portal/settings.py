@@ -467,7 +467,7 @@ GPUJOBS_LOG_FOLLOWS_PER_USER = env_int("GPUJOBS_LOG_FOLLOWS_PER_USER", 4)
 GPUJOBS_LOG_FOLLOWS_TOTAL = env_int("GPUJOBS_LOG_FOLLOWS_TOTAL", 200)
 
 # What the watcher process (``manage.py watch_jobs``) follows: one ``run`` per workload app.
-PORTAL_WATCHERS = ["gpujobs.watcher.run", "serving.watcher.run"]
+PORTAL_WATCHERS = ["gpujobs.watcher.run", "serving.watcher.run", "interactive.watcher.run"]
 # Several watcher replicas: per cluster, only the holder of a Lease named
 # ``<GPUJOBS_WATCHER_LEASE_NAME>-<cluster>`` in PORTAL_NAMESPACE on that cluster follows it
 # (workloads/leader_election.py). The holder renews it every GPUJOBS_WATCHER_RENEW_SECONDS and
@@ -489,6 +489,32 @@ if not 0 < GPUJOBS_WATCHER_RENEW_SECONDS < GPUJOBS_WATCHER_LEASE_SECONDS:
 SERVING_GATEWAY = env("SERVING_GATEWAY", "")
 SERVING_REFRESH_SECONDS = env_int("SERVING_REFRESH_SECONDS", 2)
 
+# Interactive sessions: how long the portal's proxy (interactive/proxy.py) waits for a session's
+# notebook server to take a connection before answering 502; once connected it waits as long as
+# the server takes (notebook pages hold long requests open).
+SESSIONS_PROXY_CONNECT_TIMEOUT_SECONDS = env_float("SESSIONS_PROXY_CONNECT_TIMEOUT_SECONDS", 5)
+
+# Interactive sessions (notebooks): the portal's default image (deploy/notebook/, JupyterLab on
+# port 8888), what a session asks for when its member says nothing, the most a team's policy may
+# allow, the StorageClass of home volumes (empty: the cluster's default), and how often the
+# culling check asks each running server for its activity.
+SESSIONS_DEFAULT_IMAGE = env("SESSIONS_DEFAULT_IMAGE", "localhost/gpu-portal-notebook:dev")
+SESSIONS_IMAGE_PULL_POLICY = env("SESSIONS_IMAGE_PULL_POLICY", "IfNotPresent")
+SESSIONS_SERVER_PORT = env_int("SESSIONS_SERVER_PORT", 8888)
+SESSIONS_DEFAULT_CPU_CORES = env("SESSIONS_DEFAULT_CPU_CORES", "1")
+SESSIONS_DEFAULT_MEMORY_GIB = env("SESSIONS_DEFAULT_MEMORY_GIB", "2")
+SESSIONS_DEFAULT_LIFETIME_HOURS = env_int("SESSIONS_DEFAULT_LIFETIME_HOURS", 8)
+SESSIONS_MAX_LIFETIME_HOURS = env_int("SESSIONS_MAX_LIFETIME_HOURS", 24)
+SESSIONS_DEFAULT_HOME_GIB = env_int("SESSIONS_DEFAULT_HOME_GIB", 10)
+SESSIONS_DEFAULT_IDLE_MINUTES = env_int("SESSIONS_DEFAULT_IDLE_MINUTES", 60)
+SESSIONS_DEFAULT_WARN_MINUTES = env_int("SESSIONS_DEFAULT_WARN_MINUTES", 15)
+SESSIONS_STORAGE_CLASS = env("SESSIONS_STORAGE_CLASS", "")
+SESSIONS_CULL_CHECK_SECONDS = env_int("SESSIONS_CULL_CHECK_SECONDS", 60)
+# Extra tolerations and a node selector for sessions without GPUs (JSON), for clusters whose CPU
+# nodes are tainted; GPU sessions go where every GPU pod goes.
+SESSIONS_CPU_TOLERATIONS = env_json("SESSIONS_CPU_TOLERATIONS", [])
+SESSIONS_CPU_NODE_SELECTOR = env_json("SESSIONS_CPU_NODE_SELECTOR", {})
+
 PORTAL_LOG_LEVEL = env("PORTAL_LOG_LEVEL", "INFO")
 LOGGING = {
     "version": 1,
@@ -497,4 +523,14 @@ LOGGING = {
     "filters": {"redact": {"()": "core.redaction.RedactingFilter"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["redact"]}},
     "root": {"handlers": ["console"], "level": PORTAL_LOG_LEVEL},
+}
+
+# Sessions: the safety net that starts lost ones and re-reads their state, and the idle check.
+CELERY_BEAT_SCHEDULE["resync-sessions"] = {
+    "task": "interactive.tasks.resync_sessions",
+    "schedule": GPUJOBS_RESYNC_SECONDS,
+}
+CELERY_BEAT_SCHEDULE["cull-sessions"] = {
+    "task": "interactive.tasks.cull_sessions",
+    "schedule": SESSIONS_CULL_CHECK_SECONDS,
 }

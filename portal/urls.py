@@ -25,6 +25,7 @@ urlpatterns = [
     path("api/v1/", include("tenants.api.urls")),
     path("api/v1/", include("gpujobs.api.urls")),
     path("api/v1/", include("serving.api.urls")),
+    path("api/v1/", include("interactive.api.urls")),
     path("api/v1/", include("monitoring.api.urls")),
     path("api/v1/", include("billing.api.urls")),
     path("api/v1/", include("webhooks.api.urls")),
@@ -33,6 +34,7 @@ urlpatterns = [
     path("jobs/", include("gpujobs.urls")),
     path("account/", include("accounts.urls")),
     path("services/", include("serving.urls")),
+    path("interactive/", include("interactive.urls")),
     path("", include("webhooks.urls")),
     path("", include("tenants.urls")),
 ]

@@ -15,8 +15,7 @@ from dataclasses import dataclass, replace
 from django.conf import settings
 from django.utils import timezone
 
-from clusters.models import Cluster, GpuCapacity, GpuModelCapacity, QuotaMode, object_limits_text
-from clusters.vocabulary import OBJECT_LIMIT_DEFAULTS
+from clusters.models import Cluster, GpuCapacity, GpuModelCapacity, QuotaMode
 from reconcile import manifests, queue_manifests
 from tenants.models import (
     ClusterState,
@@ -26,6 +25,7 @@ from tenants.models import (
     TeamObjectLimits,
     TeamQueuePolicy,
 )
+from tenants.object_limits import merged_object_limits
 
 
 def policy() -> manifests.Policy:
@@ -152,9 +152,8 @@ def team_states(
         GpuCapacity.objects.filter(cluster=cluster).values_list("resource_name", flat=True)
     )
     today = today or timezone.localdate()
-    cluster_limits = {**OBJECT_LIMIT_DEFAULTS, **object_limits_text(cluster.object_limits or {})}
     team_limits = {
-        team_id: object_limits_text(limits or {})
+        team_id: limits
         for team_id, limits in TeamObjectLimits.objects.filter(
             team_id__in=ids, cluster=cluster
         ).values_list("team_id", "limits")
@@ -170,7 +169,7 @@ def team_states(
             archived=team.archived_at is not None,
             pod_security_level=cluster.pod_security_level,
             external_services=team.external_services_allowed,
-            object_limits={**cluster_limits, **team_limits.get(team.pk, {})},
+            object_limits=merged_object_limits(cluster, team_limits.get(team.pk)),
         )
         for team in teams
     }

@@ -51,6 +51,7 @@ SECTIONS = {
     "WEBHOOKS": "Webhooks",
     "GPUJOBS": "GPU jobs and the watcher",
     "SERVING": "Inference services",
+    "SESSIONS": "Interactive sessions",
     "MONITORING": "Monitoring",
 }
 SECTION_OF = {"DATABASE_URL": "DJANGO"}

@@ -32,6 +32,8 @@ class EventKind(models.TextChoices):
     GPUS_IDLE = "gpus.idle", "GPUs idle"
     JOB_SUCCEEDED = "gpu_job.succeeded", "GPU job succeeded"
     JOB_FAILED = "gpu_job.failed", "GPU job failed"
+    SESSION_IDLE = "session.idle", "Session idle, to be stopped"
+    SESSION_STOPPED = "session.stopped", "Session stopped"
     BUDGET_WARNING = "budget.warning", "Budget 80% spent"
     BUDGET_EXHAUSTED = "budget.exhausted", "Budget spent"
 

@@ -11,6 +11,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 
 from clusters.models import Cluster, object_limits_text, validate_object_limits
+from clusters.vocabulary import OBJECT_LIMIT_DEFAULTS
 from tenants.audit import audit, snapshot
 from tenants.models import AuditEvent, Team, TeamObjectLimits
 from tenants.permissions import is_portal_admin
@@ -58,3 +59,18 @@ def team_object_limits_set(
         )
         request_reconcile_after_commit(team_id=team.pk, cluster_id=cluster.pk)
     return row
+
+
+def merged_object_limits(cluster: Cluster, team_limits: dict | None) -> dict[str, str]:
+    """What the team's quota on the cluster caps: the built-in caps, then the cluster's, then
+    the team's own (``TeamObjectLimits.limits``)."""
+    return {
+        **OBJECT_LIMIT_DEFAULTS,
+        **object_limits_text(cluster.object_limits or {}),
+        **object_limits_text(team_limits or {}),
+    }
+
+
+def team_object_limits(*, team: Team, cluster: Cluster) -> dict[str, str]:
+    row = TeamObjectLimits.objects.filter(team=team, cluster=cluster).first()
+    return merged_object_limits(cluster, row.limits if row else None)

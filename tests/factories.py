@@ -13,6 +13,7 @@ from django.utils import timezone
 from accounts.models import OidcIdentity
 from clusters.models import Cluster, GpuCapacity, GpuModelCapacity
 from gpujobs.models import GpuJob
+from interactive.models import HomeVolume, InteractiveSession
 from monitoring.models import IdlePod, IdlePolicy, Notification
 from serving.models import InferenceService, Revision
 from tenants.models import (
@@ -209,6 +210,32 @@ class GpuJobFactory(factory.django.DjangoModelFactory):
     image = "registry.example.com/ml/trainer:1.0"
     gpus = 1
     max_runtime_seconds = 3600
+
+
+class InteractiveSessionFactory(factory.django.DjangoModelFactory):
+    """A session row as if started; nothing is enqueued (the services do that on commit)."""
+
+    class Meta:
+        model = InteractiveSession
+
+    team = factory.SubFactory(TeamFactory)
+    cluster = factory.SubFactory(ClusterFactory)
+    owner = factory.SubFactory(UserFactory)
+    name = factory.Sequence(lambda n: f"notebook-{n}")
+    image = "registry.example.com/ml/notebook:1.0"
+    cpu_cores = 1
+    memory_gib = 2
+    max_lifetime_seconds = 8 * 3600
+
+
+class HomeVolumeFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = HomeVolume
+
+    team = factory.SubFactory(TeamFactory)
+    cluster = factory.SubFactory(ClusterFactory)
+    owner = factory.SubFactory(UserFactory)
+    size_gib = 10
 
 
 class IdlePolicyFactory(factory.django.DjangoModelFactory):

@@ -223,6 +223,7 @@ def bare_world(team, lead, admin, cluster, today):
         granted_by=admin,
     )
     job = factories.GpuJobFactory(team=team, cluster=cluster, submitted_by=lead)
+    session = factories.InteractiveSessionFactory(team=team, cluster=cluster, owner=lead)
     service = factories.InferenceServiceFactory(team=team, cluster=cluster, created_by=lead)
     factories.RevisionFactory(service=service)
     webhook = factories.WebhookFactory(team=team)
@@ -250,6 +251,7 @@ def bare_world(team, lead, admin, cluster, today):
             "/api/v1/quota-grants/": [{"id": grant.pk}],
             "/api/v1/jobs/": [{"id": job.pk}],
             "/api/v1/services/": [{"id": service.pk}],
+            "/api/v1/sessions/": [{"id": session.pk}],
             "/api/v1/audit-events/": [{"id": event.pk}],
             "/api/v1/teams/{team_slug}/webhooks/": [{**team_values, "id": webhook.pk}],
             "/api/v1/teams/{team_slug}/webhook-deliveries/": [{**team_values, "id": delivery.pk}],
@@ -564,6 +566,35 @@ def rich_world(team, other_team, lead, member, viewer, admin, cluster, research,
         last_error="Gone.",
     )
     factories.RevisionFactory(service=stopped, number=1, retired_at=now)
+    factories.HomeVolumeFactory(team=team, cluster=cluster, owner=lead)
+    running_session = factories.InteractiveSessionFactory(
+        team=team,
+        cluster=cluster,
+        owner=lead,
+        gpus=1,
+        gpu_model="A100",
+        state="running",
+        reason="Started",
+        message="Its server is up: open it.",
+        queue_name="guaranteed",
+        node="gpu-node-1",
+        server_address="10.0.0.9:8888",
+        started_at=earlier,
+        last_activity_at=earlier,
+        idle_since=earlier,
+        idle_checked_at=now,
+        warned_at=now,
+    )
+    stopped_session = factories.InteractiveSessionFactory(
+        team=team,
+        cluster=cluster,
+        owner=lead,
+        state="stopped",
+        stop_reason="idle",
+        started_at=earlier,
+        stopped_at=now,
+        stopped_by=lead,
+    )
 
     # Webhooks: a delivery that got through, one that failed.
     webhook = factories.WebhookFactory(
@@ -680,6 +711,7 @@ def rich_world(team, other_team, lead, member, viewer, admin, cluster, research,
             "/api/v1/quota-grants/": [{"id": grant.pk}, {"id": revoked.pk}],
             "/api/v1/jobs/": [{"id": j.pk} for j in (finished, running, waiting, held_back)],
             "/api/v1/services/": [{"id": service.pk}, {"id": stopped.pk}],
+            "/api/v1/sessions/": [{"id": running_session.pk}, {"id": stopped_session.pk}],
             "/api/v1/audit-events/": [{"id": event.pk}],
             "/api/v1/teams/{team_slug}/webhooks/": [{**team_values, "id": webhook.pk}],
             "/api/v1/teams/{team_slug}/webhook-deliveries/": [{**team_values, "id": delivered.pk}],

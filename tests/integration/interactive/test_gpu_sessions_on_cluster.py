@@ -58,7 +58,8 @@ def test_a_gpu_session_waits_in_the_guaranteed_queue_lands_on_a_gpu_node_and_res
     assert pod_spec.tolerations[0].key == cluster.gpu_taint_key
     terms = pod_spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution
     keys = {e.key: e.values for e in terms.node_selector_terms[0].match_expressions}
-    assert keys["hardware-type"] == ["gpu"] and keys["nvidia.com/gpu.product"] == [A100]
+    assert keys["hardware-type"] == ["gpu"]
+    assert keys["nvidia.com/gpu.product"] == [A100]
     assert pod_spec.volumes[0].persistent_volume_claim.claim_name == f"home-{team.member.pk}"
     claim = core.read_namespaced_persistent_volume_claim(f"home-{team.member.pk}", namespace)
     assert claim.spec.resources.requests["storage"] == "5Gi"
@@ -69,16 +70,22 @@ def test_a_gpu_session_waits_in_the_guaranteed_queue_lands_on_a_gpu_node_and_res
     ).items
     node = core.read_node(pod.spec.node_name)
     assert node.metadata.labels["nvidia.com/gpu.product"] == A100
-    assert session.node == pod.spec.node_name and session.server_address.endswith(":8888")
+    assert session.node == pod.spec.node_name
+    assert session.server_address.endswith(":8888")
 
     # Another team's member does not see it; a teammate cannot stop it, the owner can.
-    assert api_client_for(team.viewer).post(f"/api/v1/sessions/{session.pk}/stop/").status_code == 403
+    assert (
+        api_client_for(team.viewer).post(f"/api/v1/sessions/{session.pk}/stop/").status_code == 403
+    )
     stopped = api.post(f"/api/v1/sessions/{session.pk}/stop/")
-    assert stopped.status_code == 200 and stopped.json()["state"] == State.STOPPED
+    assert stopped.status_code == 200
+    assert stopped.json()["state"] == State.STOPPED
     wait_for(
-        lambda: not core.list_namespaced_pod(
-            namespace, label_selector=f"{SESSION_ID_LABEL}={session.pk}"
-        ).items,
+        lambda: (
+            not core.list_namespaced_pod(
+                namespace, label_selector=f"{SESSION_ID_LABEL}={session.pk}"
+            ).items
+        ),
         timeout=60,
         what="the stopped run's pod gone",
     )

@@ -72,11 +72,12 @@ def test_each_refusal_names_its_field(world, django_capture_on_commit_callbacks)
     with django_capture_on_commit_callbacks():
         good = api.post("/api/v1/sessions/", body(home_gib=5, max_lifetime_hours=4))
     assert good.status_code == 201, good.content
-    assert good.json()["home_gib"] == 5 and good.json()["url"].startswith("/sessions/")
+    assert good.json()["home_gib"] == 5
+    assert good.json()["url"].startswith("/sessions/")
 
 
 def test_who_may_start_see_stop_and_resume(world, django_capture_on_commit_callbacks):
-    cluster, team, users = world
+    _cluster, _team, users = world
     assert client(users["viewer"]).post("/api/v1/sessions/", body()).status_code == 403
     with django_capture_on_commit_callbacks():
         created = client(users["member"]).post("/api/v1/sessions/", body())
@@ -86,10 +87,12 @@ def test_who_may_start_see_stop_and_resume(world, django_capture_on_commit_callb
     assert client(users["viewer"]).post(f"/api/v1/sessions/{session_id}/stop/").status_code == 403
     with django_capture_on_commit_callbacks():
         stopped = client(users["lead"]).post(f"/api/v1/sessions/{session_id}/stop/")
-    assert stopped.status_code == 200 and stopped.json()["stop_reason"] == "admin"
+    assert stopped.status_code == 200
+    assert stopped.json()["stop_reason"] == "admin"
     assert client(users["lead"]).post(f"/api/v1/sessions/{session_id}/resume/").status_code == 403
     with django_capture_on_commit_callbacks():
         resumed = client(users["member"]).post(f"/api/v1/sessions/{session_id}/resume/")
-    assert resumed.status_code == 200 and resumed.json()["run"] == 2
+    assert resumed.status_code == 200
+    assert resumed.json()["run"] == 2
     listed = client(users["stranger"]).get("/api/v1/sessions/").json()
     assert listed["count"] == 0

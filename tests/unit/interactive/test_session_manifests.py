@@ -48,7 +48,8 @@ def test_a_cpu_session_runs_jupyterlab_under_its_path_with_the_home_volume_and_n
     assert job["spec"]["activeDeadlineSeconds"] == 8 * 3600
     assert job["spec"]["backoffLimit"] == 0
     pod = job["spec"]["template"]["spec"]
-    assert "affinity" not in pod and "tolerations" not in pod
+    assert "affinity" not in pod
+    assert "tolerations" not in pod
     (server,) = pod["containers"]
     assert server["command"][:2] == ["jupyter", "lab"]
     assert "--ServerApp.base_url=/sessions/7/" in server["command"]

@@ -39,7 +39,8 @@ def test_a_ready_pod_is_a_running_session_with_its_servers_address():
 def test_a_suspended_job_waits_in_the_queue_and_a_pod_not_ready_is_starting():
     assert observe(job(suspend=True), [], port=8888).reason == "InQueue"
     starting = observe(job(), [pod(ready=False)], port=8888)
-    assert starting.state == State.STARTING and starting.server_address == ""
+    assert starting.state == State.STARTING
+    assert starting.server_address == ""
     pulling = observe(
         job(), [pod(phase="Pending", ready=False, waiting={"reason": "ErrImageNeverPull"})], port=1
     )
@@ -83,7 +84,7 @@ def test_a_late_warning_still_gives_the_owner_the_whole_warning_time():
 
 
 @pytest.mark.parametrize(
-    "busy, gpus_idle", [(True, True), (False, False)], ids=["busy kernel", "busy GPUs"]
+    ("busy", "gpus_idle"), [(True, True), (False, False)], ids=["busy kernel", "busy GPUs"]
 )
 def test_a_busy_kernel_or_busy_gpus_is_never_idle(busy, gpus_idle):
     verdict = judge(
@@ -93,7 +94,8 @@ def test_a_busy_kernel_or_busy_gpus_is_never_idle(busy, gpus_idle):
         warned_at=None,
         policy=policy(),
     )
-    assert verdict.idle_since is None and verdict.stop_at is None
+    assert verdict.idle_since is None
+    assert verdict.stop_at is None
 
 
 def test_the_servers_activity_is_the_latest_of_its_own_and_its_kernels():
@@ -105,4 +107,5 @@ def test_the_servers_activity_is_the_latest_of_its_own_and_its_kernels():
         ],
     )
     assert activity.last_activity == T0 + datetime.timedelta(minutes=30)
-    assert activity.busy and activity.kernels == 2
+    assert activity.busy
+    assert activity.kernels == 2

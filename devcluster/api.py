@@ -40,6 +40,7 @@ from devcluster import (
 )
 from devcluster import gateway as gateway_module
 from devcluster import real_node as real_node_module
+from devcluster import storage as storage_module
 from devcluster.gpu_models import DEFAULT_GPU_MODEL
 from devcluster.settings import Settings, current
 
@@ -298,6 +299,10 @@ class RealNode:
     def load_image(self, name: str) -> None:
         real_node_module.load_image(self.settings, name)
 
+    def ensure_image(self, name: str) -> None:
+        """``load_image`` unless the node holds that very image already."""
+        real_node_module.ensure_image(self.settings, name)
+
 
 @dataclass(frozen=True)
 class Gateway:
@@ -307,3 +312,20 @@ class Gateway:
     settings: Settings
     reference: str = gateway_module.REFERENCE
     url: str = f"http://127.0.0.1:{gateway_module.PORT}"
+
+
+@dataclass(frozen=True)
+class Storage:
+    """The devcluster's storage provisioner (devcluster/storage.py): claims of
+    ``storage_class`` (the cluster's default) get a directory under ``volumes_dir`` on the real
+    node. ``helper_image`` (the Debian base, which the node holds) serves tests as a small
+    image with sh and Python."""
+
+    settings: Settings
+    helper_image: str
+    storage_class: str = storage_module.STORAGE_CLASS
+    provisioner: str = storage_module.PROVISIONER
+
+    @property
+    def volumes_dir(self) -> Path:
+        return storage_module.volumes_dir(self.settings)

@@ -211,6 +211,15 @@ TOOL_BUILDS = (
         ),
         cgo=False,
     ),
+    # The devcluster's storage provisioner (devcluster/storage.py): local-path-provisioner, whose
+    # main package is its module's root.
+    GoModuleBuild(
+        name="local-path-provisioner",
+        packages=("github.com/rancher/local-path-provisioner",),
+        binaries=("local-path-provisioner",),
+        ldflags=(f"-X main.VERSION={versions.LOCAL_PATH_PROVISIONER_VERSION}",),
+        cgo=False,
+    ),
 )
 
 

@@ -82,7 +82,11 @@ def cmd_image(args: argparse.Namespace) -> int:
     if missing:
         print(f"image: not installed: {', '.join(missing)} (scripts/bootstrap.sh)", file=sys.stderr)
         return 1
-    built = images.build_portal(Path(args.context).resolve())
+    context = Path(args.context).resolve()
+    if args.notebook:
+        built = images.build_notebook(context / "deploy" / "notebook")
+    else:
+        built = images.build_portal(context)
     print(built, file=sys.stderr)
     if args.load:
         settings = current()
@@ -106,10 +110,12 @@ def cmd_up(args: argparse.Namespace) -> int:
         reconcile_nodes_when_reused=_explicit_node_options(args),
         fresh=args.fresh,
     )
-    if args.real_node or args.gateway:
+    if args.real_node or args.gateway or args.storage:
         cluster.start_real_node(settings)
     if args.gateway:
         cluster.start_gateway(settings)
+    if args.storage:
+        cluster.start_storage(settings)
     print("\n".join(cluster.env_lines(settings)))
     return 0
 
@@ -250,7 +256,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--cluster",
         action="store_true",
         help="with --check: only what `up` builds (the cluster's binaries), not the tests' tools "
-        "(Helm, containerd, Traefik), which are built by `build` or on first use",
+        "(Helm, containerd, Traefik, local-path-provisioner), which are built by `build` or on "
+        "first use",
     )
     build.set_defaults(handler=cmd_build)
 
@@ -268,6 +275,12 @@ def build_parser() -> argparse.ArgumentParser:
         "made by mmdebstrap; no Docker daemon, no registry",
     )
     image.add_argument("--context", default=".", help="the project's directory (default: .)")
+    image.add_argument(
+        "--notebook",
+        action="store_true",
+        help=f"the portal's default notebook image instead ({images.NOTEBOOK_IMAGE}, from "
+        "deploy/notebook/)",
+    )
     image.add_argument(
         "--load",
         action="store_true",
@@ -326,6 +339,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also start the real node and the gateway serving HTTPRoutes attached to "
         "gateway-system/devcluster on 127.0.0.1:27080 (Traefik; devcluster/gateway.py)",
+    )
+    up.add_argument(
+        "--storage",
+        action="store_true",
+        help="also start the real node and a storage provisioner (local-path-provisioner; "
+        "devcluster/storage.py) with the default StorageClass local-path: claims get a "
+        "directory on the real node",
     )
     up.set_defaults(handler=cmd_up)
 

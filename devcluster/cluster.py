@@ -25,6 +25,7 @@ from devcluster import (
     nodes,
     processes,
     real_node,
+    storage,
 )
 from devcluster.components import COMPONENTS, COMPONENTS_BY_NAME, Component, components
 from devcluster.log import progress
@@ -249,12 +250,19 @@ def up(
 
 
 def discard_cluster_data(settings: Settings) -> None:
-    """Delete the stopped cluster's objects (etcd), metrics history (Prometheus) and pod logs.
+    """Delete the stopped cluster's objects (etcd), metrics history (Prometheus), pod logs and
+    volumes (the storage provisioner's directories).
 
     Pods and namespaces an earlier run left behind would otherwise hold GPUs again, and the
     series Prometheus scraped last time would stay visible for its 5-minute lookback beside the
     new ones. The CA, credentials and binaries are kept, so minted kubeconfigs stay valid."""
-    for directory in (settings.etcd_data_dir, settings.prometheus_data_dir, settings.pod_logs_dir):
+    # The storage provisioner's volumes go with the PersistentVolumes etcd held.
+    for directory in (
+        settings.etcd_data_dir,
+        settings.prometheus_data_dir,
+        settings.pod_logs_dir,
+        storage.volumes_dir(settings),
+    ):
         if directory.exists():
             shutil.rmtree(directory)
             progress(f"discarded {directory}")
@@ -335,8 +343,22 @@ def start_gateway(settings: Settings) -> None:
             api.close()
 
 
+def start_storage(settings: Settings) -> str:
+    """Start the storage provisioner and its default StorageClass (devcluster/storage.py);
+    idempotent. Its volumes are on the real node (the `storage` fixture starts the node first).
+    Returns the helper pods' image, which the node holds."""
+    with state_lock(settings):
+        builder.build_tools(names=("local-path-provisioner",))
+        api = admin_api_client(settings)
+        try:
+            return storage.start(settings, api, _start_and_wait)
+        finally:
+            api.close()
+
+
 def _stop_all(settings: Settings) -> list[str]:
     stopped = ["gateway"] if gateway.stop(settings) else []
+    stopped += ["storage"] if storage.stop(settings) else []
     stopped += real_node.stop(settings)
     for component in reversed(COMPONENTS):
         if processes.stop(settings.run_dir, component.name, component.marker):

@@ -1,4 +1,5 @@
-"""The portal's container image, built here without a Docker daemon.
+"""The portal's container images (its own and the notebook image), built here without a Docker
+daemon.
 
 A base image made from Debian's packages with mmdebstrap, from the mirror the machine's apt
 already uses (so nothing comes from a container registry), cached by its suite and package list;
@@ -29,6 +30,9 @@ SUITE = "bookworm"
 BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates")
 BASE_REPOSITORY = "localhost/gpuportal-base"
 PORTAL_IMAGE = "localhost/gpu-portal:dev"
+# The portal's default notebook image (JupyterLab; deploy/notebook/), built the same way.
+NOTEBOOK_IMAGE = "localhost/gpu-portal-notebook:dev"
+NOTEBOOK_CONTEXT = Path(__file__).resolve().parent.parent / "deploy" / "notebook"
 LOCAL_CERTIFICATES = Path("/usr/local/share/ca-certificates")
 # The sandbox every pod of the real node needs (devcluster/real_node.py), which nothing here can
 # pull: Kubernetes' own pause.c, from the pinned Kubernetes module, compiled statically.
@@ -80,6 +84,11 @@ def image_exists(name: str) -> bool:
         ).returncode
         == 0
     )
+
+
+def image_id(name: str) -> str:
+    """The id of an image in podman's store (its configuration's digest)."""
+    return run("podman", "image", "inspect", "--format", "{{.Id}}", name).stdout.strip()
 
 
 def local_certificates() -> list[Path]:
@@ -134,6 +143,17 @@ def base_image() -> str:
 
 def build_portal(context: Path, *, tag: str = PORTAL_IMAGE) -> str:
     """The project's Dockerfile built on the Debian base; returns the image's name."""
+    return _build(context, tag)
+
+
+def build_notebook(context: Path = NOTEBOOK_CONTEXT, *, tag: str = NOTEBOOK_IMAGE) -> str:
+    """The notebook image (``context``: the directory of its Dockerfile, deploy/notebook/)
+    built on the Debian base; returns the image's name. Its packages' layer is kept: a build
+    with nothing changed takes seconds."""
+    return _build(context, tag)
+
+
+def _build(context: Path, tag: str) -> str:
     base = base_image()
     progress(f"images: building {tag} on {base}")
     run(

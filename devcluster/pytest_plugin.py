@@ -11,6 +11,10 @@ stopped. Set DEVCLUSTER_KEEP=1 to leave a fixture-started cluster running for th
 `devcluster_second` does the same for a second cluster beside the first: the next instance
 (DEVCLUSTER_INSTANCE + 1, so instance 2 by default) with its own ports, state directory and a
 node set of its own (``cluster.SECOND_INSTANCE_NODES``). Only sessions that ask for it start it.
+
+On instance 1, `real_node` adds the node that runs real containers, `gateway` the gateway
+serving HTTPRoutes, `storage` the storage provisioner (the default StorageClass) and
+`notebook_image` the notebook image on the real node.
 """
 
 from __future__ import annotations
@@ -21,9 +25,10 @@ from pathlib import Path
 
 import pytest
 
-from devcluster import api, cluster, settings
+from devcluster import api, cluster, images, settings
 from devcluster import gateway as gateway_module
 from devcluster import real_node as real_node_module
+from devcluster import storage as storage_module
 from devcluster.cluster import STARTED_BY_PYTEST_FLAG
 from devcluster.log import progress
 from devcluster.settings import Settings
@@ -98,6 +103,34 @@ def gateway(devcluster, real_node) -> api.Gateway:
     except gateway_module.GatewayUnavailable as error:
         pytest.fail(str(error), pytrace=False)
     return api.Gateway(devcluster.settings)
+
+
+@pytest.fixture(scope="session")
+def storage(devcluster, real_node) -> api.Storage:
+    """The devcluster's storage provisioner: claims of the default StorageClass
+    (`.storage_class`, ``local-path``) get a directory on the real node (`.volumes_dir`);
+    started on first use, stopped with the cluster."""
+    try:
+        helper_image = cluster.start_storage(devcluster.settings)
+    except storage_module.StorageUnavailable as error:
+        pytest.fail(str(error), pytrace=False)
+    return api.Storage(devcluster.settings, helper_image=helper_image)
+
+
+@pytest.fixture(scope="session")
+def notebook_image(real_node) -> str:
+    """The portal's default notebook image (deploy/notebook/), built as `python -m devcluster
+    image --notebook` builds it (its layers cached: seconds when nothing changed) and loaded
+    onto the real node unless it holds it already; its name, for `imagePullPolicy: Never`."""
+    missing = images.missing_tools()
+    if missing:
+        pytest.fail(
+            f"not installed: {', '.join(missing)} (scripts/bootstrap.sh installs them)",
+            pytrace=False,
+        )
+    name = images.build_notebook()
+    real_node.ensure_image(name)
+    return name
 
 
 def _session_cluster(settings: Settings) -> Iterator[api.DevCluster]:

@@ -299,11 +299,42 @@ def ctr(settings: Settings, *args: str, check: bool = True) -> subprocess.Comple
 
 def load_image(settings: Settings, name: str) -> None:
     """Copy an image from podman's store (what buildah built) into the node's containerd."""
+    identity = images.image_id(name)
     with tempfile.TemporaryDirectory(prefix="devcluster-image-") as work:
         archive = Path(work) / "image.tar"
         images.run("podman", "save", "--format", "oci-archive", "-o", str(archive), name)
         ctr(settings, "images", "import", "--base-name", name.rsplit(":", 1)[0], str(archive))
+    _record_loaded(settings, name, identity)
     progress(f"real node: loaded {name}")
+
+
+def _loaded_record(settings: Settings) -> Path:
+    return directory(settings) / "loaded-images.json"
+
+
+def _loaded(settings: Settings) -> dict[str, str]:
+    """Which of podman's images (by id) each name was loaded from; kept beside containerd's
+    store, which goes with it."""
+    try:
+        return json.loads(_loaded_record(settings).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _record_loaded(settings: Settings, name: str, identity: str) -> None:
+    record = _loaded_record(settings)
+    partial = record.with_name(f"{record.name}.{os.getpid()}")
+    partial.write_text(json.dumps({**_loaded(settings), name: identity}, indent=2))
+    partial.replace(record)
+
+
+def ensure_image(settings: Settings, name: str) -> None:
+    """``load_image`` unless the node holds that name already, loaded from the same image of
+    podman's (a rebuilt image is loaded again): a load takes seconds, the check none."""
+    held = ctr(settings, "images", "ls", "-q").stdout.split()
+    if _loaded(settings).get(name) == images.image_id(name) and name in held:
+        return
+    load_image(settings, name)
 
 
 def start(settings: Settings, start_and_wait) -> None:

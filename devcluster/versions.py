@@ -49,3 +49,9 @@ CONTAINERD_VERSION = "v2.4.2"
 # routes HTTPRoutes' weighted backends to the real node's pods. Pinned by gomodules/traefik/go.mod
 # (which must say the same); a tool like Helm, built alone when it moves.
 TRAEFIK_VERSION = "v3.7.13"
+
+# The devcluster's storage provisioner (devcluster/storage.py): rancher's local-path-provisioner,
+# which gives a PersistentVolumeClaim a directory on the real node. Pinned by
+# gomodules/local-path-provisioner/go.mod (which must say the same); a tool like Helm, built alone
+# when it moves.
+LOCAL_PATH_PROVISIONER_VERSION = "v0.0.33"

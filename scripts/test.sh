@@ -34,12 +34,13 @@ eval "$(scripts/services.sh up postgres redis)"
 export DJANGO_CACHE_URL="${DJANGO_CACHE_URL:-${CELERY_BROKER_URL%/*}/1}"
 
 # What is built once into ~/.cache: the local cluster's binaries (Kubernetes, etcd, kwok, Kueue,
-# Helm; the tests' `devcluster` fixture starts the cluster itself), the single sign-on tests'
-# OpenID provider (Keycloak, from Maven Central; the `keycloak` fixture starts it) and the
-# portal's image (buildah on a Debian base; its layers are kept in podman's store).
+# Helm, and the real node's containerd, Traefik and local-path-provisioner; the tests'
+# `devcluster` fixture starts the cluster itself), the single sign-on tests' OpenID provider
+# (Keycloak, from Maven Central; the `keycloak` fixture starts it), the portal's image and the
+# notebook image (buildah on a Debian base; their layers are kept in podman's store).
 build() {
   .venv/bin/python -m devcluster build && .venv/bin/python -m devcluster keycloak-build \
-    && .venv/bin/python -m devcluster image
+    && .venv/bin/python -m devcluster image && .venv/bin/python -m devcluster image --notebook
 }
 # The tests that need what `build` makes (their markers come from the fixtures they use).
 NEEDS_BUILD="devcluster or helm or keycloak or containers"

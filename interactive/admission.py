@@ -58,12 +58,22 @@ def session_refusals(
             f"Team {team.slug}'s sessions may run at most {policy.max_lifetime_hours} hours at "
             f"a time; {request.max_lifetime_hours} were asked for. Resume it when it stops."
         )
-    if home_volume_of(team=team, cluster=cluster, owner=owner) is None:
-        left = storage_left_gib(team=team, cluster=cluster)
-        if left is not None and request.home_gib > left:
-            errors["home_gib"] = (
-                f"A {request.home_gib} GiB home volume does not fit team {team.slug}'s storage "
-                f"quota on cluster {cluster.name}: {left} GiB are left. Ask for less, or ask an "
-                "admin to raise the team's storage quota."
-            )
+    errors.update(storage_refusal(team=team, cluster=cluster, owner=owner, request=request))
     return errors
+
+
+def storage_refusal(
+    *, team: Team, cluster: Cluster, owner: User, request: SessionRequest
+) -> Errors:
+    """A first home volume must fit what the team's storage quota leaves (a member who has one
+    keeps it, whatever size is asked)."""
+    if home_volume_of(team=team, cluster=cluster, owner=owner) is not None:
+        return {}
+    left = storage_left_gib(team=team, cluster=cluster)
+    if left is None or request.home_gib <= left:
+        return {}
+    return {
+        "home_gib": f"A {request.home_gib} GiB home volume does not fit team {team.slug}'s "
+        f"storage quota on cluster {cluster.name}: {left} GiB are left. Ask for less, or ask an "
+        "admin to raise the team's storage quota."
+    }

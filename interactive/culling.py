@@ -31,7 +31,7 @@ from django.utils import timezone
 
 from clusters.models import Cluster
 from interactive import manifests
-from interactive.culling_view import stop_time
+from interactive.culling_view import clock, stop_time
 from interactive.models import InteractiveSession, SessionPolicy, policy_for
 from interactive.services import session_stop
 from monitoring.metrics import pod_usage, prometheus_for
@@ -117,7 +117,7 @@ def judge(
         since,
         warn_at,
         stop_at,
-        f"No activity in its server since {since:%H:%M} UTC"
+        f"No activity in its server since {clock(since)}"
         + (" and its GPUs are idle" if gpus_idle else "")
         + f"; the team stops sessions idle {policy.idle_minutes} minutes.",
     )
@@ -209,7 +209,7 @@ def apply_verdict(
 
 def _warn(session: InteractiveSession, verdict: Verdict) -> None:
     link = f"/interactive/{session.pk}/"
-    subject = f"Session {session.name} will be stopped as idle at {verdict.stop_at:%H:%M} UTC"
+    subject = f"Session {session.name} will be stopped as idle at {clock(verdict.stop_at)}"
     body = f"{verdict.why} Use it (run a cell) to keep it, or stop it yourself."
     Notification.objects.create(
         user=session.owner,

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import datetime
 
+from django.utils import timezone
+
 from interactive.models import InteractiveSession, SessionPolicy, policy_for
 
 
@@ -17,6 +19,12 @@ def stop_time(
     if warned_at is not None:
         stop_at = max(stop_at, warned_at + datetime.timedelta(minutes=policy.warn_minutes))
     return stop_at
+
+
+def clock(moment: datetime.datetime) -> str:
+    """A time of day in the portal's time zone, named: ``14:05 UTC``."""
+    local = timezone.localtime(moment)
+    return f"{local:%H:%M} {local.tzname()}"
 
 
 def idle_summary(session: InteractiveSession) -> dict | None:
@@ -33,8 +41,9 @@ def idle_summary(session: InteractiveSession) -> dict | None:
         "policy": {"idle_minutes": policy.idle_minutes, "warn_minutes": policy.warn_minutes},
         "why": "In use."
         if session.idle_since is None
-        else f"No activity in its server, and its GPUs idle, since {session.idle_since:%H:%M} "
-        f"UTC; the team stops sessions idle {policy.idle_minutes} minutes.",
+        else f"No activity in its server, and its GPUs idle, since "
+        f"{clock(session.idle_since)}; the team stops sessions idle {policy.idle_minutes} "
+        "minutes.",
     }
     if session.idle_since is not None:
         summary["stop_at"] = stop_time(session.idle_since, session.warned_at, policy)

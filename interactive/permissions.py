@@ -38,3 +38,8 @@ def can_stop_session(user: User | AnonymousUser, session: InteractiveSession) ->
 
 def can_resume_session(user: User | AnonymousUser, session: InteractiveSession) -> bool:
     return can_open_session(user, session)
+
+
+def can_set_session_policy(user: User | AnonymousUser, team) -> bool:
+    """The team's leads and portal admins."""
+    return is_portal_admin(user) or team_role(user, team) == Membership.Role.LEAD

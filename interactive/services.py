@@ -10,6 +10,7 @@ mode). Stopping keeps the member's home volume; resuming starts the next run, wh
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
@@ -19,12 +20,15 @@ from clusters.models import Cluster
 from clusters.vocabulary import GUARANTEED
 from interactive import admission, enqueue
 from interactive.models import ACTIVE_STATES, HomeVolume, InteractiveSession, SessionPolicy
-from interactive.permissions import can_resume_session, can_stop_session
+from interactive.permissions import (
+    can_resume_session,
+    can_set_session_policy,
+    can_stop_session,
+)
 from interactive.specs import SessionRequest
 from tenants.audit import audit
 from tenants.errors import InvalidTransition
-from tenants.models import AuditEvent, Membership, Team
-from tenants.permissions import is_portal_admin, team_role
+from tenants.models import AuditEvent, Team
 from workloads import queueing
 from workloads.permissions import can_run_workloads
 from workloads.quota import check_quota
@@ -74,6 +78,10 @@ def session_start(
         _check_gpu_quota(
             request.gpus, team=team, cluster=cluster, gpu_resource=request.gpu_resource
         )
+        # Again under the team's lock: two members' first sessions at once must both fit.
+        storage = admission.storage_refusal(team=team, cluster=cluster, owner=user, request=request)
+        if storage:
+            raise ValidationError(storage)
         home, _ = HomeVolume.objects.get_or_create(
             team=team, cluster=cluster, owner=user, defaults={"size_gib": request.home_gib}
         )
@@ -227,29 +235,32 @@ def session_resume(*, user: User, session: InteractiveSession) -> InteractiveSes
 def session_policy_set(
     *, actor: User, team: Team, max_lifetime_hours: int, idle_minutes: int, warn_minutes: int
 ) -> SessionPolicy:
-    """Set the team's session policy (its leads and portal admins), audited."""
-    if not (is_portal_admin(actor) or team_role(actor, team) == Membership.Role.LEAD):
+    """Set the team's session policy (its leads and portal admins), audited. A lifetime beyond
+    ``SESSIONS_MAX_LIFETIME_HOURS``, the portal's limit, is refused."""
+    if not can_set_session_policy(actor, team):
         raise PermissionDenied(f"Only leads of {team.slug} can set its session policy.")
-    policy = SessionPolicy.objects.filter(team=team).first() or SessionPolicy(team=team)
-    before = (
-        None
-        if policy.pk is None
-        else {
-            "max_lifetime_hours": policy.max_lifetime_hours,
-            "idle_minutes": policy.idle_minutes,
-            "warn_minutes": policy.warn_minutes,
-        }
-    )
-    policy.max_lifetime_hours = max_lifetime_hours
-    policy.idle_minutes = idle_minutes
-    policy.warn_minutes = warn_minutes
-    policy.updated_by = actor
+    if max_lifetime_hours > settings.SESSIONS_MAX_LIFETIME_HOURS:
+        raise ValidationError(
+            {
+                "max_lifetime_hours": f"At most {settings.SESSIONS_MAX_LIFETIME_HOURS} hours, "
+                "the portal's limit (SESSIONS_MAX_LIFETIME_HOURS)."
+            }
+        )
     if idle_minutes <= warn_minutes:
         raise ValidationError(
             {"warn_minutes": "The warning must come before the stop: give fewer minutes."}
         )
-    policy.full_clean(exclude=["team"])
+    fields = ("max_lifetime_hours", "idle_minutes", "warn_minutes")
     with transaction.atomic():
+        # The team's row lock: two leads saving its first policy at once make one row.
+        Team.objects.select_for_update().get(pk=team.pk)
+        policy = SessionPolicy.objects.filter(team=team).first() or SessionPolicy(team=team)
+        before = None if policy.pk is None else {f: getattr(policy, f) for f in fields}
+        policy.max_lifetime_hours = max_lifetime_hours
+        policy.idle_minutes = idle_minutes
+        policy.warn_minutes = warn_minutes
+        policy.updated_by = actor
+        policy.full_clean(exclude=["team"])
         policy.save()
         audit(
             actor=actor,
@@ -257,10 +268,6 @@ def session_policy_set(
             target=policy,
             team=team,
             before=before,
-            after={
-                "max_lifetime_hours": max_lifetime_hours,
-                "idle_minutes": idle_minutes,
-                "warn_minutes": warn_minutes,
-            },
+            after={f: getattr(policy, f) for f in fields},
         )
     return policy

@@ -63,8 +63,11 @@ class SessionRequest:
     annotations: EnvPairs = ()
 
     @classmethod
-    def read(cls, data: Mapping[str, Any]) -> tuple[SessionRequest, Errors]:
-        """The request ``data`` describes, and every bad field named in words."""
+    def read(
+        cls, data: Mapping[str, Any], *, team_max_lifetime_hours: int | None = None
+    ) -> tuple[SessionRequest, Errors]:
+        """The request ``data`` describes, and every bad field named in words. A lifetime left
+        out is the portal's default, or the team's maximum when that is shorter."""
         errors: Errors = {}
         unknown = set(data) - FIELDS
         if unknown:
@@ -105,7 +108,10 @@ class SessionRequest:
             gpu_model=read_gpu_model(data.get("gpu_model"), errors=errors),
             max_lifetime_hours=_whole_or_default(
                 data.get("max_lifetime_hours"),
-                settings.SESSIONS_DEFAULT_LIFETIME_HOURS,
+                min(
+                    settings.SESSIONS_DEFAULT_LIFETIME_HOURS,
+                    team_max_lifetime_hours or settings.SESSIONS_DEFAULT_LIFETIME_HOURS,
+                ),
                 errors=errors,
                 key="max_lifetime_hours",
                 high=MAX_LIFETIME_HOURS,

@@ -18,13 +18,13 @@ from typing import TextIO
 
 import yaml
 
-from gpuportal import __version__, completion, config, exits, follow, output
-from gpuportal.client import ApiError, Client
+from gpuportal import __version__, completion, config, exits, follow, output, sessions
+from gpuportal.arguments import DEFAULT_LIMIT, job_id, positive
+from gpuportal.client import ApiError, Client, results
 
 JOB_STATES = ("queued", "submitted", "pending", "running", "succeeded", "failed", "cancelled")
 QUOTA_STATES = ("pending", "approved", "rejected", "cancelled")
 CONTAINERS = ("main", "preprocess")
-DEFAULT_LIMIT = 50
 
 TEAM_COLUMNS = output.columns(
     ("slug", "slug"), ("name", "name"), ("role", "my_role"), ("archived", "archived_at")
@@ -133,13 +133,6 @@ class Context:
 
     def show(self, data, cols) -> None:
         self.stdout.write(output.render(data, fmt=self.fmt, cols=cols))
-
-
-def results(body) -> list:
-    """A list answer's rows, paginated (``{"results": [...]}``) or not."""
-    if isinstance(body, dict) and "results" in body:
-        return body["results"]
-    return body
 
 
 def cmd_login(ctx: Context) -> int:
@@ -344,26 +337,6 @@ def cmd_completion(ctx: Context) -> int:
 # --- the parser --------------------------------------------------------------------------------
 
 
-def job_id(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a job id: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"not a job id: {text!r}")
-    return value
-
-
-def positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
-    return value
-
-
 def common_options(*, top: bool) -> argparse.ArgumentParser:
     """``--url`` and ``--output``, given before or after the command (``SUPPRESS`` below the top,
     so that a subcommand's missing option does not hide the top's)."""
@@ -487,6 +460,8 @@ def build_parser() -> Parser:
     stop = job_commands.add_parser("stop", parents=leaf, help="stop a job")
     stop.add_argument("job", type=job_id, metavar="JOB_ID")
     stop.set_defaults(run=cmd_jobs_stop)
+
+    sessions.add_commands(commands, leaf)
 
     shell = commands.add_parser(
         "completion",

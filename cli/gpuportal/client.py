@@ -70,6 +70,13 @@ def _messages(value: Any, path: str = "") -> Iterator[str]:
         yield f"{path}{value}"
 
 
+def results(body) -> list:
+    """A list answer's rows, paginated (``{"results": [...]}``) or not."""
+    if isinstance(body, dict) and "results" in body:
+        return body["results"]
+    return body
+
+
 class Client:
     """The API at ``base_url`` (the portal's URL), as the holder of ``token`` (or anonymous)."""
 

@@ -11,7 +11,7 @@ from rest_framework import serializers
 from rest_framework.settings import api_settings
 
 from interactive import admission, culling_view
-from interactive.models import InteractiveSession
+from interactive.models import InteractiveSession, policy_for
 from interactive.specs import SessionRequest
 from workloads.api.serializers import TeamClusterFields
 
@@ -110,8 +110,11 @@ class SessionCreateSerializer(TeamClusterFields):
             )
         errors: dict = {}
         values = self.read_team_and_cluster(data, errors)
-        request, shape_errors = SessionRequest.read(data)
         team, cluster = values.get("team"), values.get("cluster")
+        request, shape_errors = SessionRequest.read(
+            data,
+            team_max_lifetime_hours=policy_for(team).max_lifetime_hours if team else None,
+        )
         user = self.context["request"].user
         refusals = (
             admission.session_refusals(team=team, cluster=cluster, owner=user, request=request)

@@ -11,7 +11,7 @@ from tests.integration.pages.helpers import get_ok
 
 pytestmark = pytest.mark.django_db
 
-EVERYONES = ["home", "gpujob-list", "service-list"]
+EVERYONES = ["home", "gpujob-list", "service-list", "session-list"]
 REPORTS = ["audit-list", "booking-calendar", "usage-report", "billing-statement"]
 ADMIN_WORK = ["review-queue", "department-list", "billing-prices", "monitoring-clusters"]
 ACCOUNT = ["api-tokens", "notification-list"]
@@ -77,7 +77,7 @@ def test_an_admins_nav_groups_admin_work_and_reports_in_two_menus_and_keeps_ever
         *[("", url) for url in urls(ACCOUNT)],
     ]
     in_line = [href for menu, href in nav.links if not menu]
-    assert len(in_line) + len(nav.menus) == 7  # entries on the bar, down from 13
+    assert len(in_line) + len(nav.menus) == 8  # entries on the bar, down from 13
 
 
 def test_a_members_nav_has_the_reports_menu_but_no_admin_menu_nor_admin_link(client_as, member):

@@ -29,11 +29,22 @@ def test_commands_complete():
     assert complete("j") == ["jobs"]
     assert complete("jobs", "") == ["submit", "list", "show", "logs", "stop", "-h", "--help"]
     assert complete("quota", "l") == ["list"]
+    assert complete("s") == ["sessions"]
+    assert complete("sessions", "") == [
+        "list",
+        "show",
+        "start",
+        "stop",
+        "resume",
+        "-h",
+        "--help",
+    ]
 
 
 def test_options_of_a_command_complete():
     assert "--follow" in complete("jobs", "logs", "--")
     assert "--justification" in complete("quota", "request", "--")
+    assert "--max-lifetime-hours" in complete("sessions", "start", "--")
 
 
 def test_option_values_complete_from_their_choices():

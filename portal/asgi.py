@@ -15,6 +15,13 @@ from portal.heap import freeze_startup_objects
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 
-application = get_asgi_application()
+django_application = get_asgi_application()
+
+# Imported once Django is set up (get_asgi_application does it): the proxy loads models.
+from interactive.proxy import SessionProxy  # noqa: E402
+
+# /sessions/<id>/... (HTTP and websockets) goes to the session's notebook server, for its owner
+# (interactive/proxy.py); everything else to the portal.
+application = SessionProxy(django_application)
 
 freeze_startup_objects()  # the last thing a worker does before serving

@@ -55,21 +55,23 @@ class Stopped:
 
 
 def stop_target(pod: dict, *, managed_by: str) -> Stopped:
-    """What to delete to stop this pod: its Job when a Job owns it (deleting only the pod would
-    make the Job start another), else the pod. Refuses pods without the portal's label."""
+    """What to stop this pod by: the workload a registered stopper stops through the portal
+    (a service, a session, whatever makes its pods), else its Job when a Job owns it (deleting
+    only the pod would make the Job start another), else the pod. Refuses pods without the
+    portal's label."""
     metadata = pod.get("metadata") or {}
     if (metadata.get("labels") or {}).get(MANAGED_BY_LABEL) != managed_by:
         raise StopRefused(
             f"Pod {metadata.get('name')} is not labelled {MANAGED_BY_LABEL}={managed_by}; "
             "the portal only stops what it created."
         )
-    for owner in metadata.get("ownerReferences") or []:
-        if owner.get("kind") == "Job" and owner.get("apiVersion", "").startswith("batch/"):
-            return Stopped(kind="Job", name=owner["name"], uid=owner.get("uid", ""))
     labels = metadata.get("labels") or {}
     for stopper in _stoppers.values():
         if labels.get(stopper.label):
             return Stopped(kind=stopper.kind, name=labels[stopper.label])
+    for owner in metadata.get("ownerReferences") or []:
+        if owner.get("kind") == "Job" and owner.get("apiVersion", "").startswith("batch/"):
+            return Stopped(kind="Job", name=owner["name"], uid=owner.get("uid", ""))
     return Stopped(kind="Pod", name=metadata["name"], uid=metadata.get("uid", ""))
 
 

@@ -2,6 +2,7 @@
 
 from tests.integration.gpujobs.fixtures import (  # noqa: F401 (fixtures)
     gpu_cluster,
+    make_gpu_team,
     portal_kubeconfig,
     running_services,
     watcher_process,

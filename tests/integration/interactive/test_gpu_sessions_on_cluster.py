@@ -1,12 +1,23 @@
 """GPU sessions on the devcluster's kwok GPU nodes, end to end with the real worker and watcher:
 started through the API on a Kueue cluster, the cluster holds the member's home claim, the
 token Secret and a Job in the team's guaranteed queue that Kueue admits onto a GPU node of the
-chosen model; stopping deletes the run and keeps the claim; resuming makes the next run."""
+chosen model; stopping deletes the run and keeps the claim; resuming makes the next run. Under
+quota only, a session whose GPUs the DCGM simulator reports idle is stopped as idle.
+
+The home claims are bound by the devcluster's local-path provisioner (the ``storage`` fixture:
+the cluster's default StorageClass), which finishes at once for a pod on a kwok node."""
+
+import datetime
 
 import pytest
+from django.utils import timezone
 
 from clusters.vocabulary import KUEUE_QUEUE_LABEL, SESSION_ID_LABEL
+from devcluster.dcgm_metrics import UTILISATION_ANNOTATION
+from interactive import culling
 from interactive.models import InteractiveSession
+from monitoring.idle import idle_check
+from monitoring.models import IdlePod, IdlePolicy
 from tests.integration.conftest import wait_for
 from tests.integration.gpujobs.fixtures import api_client_for
 from tests.integration.gpujobs.kueue import A100
@@ -26,7 +37,7 @@ def session_in(state: str, session_id: int, *, timeout: float = 120) -> Interact
 
 
 def test_a_gpu_session_waits_in_the_guaranteed_queue_lands_on_a_gpu_node_and_resumes(
-    make_kueue_team, running_services, batch, core, kueue_cluster, settings
+    storage, make_kueue_team, running_services, batch, core, kueue_cluster
 ):
     cluster = kueue_cluster.cluster
     cluster.allowed_registries = ["registry.example.com"]
@@ -97,3 +108,59 @@ def test_a_gpu_session_waits_in_the_guaranteed_queue_lands_on_a_gpu_node_and_res
     session = session_in(State.RUNNING, session.pk)
     assert session.run == 2
     batch.read_namespaced_job(f"session-{session.pk}-2", namespace)
+
+
+def test_a_gpu_session_idle_by_dcgm_is_stopped_through_the_portal_and_keeps_its_volume(
+    storage, make_gpu_team, running_services, gpu_cluster, core, devcluster
+):
+    """On the kwok nodes there is no notebook server to ask, so the GPUs alone decide: the
+    simulator reports the idle session's GPU at 0% and the busy one's at 90% (the devcluster's
+    utilisation annotation on their pods), Prometheus judges them over the cluster's idle window,
+    and the team's idle-pod policy stops the idle one through the session (its home volume
+    kept), never the busy one."""
+    gpu_cluster.idle_window_minutes = 1
+    gpu_cluster.save(update_fields=["idle_window_minutes"])
+    team = make_gpu_team(gpus=2, name="idlenb")
+    api = api_client_for(team.member)
+    made = {}
+    for name in ("idle", "busy"):
+        answer = api.post(
+            "/api/v1/sessions/",
+            {"team": team.team.slug, "cluster": gpu_cluster.name, "name": name, "gpus": 1},
+        )
+        assert answer.status_code == 201, answer.content
+        made[name] = session_in(State.RUNNING, answer.json()["id"])
+    for name, utilisation in (("idle", "0"), ("busy", "90")):
+        (pod,) = core.list_namespaced_pod(
+            team.namespace, label_selector=f"{SESSION_ID_LABEL}={made[name].pk}"
+        ).items
+        core.patch_namespaced_pod(
+            pod.metadata.name,
+            team.namespace,
+            {"metadata": {"annotations": {UTILISATION_ANNOTATION: utilisation}}},
+        )
+
+    def judged():
+        idleness = culling.gpu_idleness(gpu_cluster)
+        if idleness is None:
+            return None
+        return culling.gpus_idle(made["idle"], idleness) and not culling.gpus_idle(
+            made["busy"], idleness
+        )
+
+    wait_for(judged, timeout=240, interval=2, what="DCGM's verdict: one session idle, one busy")
+
+    IdlePolicy.objects.create(team=team.team, stop_after_minutes=30, warn_minutes_before_stop=10)
+    idle_check()  # opens the idle session's episode
+    IdlePod.objects.filter(team=team.team).update(
+        first_idle_at=timezone.now() - datetime.timedelta(minutes=40),
+        warned_at=timezone.now() - datetime.timedelta(minutes=11),
+    )
+    stopped = [pod for result in idle_check() for pod in result.stopped]
+    assert len(stopped) == 1
+    assert stopped[0].startswith(f"{team.namespace}/session-{made['idle'].pk}-1-")
+
+    idle_session = InteractiveSession.objects.get(pk=made["idle"].pk)
+    assert (idle_session.state, idle_session.stop_reason) == (State.STOPPED, "idle")
+    assert InteractiveSession.objects.get(pk=made["busy"].pk).state == State.RUNNING
+    core.read_namespaced_persistent_volume_claim(f"home-{team.member.pk}", team.namespace)

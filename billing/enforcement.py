@@ -34,7 +34,7 @@ def budget_refusal(
     *, team: Team, cluster: Cluster, gpu_model: str = "", priority: str = ""
 ) -> str | None:
     """Why the team's budgets refuse this work now, or None. ``priority`` is the kind of work
-    (empty: work that cannot be opportunistic, such as a service)."""
+    (empty: work that cannot be opportunistic, such as a service or a session)."""
     for budget, spend in spent_budgets(team=team, gpu_model=gpu_model):
         spent = f"{spend.spent_gpu_hours:.1f} GPU-hours held since {spend.period_start}"
         if budget.policy == Budget.Policy.REFUSE:
@@ -53,7 +53,7 @@ def budget_refusal(
                 "may be preempted)"
             )
         else:
-            where = "only jobs can be opportunistic, so no new service starts"
+            where = "only jobs can be opportunistic, so no new service or GPU session starts"
         return (
             f"Budget spent: {budget_words(budget)} is used up ({spent}), so only "
             f"opportunistic work is accepted: {where}."

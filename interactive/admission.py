@@ -1,7 +1,8 @@
 """Whether a team may run a session on a cluster: every workload's rules (``workloads.admission``:
-the team, its namespace, the allowed registries, the GPU kinds and models offered) and the
-session's own: a run no longer than the team's maximum lifetime, and a home volume that fits
-what the team's storage quota leaves. By field, so that one 400 names every bad one.
+the team, its namespace, the allowed registries, the GPU kinds and models offered), the team's
+budgets for a GPU session (never opportunistic work), and the session's own: a run no longer
+than the team's maximum lifetime, and a home volume that fits what the team's storage quota
+leaves. By field, so that one 400 names every bad one.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from django.contrib.auth.models import User
 from django.db.models import Sum
 
+from billing.enforcement import budget_refusal
 from clusters.models import Cluster
 from clusters.vocabulary import OBJECT_LIMIT_STORAGE
 from interactive.models import HomeVolume, policy_for
@@ -52,6 +54,10 @@ def session_refusals(
             gpu_model=request.gpu_model,
             errors=errors,
         )
+    if request.gpus and "gpus" not in errors:
+        refusal = budget_refusal(team=team, cluster=cluster, gpu_model=request.gpu_model)
+        if refusal:
+            errors["gpus"] = refusal
     policy = policy_for(team)
     if request.max_lifetime_hours > policy.max_lifetime_hours:
         errors["max_lifetime_hours"] = (

@@ -222,10 +222,12 @@ class SessionPolicy(models.Model):
 
 
 def policy_for(team: Team) -> SessionPolicy:
-    """The team's session policy, or the portal's defaults (unsaved) when it set none."""
-    policy = SessionPolicy.objects.filter(team=team).first()
-    if policy is not None:
-        return policy
+    """The team's session policy, or the portal's defaults (unsaved) when it set none. Read
+    with the team when selected with it (``select_related("team__session_policy")``)."""
+    try:
+        return team.session_policy
+    except SessionPolicy.DoesNotExist:
+        pass
     return SessionPolicy(
         team=team,
         max_lifetime_hours=settings.SESSIONS_MAX_LIFETIME_HOURS,

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.contrib.auth.models import AnonymousUser, User
-from django.db.models import QuerySet
+from django.db.models import OuterRef, QuerySet, Subquery
 
-from interactive.models import InteractiveSession
+from interactive.models import HomeVolume, InteractiveSession
 from interactive.permissions import can_open_session, can_view_session
 from tenants.permissions import is_portal_admin
 
@@ -16,7 +16,12 @@ State = InteractiveSession.State
 
 def sessions_visible_to(user: User | AnonymousUser) -> QuerySet[InteractiveSession]:
     """The sessions of every team the user belongs to (all of them for a portal admin)."""
-    sessions = InteractiveSession.objects.select_related("team", "cluster", "owner")
+    home = HomeVolume.objects.filter(
+        team=OuterRef("team"), cluster=OuterRef("cluster"), owner=OuterRef("owner")
+    ).values("size_gib")[:1]
+    sessions = InteractiveSession.objects.select_related(
+        "team", "team__session_policy", "cluster", "owner"
+    ).annotate(home_size_gib=Subquery(home))
     if is_portal_admin(user):
         return sessions
     if not user.is_authenticated:

@@ -69,6 +69,8 @@ class SessionSerializer(serializers.ModelSerializer):
         return session.max_lifetime_seconds // 3600
 
     def get_home_gib(self, session) -> int | None:
+        if hasattr(session, "home_size_gib"):  # selected with it (``sessions_visible_to``)
+            return session.home_size_gib
         home = admission.home_volume_of(
             team=session.team, cluster=session.cluster, owner=session.owner
         )

@@ -52,6 +52,9 @@ def world(db, cluster, team, other_team, lead, member, other_lead, admin, outsid
         justification="Evaluation.",
     )
     job = factories.GpuJobFactory(team=team, cluster=cluster, submitted_by=member)
+    session = factories.InteractiveSessionFactory(
+        team=team, cluster=cluster, owner=member, image="registry.example.com/notebook:1"
+    )
     service = serving_services.service_deploy(
         user=member,
         team=team,
@@ -83,6 +86,7 @@ def world(db, cluster, team, other_team, lead, member, other_lead, admin, outsid
         "grant": grant,
         "job": job,
         "service": service,
+        "session": session,
         "notification": notification,
         "audit_event": audit_event,
         "budget": budget,

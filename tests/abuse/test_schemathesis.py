@@ -90,6 +90,7 @@ def _real_path_parameters(world) -> dict[str, dict[str, str]]:
         "/api/v1/quota-grants/": {"id": str(world["grant"].pk)},
         "/api/v1/jobs/": {"id": str(world["job"].pk)},
         "/api/v1/services/": {"id": str(world["service"].pk)},
+        "/api/v1/sessions/": {"id": str(world["session"].pk)},
         "/api/v1/audit-events/": {"id": str(world["audit_event"].pk)},
         "/api/v1/billing/budgets/": {"id": str(world["budget"].pk)},
         # Before the team's own prefix, which they start with.

@@ -45,6 +45,14 @@ def add_events(n, *, team, lead, **_):
         factories.AuditEventFactory(team=team, actor=lead, target_id=i, after={"gpus": i})
 
 
+def add_sessions(n, *, team, cluster, **_):
+    for _ in range(n):
+        session = factories.InteractiveSessionFactory(
+            team=team, cluster=cluster, state="running", server_address="10.0.0.1:8888"
+        )
+        factories.HomeVolumeFactory(team=team, cluster=cluster, owner=session.owner)
+
+
 LISTS = [
     ("/api/v1/teams/", add_teams, "admin"),
     ("/api/v1/teams/vision/members/", add_members, "lead"),
@@ -53,6 +61,7 @@ LISTS = [
     ("/api/v1/quota-requests/review-queue/", add_requests, "admin"),
     ("/api/v1/quota-grants/", add_grants, "lead"),
     ("/api/v1/audit-events/", add_events, "lead"),
+    ("/api/v1/sessions/", add_sessions, "lead"),
 ]
 
 

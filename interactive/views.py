@@ -17,6 +17,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from core.params import page_of
@@ -29,7 +30,6 @@ from interactive.permissions import (
     can_set_session_policy,
     can_stop_session,
 )
-from tenants.errors import InvalidTransition
 from tenants.models import Membership
 from tenants.permissions import is_portal_admin
 from tenants.selectors import teams_visible_to
@@ -166,17 +166,7 @@ def session_live(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 def _act(request: HttpRequest, session: InteractiveSession, do, *, done: str) -> HttpResponse:
-    """Run an action; a refusal by state or by the team's rules is a message on the page (one
-    by permission is the service's ``PermissionDenied``: a 403)."""
-    try:
-        do()
-    except InvalidTransition as error:
-        messages.error(request, str(error))
-    except ValidationError as error:
-        messages.error(request, " ".join(error.messages))
-    else:
-        messages.success(request, done)
-    return redirect("session-detail", pk=session.pk)
+    return pages.act(request, do, done=done, then=reverse("session-detail", args=[session.pk]))
 
 
 @require_POST

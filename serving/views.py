@@ -14,6 +14,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from serving import charts, cluster_reads, manifests, selectors, services, traffic
@@ -201,15 +202,7 @@ def service_gpus(request: HttpRequest, pk: int) -> HttpResponse:
 
 def _act(request: HttpRequest, service: InferenceService, do, *, done: str) -> HttpResponse:
     """Run an action; its refusal (state, quota, input) is a message on the page."""
-    try:
-        do()
-    except InvalidTransition as error:
-        messages.error(request, str(error))
-    except ValidationError as error:
-        messages.error(request, " ".join(error.messages))
-    else:
-        messages.success(request, done)
-    return redirect("service-detail", pk=service.pk)
+    return pages.act(request, do, done=done, then=reverse("service-detail", args=[service.pk]))
 
 
 @require_POST

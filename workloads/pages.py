@@ -18,6 +18,7 @@ from django.utils.cache import add_never_cache_headers
 
 from clusters.kube import KubeError
 from core.params import page_of
+from tenants.errors import InvalidTransition
 from tenants.models import Membership, Team
 from tenants.selectors import teams_visible_to
 from workloads.forms import cluster_by_id
@@ -143,3 +144,18 @@ def list_page(
             can_create: creator_teams(request).exists(),
         },
     )
+
+
+def act(request: HttpRequest, do: Callable[[], object], *, done: str, then: str) -> HttpResponse:
+    """Run a workload's action from its page and go back to ``then`` (a URL name and pk, or a
+    path): a refusal by state or by the rules is a message on the page (one by permission is
+    the service's ``PermissionDenied``: a 403)."""
+    try:
+        do()
+    except InvalidTransition as error:
+        messages.error(request, str(error))
+    except ValidationError as error:
+        messages.error(request, " ".join(error.messages))
+    else:
+        messages.success(request, done)
+    return redirect(then)

@@ -27,7 +27,7 @@ LAYERS = {
     "workloads": 6,
     "gpujobs": 7,
     "serving": 7,
-    "sessions": 7,
+    "interactive": 7,
     "accounts": 8,
     "webhooks": 8,
     "portal": 9,  # the project's wiring: settings, URLs, the Celery app, error handlers

@@ -123,7 +123,7 @@ def judge(
     )
 
 
-def _idle_pods(cluster: Cluster) -> dict[str, bool] | None:
+def gpu_idleness(cluster: Cluster) -> dict[str, bool] | None:
     """Pod name -> idle, for the cluster's GPU pods; None when Prometheus does not answer."""
     try:
         with prometheus_for(cluster) as prometheus:
@@ -152,7 +152,7 @@ def check_cluster(cluster: Cluster, *, now: datetime.datetime | None = None) -> 
         )
     )
     counts = {"checked": 0, "warned": 0, "stopped": 0}
-    idle_pods = _idle_pods(cluster) if any(s.gpus for s in sessions) else {}
+    idle_pods = gpu_idleness(cluster) if any(s.gpus for s in sessions) else {}
     for session in sessions:
         activity = server_activity(session) if session.server_address else None
         if activity is None:

@@ -9,6 +9,7 @@ the full run, and marks every test using these fixtures so that ``make test-fast
 import asyncio
 import concurrent.futures
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -24,6 +25,7 @@ from django.conf import settings
 from django.db import connection
 from kubernetes import client
 
+from devcluster import real_node
 from portal.celery import app as celery_app
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -141,6 +143,15 @@ def celery_worker_process(postgres_database, tmp_path_factory):
         yield worker
 
 
+# Sessions without GPUs run on the devcluster's real node (its only node for CPU work, tainted so
+# that nothing else lands there), from images loaded onto it: the worker makes their Jobs so.
+SESSIONS_ON_THE_REAL_NODE = {
+    "SESSIONS_CPU_TOLERATIONS": json.dumps([real_node.TOLERATION]),
+    "SESSIONS_CPU_NODE_SELECTOR": json.dumps({real_node.LABEL: "true"}),
+    "SESSIONS_IMAGE_PULL_POLICY": "Never",
+}
+
+
 def _start_worker(postgres_database, tmp_path_factory) -> subprocess.Popen:
     broker = settings.CELERY_BROKER_URL
     with celery_app.connection_for_write() as conn:
@@ -152,6 +163,7 @@ def _start_worker(postgres_database, tmp_path_factory) -> subprocess.Popen:
         "DATABASE_URL": _database_url(postgres_database),
         "CELERY_BROKER_URL": broker,
         "MONITORING_USAGE_CACHE_SECONDS": "0",  # as in the tests' own process
+        **SESSIONS_ON_THE_REAL_NODE,
         "PYTHONUNBUFFERED": "1",
     }
     with open(log_path, "w") as log:

@@ -14,7 +14,13 @@ import httpx
 import pytest
 
 from tests.dockerfile import dockerfile_environment, gunicorn_arguments
-from tests.integration.conftest import REPO_ROOT, _database_url, free_port, wait_for
+from tests.integration.conftest import (
+    REPO_ROOT,
+    _database_url,
+    free_port,
+    stop_process,
+    wait_for,
+)
 
 # What the TLS-terminating proxy in front of the portal adds to every request it passes on.
 BEHIND_TLS_PROXY = {"X-Forwarded-Proto": "https"}
@@ -85,3 +91,46 @@ def portal_server(
             server.wait(timeout=30)
         except subprocess.TimeoutExpired:
             server.kill()
+
+
+@contextlib.contextmanager
+def demo_server(database: dict, directory: Path, **variables: str) -> Iterator[str]:
+    """Serve the portal as the demo does (scripts/demo.sh: uvicorn, DEBUG on) on the test
+    database, signing cookies with this process's secret key, and yield its base URL."""
+    from django.conf import settings
+
+    env = {
+        **{k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"},
+        "DATABASE_URL": _database_url(database),
+        "DJANGO_SECRET_KEY": settings.SECRET_KEY,
+        "PYTHONUNBUFFERED": "1",
+        **variables,
+    }
+    port = free_port()
+    log_path = directory / "uvicorn.log"
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "uvicorn", "portal.asgi:application"),
+                *("--host", "127.0.0.1", "--port", str(port)),
+            ],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    base = f"http://127.0.0.1:{port}"
+
+    def answering():
+        if process.poll() is not None:
+            pytest.fail(f"uvicorn exited:\n{log_path.read_text()[-3000:]}")
+        with contextlib.suppress(httpx.HTTPError):
+            return httpx.get(f"{base}/login/", timeout=5).status_code == 200
+        return False
+
+    try:
+        wait_for(answering, timeout=60, interval=0.3, what="the portal under uvicorn")
+        process.log_path = log_path
+        yield base
+    finally:
+        stop_process(process)

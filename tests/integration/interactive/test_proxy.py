@@ -9,14 +9,9 @@ session cookie of the portal's.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import json
-import os
-import subprocess
-import sys
 import threading
-from pathlib import Path
 
 import httpx
 import pytest
@@ -30,8 +25,8 @@ from websockets.sync.client import connect
 from interactive.models import InteractiveSession
 from tenants.models import Membership
 from tests import factories
-from tests.integration.conftest import REPO_ROOT, _database_url, free_port, stop_process, wait_for
-from tests.integration.servers import portal_server
+from tests.integration.conftest import free_port, wait_for
+from tests.integration.servers import demo_server, portal_server
 
 # The portal process reads the rows each test writes: they must be committed.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -172,46 +167,11 @@ def notebook(notebook_server):
     return notebook_server
 
 
-def _portal_environment(postgres_database) -> dict:
-    return {
-        **{k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"},
-        "DATABASE_URL": _database_url(postgres_database),
-        # The session cookies this process signs must be the portal's.
-        "DJANGO_SECRET_KEY": settings.SECRET_KEY,
-        "PYTHONUNBUFFERED": "1",
-    }
-
-
 @pytest.fixture(scope="module")
 def portal(postgres_database, tmp_path_factory):
     """The portal as the demo serves it (scripts/demo.sh): uvicorn, on the test database."""
-    port = free_port()
-    log_path: Path = tmp_path_factory.mktemp("session-proxy") / "uvicorn.log"
-    with open(log_path, "w") as log:
-        process = subprocess.Popen(
-            [
-                *(sys.executable, "-m", "uvicorn", "portal.asgi:application"),
-                *("--host", "127.0.0.1", "--port", str(port)),
-            ],
-            cwd=REPO_ROOT,
-            env=_portal_environment(postgres_database),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    base = f"http://127.0.0.1:{port}"
-
-    def answering():
-        if process.poll() is not None:
-            pytest.fail(f"uvicorn exited:\n{log_path.read_text()[-3000:]}")
-        with contextlib.suppress(httpx.HTTPError):
-            return httpx.get(f"{base}/login/", timeout=5).status_code == 200
-        return False
-
-    try:
-        wait_for(answering, timeout=60, interval=0.3, what="the portal under uvicorn")
+    with demo_server(postgres_database, tmp_path_factory.mktemp("session-proxy")) as base:
         yield base
-    finally:
-        stop_process(process)
 
 
 @pytest.fixture

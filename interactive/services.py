@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from clusters.models import Cluster
 from clusters.vocabulary import GUARANTEED
-from interactive import admission, enqueue
+from interactive import admission, enqueue, events
 from interactive.models import ACTIVE_STATES, HomeVolume, InteractiveSession, SessionPolicy
 from interactive.permissions import (
     can_resume_session,
@@ -152,6 +152,7 @@ def session_stop(
             before=before,
             after={**_snapshot(locked), "stop_reason": reason},
         )
+        events.session_stopped(locked)
         session_id, run = locked.pk, locked.run
         transaction.on_commit(lambda: enqueue.enqueue_delete(session_id=session_id, run=run))
     return locked

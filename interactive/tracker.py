@@ -18,9 +18,8 @@ from django.utils import timezone
 
 from clusters.models import Cluster
 from clusters.workloads import WorkloadClient
-from interactive import manifests
+from interactive import events, manifests
 from interactive.models import ACTIVE_STATES, InteractiveSession
-from tenants.events import EventKind, emit
 from workloads.pod_states import Reason, metadata_of, pod_waiting_reason, status_of
 
 State = InteractiveSession.State
@@ -157,18 +156,7 @@ def record(session_id: int, run: int, observation: Observation) -> bool:
             setattr(session, name, value)
         session.save(update_fields=list(fields))
         if observation.state in (State.STOPPED, State.FAILED):
-            emit(
-                team_id=session.team_id,
-                kind=EventKind.SESSION_STOPPED,
-                title=f"Session #{session.pk} {session.name} of {session.owner.get_username()} "
-                f"{'stopped' if observation.state == State.STOPPED else 'failed'}",
-                data={
-                    "session_id": session.pk,
-                    "state": observation.state,
-                    "reason": observation.reason,
-                },
-                link=f"/interactive/{session.pk}/",
-            )
+            events.session_stopped(session)
     return True
 
 

@@ -192,6 +192,9 @@ def test_a_member_runs_a_notebook_that_is_culled_when_idle_and_keeps_its_files(
     assert stopped["stopped"] == 1
     expect(page.get_by_test_id("session-state")).to_have_text("stopped")
     expect(page.get_by_test_id("session-stopped")).to_contain_text("Stopped as idle")
+    assert Notification.objects.filter(
+        user=team.member, kind=Notification.Kind.IDLE_STOPPED
+    ).exists()
     wait_for(
         lambda: (
             not core.list_namespaced_pod(

@@ -523,8 +523,6 @@ LOGGING = {
     "filters": {"redact": {"()": "core.redaction.RedactingFilter"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["redact"]}},
     "root": {"handlers": ["console"], "level": PORTAL_LOG_LEVEL},
-    # httpx logs every request it makes at INFO: the session proxy's every request, twice.
-    "loggers": {"httpx": {"level": "WARNING"}},
 }
 
 # Sessions: the safety net that starts lost ones and re-reads their state, and the idle check.

@@ -23,6 +23,7 @@ from clusters.workloads import WorkloadClient
 from interactive import manifests
 from interactive.models import HomeVolume, InteractiveSession
 from reconcile.namespaces import check_namespace_owned
+from workloads.manifests import cluster_placement
 from workloads.pod_states import QUOTA_USED_UP, Reason
 
 logger = logging.getLogger(__name__)
@@ -55,7 +56,7 @@ def session_create_on_cluster(*, session_id: int, kube: WorkloadClient | None = 
     run, namespace = session.run, session.team.slug
     home = HomeVolume.objects.get(team=session.team, cluster=session.cluster, owner=session.owner)
     spec = manifests.stored_session_spec(session, home_gib=home.size_gib)
-    placement = manifests.stored_placement(session)
+    placement = cluster_placement(session.cluster)
     try:
         kube = kube or WorkloadClient.for_cluster(session.cluster)
         check_namespace_owned(kube, slug=namespace)

@@ -148,7 +148,7 @@ def check_cluster(cluster: Cluster, *, now: datetime.datetime | None = None) -> 
     now = now or timezone.now()
     sessions = list(
         InteractiveSession.objects.filter(cluster=cluster, state=State.RUNNING).select_related(
-            "team", "owner", "cluster"
+            "team", "team__session_policy", "owner", "cluster"
         )
     )
     counts = {"checked": 0, "warned": 0, "stopped": 0}

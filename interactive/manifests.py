@@ -37,7 +37,6 @@ from clusters.vocabulary import (
 from interactive.models import home_claim_name
 from workloads.manifests import (
     Placement,
-    cluster_placement,
     container,
     gpu_node_affinity,
     gpu_toleration,
@@ -100,11 +99,6 @@ def base_path(session_id: int) -> str:
 def ownership_selector(portal_name: str) -> str:
     """Every Job and pod of every session the portal made, in every namespace."""
     return f"{MANAGED_BY_LABEL}={portal_name},{SESSION_ID_LABEL}"
-
-
-def session_id_from_labels(labels: dict[str, str] | None) -> int | None:
-    value = (labels or {}).get(SESSION_ID_LABEL, "")
-    return int(value) if value.isdigit() and not value.startswith("0") else None
 
 
 def _labels(spec: SessionSpec, placement: Placement) -> dict[str, str]:
@@ -274,7 +268,3 @@ def stored_session_spec(session: InteractiveSession, *, home_gib: int) -> Sessio
         cpu_tolerations=tuple(settings.SESSIONS_CPU_TOLERATIONS),
         cpu_node_selector=dict(settings.SESSIONS_CPU_NODE_SELECTOR),
     )
-
-
-def stored_placement(session: InteractiveSession) -> Placement:
-    return cluster_placement(session.cluster)

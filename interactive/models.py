@@ -9,6 +9,7 @@ which the portal's proxy adds (``interactive.proxy``) and nobody else is shown.
 
 from __future__ import annotations
 
+import datetime
 import secrets
 
 from django.conf import settings
@@ -127,13 +128,16 @@ class InteractiveSession(models.Model):
         return f"session #{self.pk} {self.name} ({self.state})"
 
     @property
-    def namespace(self) -> str:
-        return self.team.slug
-
-    @property
     def is_active(self) -> bool:
         """Holding (or about to hold) resources on the cluster."""
         return self.state in ACTIVE_STATES
+
+    @property
+    def ends_at(self) -> datetime.datetime | None:
+        """When the current run reaches its maximum lifetime (None unless it has started)."""
+        if self.started_at is None or not self.is_active:
+            return None
+        return self.started_at + datetime.timedelta(seconds=self.max_lifetime_seconds)
 
     @property
     def path(self) -> str:

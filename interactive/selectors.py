@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.contrib.auth.models import AnonymousUser, User
-from django.db.models import OuterRef, QuerySet, Subquery
+from django.db.models import OuterRef, QuerySet, Subquery, Sum
 
-from interactive.models import HomeVolume, InteractiveSession
+from interactive.models import ACTIVE_STATES, HomeVolume, InteractiveSession
 from interactive.permissions import can_open_session, can_view_session
 from tenants.permissions import is_portal_admin
 
@@ -71,10 +71,6 @@ def proxy_target(*, session_id: int, user: User | AnonymousUser) -> ProxyTarget:
 
 def gpus_held_by_sessions(*, team, cluster, gpu_resource: str) -> int:
     """The GPUs of a kind the team's active sessions hold (or are about to) on the cluster."""
-    from django.db.models import Sum
-
-    from interactive.models import ACTIVE_STATES
-
     held = InteractiveSession.objects.filter(
         team=team, cluster=cluster, gpu_resource=gpu_resource, state__in=ACTIVE_STATES
     ).aggregate(total=Sum("gpus"))["total"]

@@ -9,7 +9,6 @@ portal's proxy at ``session.path``; these pages only link to it.
 
 from __future__ import annotations
 
-import datetime
 import functools
 
 from django.contrib import messages
@@ -124,19 +123,12 @@ def session_new(request: HttpRequest) -> HttpResponse:
 # --- one session -------------------------------------------------------------------------------
 
 
-def lifetime_end(session: InteractiveSession) -> datetime.datetime | None:
-    """When the current run reaches its maximum lifetime (None until it has started)."""
-    if session.started_at is None or not session.is_active:
-        return None
-    return session.started_at + datetime.timedelta(seconds=session.max_lifetime_seconds)
-
-
 def _live_context(request: HttpRequest, session: InteractiveSession) -> dict:
     user = request.user
     return {
         "session": session,
         "idle": culling_view.idle_summary(session),
-        "ends_at": lifetime_end(session),
+        "ends_at": session.ends_at,
         "refresh_seconds": REFRESH_SECONDS,
         "following": session.is_active,
         "can_open": session.state == State.RUNNING and can_open_session(user, session),

@@ -147,9 +147,9 @@ def list_page(
 
 
 def act(request: HttpRequest, do: Callable[[], object], *, done: str, then: str) -> HttpResponse:
-    """Run a workload's action from its page and go back to ``then`` (a URL name and pk, or a
-    path): a refusal by state or by the rules is a message on the page (one by permission is
-    the service's ``PermissionDenied``: a 403)."""
+    """Run a workload's action from its page and go back to ``then`` (a URL): a refusal by
+    state or by the rules is a message on the page (one by permission is the service's
+    ``PermissionDenied``: a 403)."""
     try:
         do()
     except InvalidTransition as error:

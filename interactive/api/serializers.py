@@ -4,7 +4,6 @@ cluster's rules are ``interactive.admission``'s. The server's token is never in 
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Mapping
 
 from rest_framework import serializers
@@ -27,7 +26,9 @@ class SessionSerializer(serializers.ModelSerializer):
         read_only=True,
         help_text="Why its last run stopped: owner, idle, lifetime or admin; empty while active.",
     )
-    ends_at = serializers.SerializerMethodField(help_text="When the run reaches its lifetime.")
+    ends_at = serializers.DateTimeField(
+        read_only=True, allow_null=True, help_text="When the run reaches its lifetime."
+    )
     idle = serializers.SerializerMethodField(
         help_text="Whether it is idle, since when, when it is stopped for it, and why."
     )
@@ -75,11 +76,6 @@ class SessionSerializer(serializers.ModelSerializer):
             team=session.team, cluster=session.cluster, owner=session.owner
         )
         return home.size_gib if home else None
-
-    def get_ends_at(self, session) -> datetime.datetime | None:
-        if session.started_at is None or not session.is_active:
-            return None
-        return session.started_at + datetime.timedelta(seconds=session.max_lifetime_seconds)
 
     def get_idle(self, session) -> dict | None:
         return culling_view.idle_summary(session)

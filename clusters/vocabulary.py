@@ -180,6 +180,40 @@ RUNTIME_ANNOTATION_PREFIXES = (
     "cdi.k8s.io/",
     "nvidia.cdi.k8s.io/",
 )
+# GPU sharing, as NVIDIA's GPU Operator sets it up and labels it. MIG (mixed strategy): the MIG
+# manager partitions a node's GPUs into the profile its ``mig.config`` label names (a config of
+# the operator's mig-parted ConfigMap: ``all-disabled``, ``all-1g.10gb``, ``all-balanced``...),
+# reports progress in ``mig.config.state`` (pending, success, failed) and the device plugin
+# advertises each profile as its own resource (``nvidia.com/mig-1g.10gb``). Time-slicing or MPS:
+# the device plugin config the ``device-plugin.config`` label names advertises each GPU as
+# ``gpu.replicas`` replicas of ``nvidia.com/gpu.shared`` and says how in ``gpu.sharing-strategy``.
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
+SHARED_GPU_RESOURCE = "nvidia.com/gpu.shared"
+MIG_CONFIG_LABEL = "nvidia.com/mig.config"
+MIG_CONFIG_STATE_LABEL = "nvidia.com/mig.config.state"
+MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"
+MIG_CONFIG_DISABLED = "all-disabled"
+MIG_STATE_SUCCESS = "success"
+MIG_STATE_FAILED = "failed"
+DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
+GPU_REPLICAS_LABEL = "nvidia.com/gpu.replicas"
+GPU_SHARING_STRATEGY_LABEL = "nvidia.com/gpu.sharing-strategy"
+# The suffix GPU feature discovery adds to a node's product label when its GPUs are shared
+# (``NVIDIA-A100-SXM4-80GB-SHARED``), and the device plugin configs the portal's operator steps
+# ship (``time-slicing-4``: each GPU as 4 replicas).
+SHARED_PRODUCT_SUFFIX = "-SHARED"
+TIME_SLICING_CONFIG_PREFIX = "time-slicing-"
+
+
+def mig_config_name(profile: str) -> str:
+    """The GPU Operator's mig-parted config that makes every GPU of a node ``profile`` slices."""
+    return f"all-{profile}"
+
+
+def time_slicing_config_name(replicas: int) -> str:
+    return f"{TIME_SLICING_CONFIG_PREFIX}{replicas}"
+
+
 # The longest a GPU job may run (its Job's, or a bare GPU pod's, activeDeadlineSeconds).
 MAX_RUNTIME_SECONDS = 30 * 24 * 3600
 

@@ -23,6 +23,7 @@ from workloads.forms import (
     amount_field,
     env_pairs,
     gpu_container_data,
+    gpu_kind_field,
     lines,
     number_input,
     offer_gpu_models,
@@ -57,6 +58,7 @@ class JobForm(forms.Form):
         required=False,  # guaranteed when not given
         help_text=PRIORITY_HELP,
     )
+    gpu_resource = gpu_kind_field()
     gpu_model = forms.ChoiceField(label="GPU model", required=False)
     cpu_cores = amount_field("CPU cores")
     memory_gib = amount_field("Memory (GiB)")

@@ -18,21 +18,27 @@ from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 
 from clusters.models import Cluster
+from clusters.vocabulary import DEFAULT_GPU_RESOURCE
 from interactive import admission
 from interactive.models import HomeVolume, InteractiveSession, SessionPolicy, policy_for
 from interactive.specs import SessionRequest
 from tenants.filtersets import TeamFilterSet
 from tenants.models import Team
-from workloads.forms import add_request_errors, amount_field, number_input, offer_gpu_models
+from workloads.forms import (
+    add_request_errors,
+    amount_field,
+    gpu_kind_field,
+    number_input,
+    offer_gpu_models,
+)
 
 # Request field -> the form field its errors belong to (the form offers no GPU kind: a refused
 # kind is about the GPUs asked for).
-REQUEST_FIELDS = {"gpu_resource": "gpus"}
 
 
 def add_session_errors(form: forms.Form, error: ValidationError) -> None:
     """A session request's errors on the session form, each beside its field."""
-    add_request_errors(form, error, REQUEST_FIELDS)
+    add_request_errors(form, error)
 
 
 class SessionForm(forms.Form):
@@ -50,6 +56,7 @@ class SessionForm(forms.Form):
         help_text="0 for a CPU-only session.",
         widget=number_input(min=0),
     )
+    gpu_resource = gpu_kind_field()
     gpu_model = forms.ChoiceField(label="GPU model", required=False)
     cpu_cores = amount_field("CPU cores")
     memory_gib = amount_field("Memory (GiB)")
@@ -110,6 +117,7 @@ class SessionForm(forms.Form):
             "name": data["name"],
             "image": data.get("image") or "",
             "gpus": data.get("gpus"),
+            "gpu_resource": data.get("gpu_resource") or DEFAULT_GPU_RESOURCE,
             "gpu_model": data.get("gpu_model") or "",
             "cpu_cores": data.get("cpu_cores"),
             "memory_gib": data.get("memory_gib"),

@@ -23,8 +23,9 @@ from workloads.forms import (
     amount_field,
     env_pairs,
     gpu_container_data,
-    gpu_model_choices,
+    gpu_kind_field,
     lines,
+    offer_gpu_choices,
     offer_gpu_models,
     parse_request,
 )
@@ -46,6 +47,7 @@ class SpecFields(forms.Form):
     args = ListField(label="Arguments", help_text="One argument per line.")
     env = ListField(label="Environment", help_text="One NAME=value per line.")
     gpus = forms.IntegerField(label="GPUs per replica", initial=1, widget=number(min=1))
+    gpu_resource = gpu_kind_field()
     gpu_model = forms.ChoiceField(label="GPU model", required=False)
     cpu_cores = amount_field("CPU cores")
     memory_gib = amount_field("Memory (GiB)")
@@ -66,7 +68,7 @@ class SpecFields(forms.Form):
 
     def __init__(self, *args, cluster: Cluster | None = None, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["gpu_model"].choices = gpu_model_choices(cluster)
+        offer_gpu_choices(self, cluster)
 
     def clean_env(self):
         return env_pairs(self.cleaned_data["env"])
@@ -203,6 +205,7 @@ def _spec_initial(base: RevisionRequest) -> dict:
         "args": "\n".join(base.main.args),
         "env": "\n".join(f"{name}={value}" for name, value in base.main.env),
         "gpus": base.gpus,
+        "gpu_resource": base.gpu_resource,
         "gpu_model": base.gpu_model,
         "cpu_cores": base.main.cpu_cores,
         "memory_gib": base.main.memory_gib,

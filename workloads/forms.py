@@ -1,7 +1,8 @@
 """The form pieces every workload's pages share: lists typed one item per line (each line one
 argument as it is, never split or interpreted by a shell), NAME=value environments, amounts of
-CPU and memory, the GPU container's fields in the API's shape, the GPU model choices of a
-cluster, and a request's errors put beside the fields they name."""
+CPU and memory, the GPU container's fields in the API's shape, the GPU kinds (whole GPUs, MIG
+slices, shared GPUs) and models of a cluster, and a request's errors put beside the fields they
+name."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from django import forms
 from django.core.exceptions import ValidationError
 
 from clusters.models import Cluster
+from clusters.vocabulary import DEFAULT_GPU_RESOURCE
+from tenants.forms import gpu_kind_choices
 from workloads import gpu_kinds
 
 
@@ -90,10 +93,29 @@ def gpu_container_data(data: dict) -> dict:
         "args": lines(data["args"]),
         "env": data["env"],
         "gpus": data["gpus"],
+        "gpu_resource": data.get("gpu_resource") or DEFAULT_GPU_RESOURCE,
         "gpu_model": data.get("gpu_model") or "",
         "cpu_cores": data.get("cpu_cores"),
         "memory_gib": data.get("memory_gib"),
     }
+
+
+def gpu_kind_field() -> forms.ChoiceField:
+    """The GPU kind a workload asks for: whole GPUs, a MIG slice or a shared GPU."""
+    return forms.ChoiceField(
+        label="GPU kind",
+        required=False,  # whole GPUs when not given
+        help_text="Whole GPUs, a MIG slice or a shared (time-sliced) GPU, as the cluster offers.",
+    )
+
+
+def workload_gpu_kinds(cluster: Cluster | None) -> list[tuple[str, str]]:
+    """The kinds the cluster offers (the quota form's choices), whole GPUs always among them
+    and first: a cluster whose inventory is not read yet still takes whole-GPU work."""
+    offered = gpu_kind_choices(cluster) if cluster is not None else []
+    whole = [choice for choice in offered if choice[0] == DEFAULT_GPU_RESOURCE]
+    rest = [choice for choice in offered if choice[0] != DEFAULT_GPU_RESOURCE]
+    return (whole or [(DEFAULT_GPU_RESOURCE, DEFAULT_GPU_RESOURCE)]) + rest
 
 
 def gpu_model_choices(cluster: Cluster | None) -> list[tuple[str, str]]:
@@ -116,4 +138,11 @@ def offer_gpu_models(form: forms.Form, cluster: Cluster | None) -> None:
         cluster = cluster_by_id(form.data.get(form.add_prefix("cluster"), ""))
     if cluster is None:
         cluster = Cluster.objects.order_by("name").first()
+    offer_gpu_choices(form, cluster)
+
+
+def offer_gpu_choices(form: forms.Form, cluster: Cluster | None) -> None:
+    """The cluster's GPU models, and its GPU kinds where the form asks for one."""
     form.fields["gpu_model"].choices = gpu_model_choices(cluster)
+    if "gpu_resource" in form.fields:
+        form.fields["gpu_resource"].choices = workload_gpu_kinds(cluster)

@@ -81,14 +81,14 @@ def create_form_page(
 ) -> HttpResponse:
     """The page that creates a workload: its form (``form_class``, taking ``teams`` and
     ``cluster``), a 403 (``refusal``) for a user in no team that may create one, and, for htmx,
-    the GPU model select of the cluster the form's cluster select chose. A valid form is given to
-    ``create``, whose ``ValidationError`` comes back on the form (``add_errors``); what it
-    created is shown at ``detail_url_name`` with the message ``done`` says."""
+    the GPU kind and model selects of the cluster the form's cluster select chose. A valid form
+    is given to ``create``, whose ``ValidationError`` comes back on the form (``add_errors``);
+    what it created is shown at ``detail_url_name`` with the message ``done`` says."""
     teams = creator_teams(request).order_by("name", "slug")
     if request.method == "GET" and request.htmx and "cluster" in request.GET:
-        # The cluster select changed: send back the GPU model select for that cluster.
+        # The cluster select changed: send back the GPU kind and model selects for that cluster.
         form = form_class(teams=teams, cluster=cluster_by_id(request.GET["cluster"]))
-        return render(request, "gpujobs/_gpu_model_field.html", {"form": form})
+        return render(request, "gpujobs/_gpu_model_field.html", {"form": form, "kind_oob": True})
     if not teams.exists():
         raise PermissionDenied(refusal)
     if request.method == "POST":

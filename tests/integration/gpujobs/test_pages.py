@@ -153,6 +153,74 @@ def test_gpu_model_field_is_hidden_with_one_model(client_as, member, team, clust
     assert 'type="hidden" name="gpu_model"' in html
 
 
+def test_gpu_kind_field_is_hidden_when_the_cluster_offers_whole_gpus_only(
+    client_as, member, team, cluster
+):
+    html = client_as(member).get("/jobs/new/").content.decode()
+
+    assert 'type="hidden" name="gpu_resource" value="nvidia.com/gpu"' in html
+
+
+def test_a_job_on_a_mig_slice_is_submitted_through_the_form(
+    client_as, member, lead, admin, team, cluster
+):
+    factories.GpuCapacityFactory(
+        cluster=cluster, resource_name="nvidia.com/mig-1g.10gb", allocatable=14
+    )
+    today = timezone.localdate()
+    factories.QuotaGrantFactory(
+        request__team=team,
+        request__cluster=cluster,
+        request__requested_by=lead,
+        request__gpus=4,
+        request__gpu_resource="nvidia.com/mig-1g.10gb",
+        request__starts_on=today,
+        request__ends_on=today + datetime.timedelta(days=30),
+        granted_by=admin,
+    )
+    client = client_as(member)
+
+    html = unescape(client.get("/jobs/new/").content.decode())
+    response = client.post(
+        "/jobs/new/",
+        {
+            **FORM,
+            "team": team.pk,
+            "cluster": cluster.pk,
+            "gpus": "1",
+            "gpu_resource": "nvidia.com/mig-1g.10gb",
+        },
+    )
+
+    assert '<option value="nvidia.com/mig-1g.10gb">' in html
+    assert response.status_code == 302, response.content.decode()[:2000]
+    submitted = GpuJob.objects.get()
+    assert (submitted.gpus, submitted.gpu_resource) == (1, "nvidia.com/mig-1g.10gb")
+
+
+def test_a_job_beyond_the_slices_granted_is_refused_beside_the_gpus(
+    client_as, member, team, cluster, grant
+):
+    factories.GpuCapacityFactory(
+        cluster=cluster, resource_name="nvidia.com/mig-1g.10gb", allocatable=14
+    )
+
+    response = client_as(member).post(
+        "/jobs/new/",
+        {
+            **FORM,
+            "team": team.pk,
+            "cluster": cluster.pk,
+            "gpus": "1",
+            "gpu_resource": "nvidia.com/mig-1g.10gb",
+        },
+    )
+
+    assert response.status_code == 200
+    assert "no nvidia.com/mig-1g.10gb quota" in unescape(response.content.decode())
+    assert not GpuJob.objects.exists()
+
+
 def test_list_filters_by_state_and_user(client_as, lead, member, team, cluster):
     job(team, cluster, member, name="alpha", state="running")
     job(team, cluster, lead, name="beta", state="failed")

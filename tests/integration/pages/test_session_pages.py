@@ -289,8 +289,10 @@ def test_choosing_a_cluster_offers_its_gpu_models(client_as, member, team, secon
         .content.decode()
     )
 
-    assert html.strip().startswith('<div class="field" id="field-gpu_model"')
+    # The model select replaces the form's; the kind select its own.
+    assert '<div class="field" id="field-gpu_model">' in html
     assert '<option value="NVIDIA-H100-80GB-HBM3">' in html
+    assert 'id="field-gpu_resource" hx-swap-oob="true"' in html
 
 
 def test_a_gpu_session_within_the_teams_quota_is_started(

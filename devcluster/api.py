@@ -9,6 +9,7 @@ with handle.kueue_stopped(): ...      # Kueue down for a moment (jobs stay suspe
 with handle.gateway_api_removed(): ...  # no Gateway API CRDs for a moment
 handle.ensure_gateway_api()           # the Gateway API CRDs, on a cluster started without
 with handle.tenant_metrics(text): ...  # a tenant's pod publishing metrics, scraped meanwhile
+GpuSharing(handle.settings).add()     # the GPU sharing nodes (MIG, time-sliced, sharable)
 """
 
 from __future__ import annotations
@@ -329,3 +330,95 @@ class Storage:
     @property
     def volumes_dir(self) -> Path:
         return storage_module.volumes_dir(self.settings)
+
+
+@dataclass(frozen=True)
+class GpuSharing:
+    """The GPU sharing nodes (``nodes.sharing_node_specs``) beside the default ones, with the
+    sharing manager reconfiguring them (devcluster/sharing_manager.py):
+
+    * ``mig_node`` (gpu-node-mig-0): 2 x A100-80GB as ``all-1g.10gb``, 14 x nvidia.com/mig-1g.10gb;
+    * ``shared_node`` (gpu-node-shared-0): 2 x A100-80GB as ``time-slicing-4``,
+      8 x nvidia.com/gpu.shared;
+    * ``sharable_node`` (gpu-node-sharable-0): 2 whole A100-80GB (``all-disabled``, no sharing
+      config), for a test to repartition through its labels.
+
+    All carry hardware-type=gpu and the nvidia.com/gpu taint, as every simulated GPU node."""
+
+    settings: Settings
+    mig_node: str = nodes.MIG_NODE
+    shared_node: str = nodes.SHARED_NODE
+    sharable_node: str = nodes.SHARABLE_NODE
+
+    @property
+    def names(self) -> list[str]:
+        return [self.mig_node, self.shared_node, self.sharable_node]
+
+    def add(self) -> None:
+        """Create the nodes afresh (replacing any of that name) and wait until they are Ready."""
+        api = cluster.admin_api_client(self.settings)
+        try:
+            self._delete(api)
+            for spec in nodes.sharing_node_specs():
+                nodes.create_node(api, spec)
+            nodes.wait_for_ready(api, self.names)
+        finally:
+            api.close()
+
+    def remove(self) -> None:
+        """Delete the nodes and wait until they are gone."""
+        api = cluster.admin_api_client(self.settings)
+        try:
+            self._delete(api)
+        finally:
+            api.close()
+
+    def _delete(self, api: client.ApiClient) -> None:
+        for name in self.names:
+            nodes.delete_node(api, name)
+        for name in self.names:
+            nodes.wait_for_deleted(api, name)
+
+    def read_node(self, name: str) -> client.V1Node:
+        api = cluster.admin_api_client(self.settings)
+        try:
+            return client.CoreV1Api(api).read_node(name)
+        finally:
+            api.close()
+
+    def wait_for_allocatable(
+        self, node: str, resource: str, count: int, timeout: float = 30.0
+    ) -> client.V1Node:
+        """Wait until the node's allocatable `resource` is `count` (0: also when absent);
+        returns the node."""
+
+        def check() -> client.V1Node | None:
+            read = self.read_node(node)
+            if int((read.status.allocatable or {}).get(resource, 0) or 0) == count:
+                return read
+            return None
+
+        return self._wait(check, timeout, f"{node} to have {count} x {resource}")
+
+    def wait_for_label(
+        self, node: str, label: str, value: str | None, timeout: float = 30.0
+    ) -> client.V1Node:
+        """Wait until the node's label is `value` (None: absent), e.g.
+        nvidia.com/mig.config.state=success; returns the node."""
+
+        def check() -> client.V1Node | None:
+            read = self.read_node(node)
+            return read if (read.metadata.labels or {}).get(label) == value else None
+
+        return self._wait(check, timeout, f"{node} to have {label}={value}")
+
+    @staticmethod
+    def _wait(check: Callable[[], client.V1Node | None], timeout: float, what: str):
+        deadline = time.monotonic() + timeout
+        while True:
+            found = check()
+            if found is not None:
+                return found
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+            time.sleep(0.2)

@@ -1,7 +1,7 @@
 """What the devcluster's components need before they start, and the objects the cluster needs
 once its API server answers: credentials and kubeconfigs, the Prometheus configuration and the
 portal's recording rules, kwok's pod-logs configuration, kwok's Logs resource and the DCGM
-simulator's RBAC. Each step may run again on an existing state directory."""
+simulator's and sharing manager's RBAC. Each step may run again on an existing state directory."""
 
 from __future__ import annotations
 
@@ -21,6 +21,19 @@ KUBERNETES_SERVICE_IP = "10.96.0.1"
 # The portal's recording rules, loaded from <state>/prometheus/rules/ (see prometheus_rules).
 PROMETHEUS_RULES_FILE = "gpu-portal.yml"
 DCGM_SIMULATOR_ROLE = "devcluster:dcgm-simulator"
+SHARING_MANAGER_ROLE = "devcluster:sharing-manager"
+# identity (ClusterRole, ClusterRoleBinding and user name alike) -> its rules
+COMPONENT_ROLES = {
+    DCGM_SIMULATOR_ROLE: [
+        {"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["get", "list", "watch"]}
+    ],
+    # The GPU Operator's MIG manager and device plugin, simulated (devcluster/sharing_manager.py).
+    SHARING_MANAGER_ROLE: [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]},
+        {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+    ],
+}
 
 
 def write_pod_logs_config(settings: Settings) -> None:
@@ -73,6 +86,7 @@ def prepare_credentials(settings: Settings) -> None:
         # kwok plays every kubelet (node status, leases, pod status, deletes), so it is admin.
         "kwok": ("devcluster:kwok", ["system:masters"]),
         "dcgm-simulator": (DCGM_SIMULATOR_ROLE, []),
+        "sharing-manager": (SHARING_MANAGER_ROLE, []),
         # The real node (devcluster/real_node.py): its kubelet as the Node authorizer wants it,
         # and kube-proxy as the bootstrap policy's system:node-proxier binding names it.
         "kubelet": (f"system:node:{REAL_NODE_NAME}", ["system:nodes"]),
@@ -170,28 +184,26 @@ def install_logs_crd(api: client.ApiClient, timeout: float = 60.0) -> None:
 
 
 def install_rbac(api: client.ApiClient) -> None:
-    """Let the DCGM simulator read nodes and pods, and nothing else."""
+    """Let the DCGM simulator read nodes and pods, and the sharing manager also patch nodes and
+    their status, and nothing else (``COMPONENT_ROLES``)."""
     rbac = client.RbacAuthorizationV1Api(api)
+    for name, rules in COMPONENT_ROLES.items():
+        _install_role(rbac, name, rules)
+
+
+def _install_role(rbac: client.RbacAuthorizationV1Api, name: str, rules: list[dict]) -> None:
     role = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
-        "metadata": {"name": DCGM_SIMULATOR_ROLE},
-        "rules": [
-            {"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["get", "list", "watch"]}
-        ],
+        "metadata": {"name": name},
+        "rules": rules,
     }
     binding = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRoleBinding",
-        "metadata": {"name": DCGM_SIMULATOR_ROLE},
-        "roleRef": {
-            "apiGroup": "rbac.authorization.k8s.io",
-            "kind": "ClusterRole",
-            "name": DCGM_SIMULATOR_ROLE,
-        },
-        "subjects": [
-            {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": DCGM_SIMULATOR_ROLE}
-        ],
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": name}],
     }
     for create, replace, body in (
         (rbac.create_cluster_role, rbac.replace_cluster_role, role),

@@ -46,11 +46,12 @@ def _node_options(args: argparse.Namespace) -> cluster.NodeOptions:
             defaults.second_gpu_nodes if args.second_gpu_nodes is None else args.second_gpu_nodes
         ),
         second_gpu_model=args.second_gpu_model or defaults.second_gpu_model,
+        sharing=args.sharing,
     )
 
 
 def _explicit_node_options(args: argparse.Namespace) -> bool:
-    return any(
+    return args.sharing or any(
         value is not None
         for value in (
             args.gpu_nodes,
@@ -346,6 +347,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="also start the real node and a storage provisioner (local-path-provisioner; "
         "devcluster/storage.py) with the default StorageClass local-path: claims get a "
         "directory on the real node",
+    )
+    up.add_argument(
+        "--sharing",
+        action="store_true",
+        help="also add the GPU sharing nodes: gpu-node-mig-0 (MIG, 14 x nvidia.com/mig-1g.10gb), "
+        "gpu-node-shared-0 (time-slicing, 8 x nvidia.com/gpu.shared) and gpu-node-sharable-0 "
+        "(2 whole GPUs to repartition through its nvidia.com/mig.config label)",
     )
     up.set_defaults(handler=cmd_up)
 

@@ -13,6 +13,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 from kubernetes import client, config
 
@@ -45,6 +46,8 @@ class NodeOptions:
     gpus_per_node: int = nodes.DEFAULT_GPUS_PER_NODE
     second_gpu_nodes: int = 2
     second_gpu_model: str = nodes.DEFAULT_SECOND_GPU_MODEL
+    # the GPU sharing nodes too (``nodes.sharing_node_specs``: `up --sharing`)
+    sharing: bool = False
 
     @classmethod
     def from_env(cls, instance: int = 1) -> NodeOptions:
@@ -79,7 +82,7 @@ class NodeOptions:
             self.gpus_per_node,
             second_gpu_nodes=self.second_gpu_nodes,
             second_gpu_model=self.second_gpu_model,
-        )
+        ) + (nodes.sharing_node_specs() if self.sharing else [])
 
 
 # The node set of every instance but the first: 2 nodes of 4 L40S each (8 GPUs) and one CPU node.
@@ -226,6 +229,9 @@ def up(
     settings = Settings.from_env(instance)
     with state_lock(settings):
         running = current(settings.instance)
+        if _all_but_sharing_manager_healthy(running):
+            # A cluster started before the sharing manager existed: add it, keep the rest.
+            start_sharing_manager_locked(running)
         if is_healthy(running):
             progress(f"devcluster already running and healthy in {running.state_dir}; reusing it")
             if reconcile_nodes_when_reused and node_options is not None:
@@ -247,6 +253,46 @@ def up(
             raise
         progress(f"devcluster up in {time.monotonic() - started:.1f}s")
         return settings, True
+
+
+def _all_but_sharing_manager_healthy(settings: Settings) -> bool:
+    manager = COMPONENTS_BY_NAME["sharing-manager"]
+    if component_pid(settings, manager) is not None:
+        return False
+    return all(
+        component_pid(settings, c) is not None and c.healthy(settings)
+        for c in components(settings)
+        if c is not manager
+    )
+
+
+def start_sharing_manager_locked(settings: Settings) -> None:
+    """Start the sharing manager on a running cluster: its credentials, RBAC and process."""
+    bootstrap.prepare_credentials(settings)
+    api = admin_api_client(settings)
+    try:
+        bootstrap.install_rbac(api)
+    finally:
+        api.close()
+    _start_and_wait(settings, [COMPONENTS_BY_NAME["sharing-manager"]])
+
+
+def restart_if_older_than_code(settings: Settings, name: str, sources: list[Path]) -> bool:
+    """Restart a component (the DCGM simulator, the sharing manager) whose process started
+    before its source files last changed, as a long-running cluster's may have; True if it was
+    restarted (or started: it was not running)."""
+    with state_lock(settings):
+        component = COMPONENTS_BY_NAME[name]
+        pid_file = processes.pid_file(settings.run_dir, name)
+        newest = max(path.stat().st_mtime for path in sources)
+        if component_pid(settings, component) is not None and pid_file.stat().st_mtime > newest:
+            return False
+        if name == "sharing-manager":
+            processes.stop(settings.run_dir, component.name, component.marker)
+            start_sharing_manager_locked(settings)
+        else:
+            restart_locked(settings, name)
+        return True
 
 
 def discard_cluster_data(settings: Settings) -> None:

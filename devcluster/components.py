@@ -1,5 +1,6 @@
 """The devcluster's processes: for each component (etcd, the Kubernetes control plane, kwok, Kueue,
-the DCGM simulator, Prometheus) the command that starts it and the check that says it is ready.
+the DCGM simulator, the GPU sharing manager, Prometheus) the command that starts it and the check
+that says it is ready.
 Starting and stopping them is ``devcluster.cluster``'s job; the files they read are written by
 ``devcluster.bootstrap``."""
 
@@ -11,6 +12,7 @@ import shutil
 import ssl
 import subprocess
 import sys
+import time
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -258,6 +260,35 @@ def _dcgm_env(s: Settings) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": python_path}
 
 
+def _sharing_manager_command(s: Settings) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "devcluster.sharing_manager",
+        f"--kubeconfig={_kubeconfig_path(s, 'sharing-manager')}",
+        f"--heartbeat={sharing_manager_heartbeat(s)}",
+    ]
+
+
+def sharing_manager_heartbeat(s: Settings) -> Path:
+    """The file the sharing manager touches after every pass that reached the apiserver."""
+    return s.run_dir / "sharing-manager.heartbeat"
+
+
+# The sharing manager is healthy when its last good pass (every 0.5 s) is this recent.
+SHARING_MANAGER_HEARTBEAT_SECONDS = 10.0
+
+
+def _sharing_manager_healthy(s: Settings) -> bool:
+    """A pass of this very process (not a predecessor's) reached the apiserver lately."""
+    try:
+        beat = sharing_manager_heartbeat(s).stat().st_mtime
+        started = (s.run_dir / "sharing-manager.pid").stat().st_mtime
+    except OSError:
+        return False
+    return beat >= started and time.time() - beat < SHARING_MANAGER_HEARTBEAT_SECONDS
+
+
 def _prometheus_command(s: Settings) -> list[str]:
     return [
         _prometheus_binary(),
@@ -313,6 +344,13 @@ COMPONENTS = (
         "devcluster.dcgm_simulator",
         _dcgm_command,
         lambda s: _http_ok(f"{s.dcgm_url}/healthz"),
+        env=_dcgm_env,
+    ),
+    Component(
+        "sharing-manager",
+        "devcluster.sharing_manager",
+        _sharing_manager_command,
+        _sharing_manager_healthy,
         env=_dcgm_env,
     ),
     Component(

@@ -20,16 +20,44 @@ Pure functions only (no Kubernetes, no HTTP), so the rules are unit-tested direc
   pod's GPUs in container spec order, then index order, the last value repeating), else
   DEFAULT_HELD_UTILISATION.
 * Every other reading is derived from utilisation, so a test can predict all of them.
+
+Nodes whose GPUs are shared (``devcluster.gpu_sharing``; the simulator reads the configs the
+sharing manager applied from the node's applied-config annotations):
+
+* MIG (mixed strategy): one series set per MIG instance, labelled as dcgm-exporter labels it: the
+  parent GPU's ``gpu``, ``UUID``, ``pci_bus_id``, ``device``, ``modelName``, ``Hostname``, plus
+  ``GPU_I_PROFILE`` (``1g.10gb``) and ``GPU_I_ID`` (the instance's position in its GPU's layout:
+  0, 1, ...; stable for a node, GPU and slot), plus ``container``, ``namespace`` and ``pod`` of the
+  container holding it. Pods ask for ``nvidia.com/mig-<profile>``; each profile's instances, in
+  (GPU, slot) order, are handed out to them exactly as whole GPUs are (assign_gpus, by
+  creation order, stable across scrapes). An instance publishes only
+  DCGM_FI_PROF_GR_ENGINE_ACTIVE (its holder's utilisation / 100), DCGM_FI_DEV_FB_USED and
+  DCGM_FI_DEV_FB_FREE (over the profile's memory, GB x 1024 MiB): never DCGM_FI_DEV_GPU_UTIL,
+  which the real exporter cannot report per MIG instance (NVML's utilisation counters are
+  per physical GPU and unavailable with MIG on). Each partitioned GPU also gets one series set
+  without instance or pod labels carrying only DCGM_FI_DEV_GPU_TEMP and DCGM_FI_DEV_POWER_USAGE,
+  at the load of its instances weighted by their compute slices over 7.
+* Time-slicing: pods ask for ``nvidia.com/gpu.shared`` replicas; a node of G GPUs with n replicas
+  each has G x n replica indices, handed out as GPUs are (stable across scrapes), replica r being
+  on GPU r // n (GPU 0's replicas first). Per physical GPU, each container holding one of its
+  replicas gets one series set (the GPU's labels plus its container, namespace and pod) whose
+  DCGM_FI_DEV_GPU_UTIL is its own share of the GPU's time: the pod's annotated utilisation
+  divided by the number of containers sharing that GPU, floored to hundredths, so that the shares
+  of a GPU never sum over 100 (DCGM_FI_PROF_GR_ENGINE_ACTIVE is the same share / 100). Its other
+  metrics (memory, temperature, power) are the physical GPU's, at the sum of the shares, and the
+  same on each sharer's series. A GPU nobody shares gets one series set without pod labels, at 0.
 """
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from devcluster.gpu_models import GpuModel
+from devcluster.gpu_sharing import GpuLayout, MigProfile
 
 UTILISATION_ANNOTATION = "devcluster.gpuportal.io/gpu-util"
 DEFAULT_HELD_UTILISATION = 100.0
@@ -242,14 +270,164 @@ def format_value(value: float) -> str:
 
 
 def render_exposition(readings: Iterable[GpuReading]) -> str:
-    """Render readings in the Prometheus text exposition format, one family per metric."""
+    """Render readings in the Prometheus text exposition format, one family per metric (a
+    reading without a metric, as a MIG instance has no DCGM_FI_DEV_GPU_UTIL, has no sample)."""
     readings = list(readings)
     lines = []
     for metric, help_text in METRIC_HELP.items():
         lines.append(f"# HELP {metric} {help_text}")
         lines.append(f"# TYPE {metric} gauge")
         for reading in readings:
+            if metric not in reading.values:
+                continue
             lines.append(
                 f"{metric}{format_labels(reading.labels)} {format_value(reading.values[metric])}"
             )
     return "\n".join(lines) + "\n"
+
+
+# --- MIG instances ---------------------------------------------------------------------------
+
+MIG_COMPUTE_SLICES = 7
+
+
+@dataclass(frozen=True)
+class MigInstance:
+    """One MIG instance of a node: its GPU, its id on that GPU (GPU_I_ID) and its profile."""
+
+    gpu: int
+    instance_id: int
+    profile: MigProfile
+
+
+def mig_instances(
+    layouts: Iterable[GpuLayout], profiles: Mapping[str, MigProfile]
+) -> list[MigInstance]:
+    """A node's MIG instances in (GPU, slot) order; GPU_I_ID is the slot."""
+    return [
+        MigInstance(gpu, slot, profiles[name])
+        for gpu, layout in enumerate(layouts)
+        for slot, name in enumerate(layout or ())
+    ]
+
+
+def assign_mig_instances(
+    instances: list[MigInstance],
+    pods_by_profile: Mapping[str, Iterable[PodOnNode]],
+    previous: Mapping[str, Mapping[int, GpuHolder]] | None = None,
+) -> dict[str, dict[int, GpuHolder]]:
+    """Hand out each profile's instances as assign_gpus hands out GPUs: profile -> index among
+    that profile's instances (in (GPU, slot) order) -> holder. A pod's ContainerRequest.gpus is
+    its request of that profile's resource."""
+    holders = {}
+    for name in sorted({instance.profile.name for instance in instances}):
+        count = sum(1 for instance in instances if instance.profile.name == name)
+        holders[name] = assign_gpus(
+            count, pods_by_profile.get(name, ()), (previous or {}).get(name)
+        )
+    return holders
+
+
+def _memory_used(memory_mib: int, utilisation: float, held: bool) -> int:
+    load = utilisation / 100.0
+    if not held:
+        return 0
+    return round(memory_mib * (HELD_MEMORY_BASE_SHARE + HELD_MEMORY_LOAD_SHARE * load))
+
+
+def mig_readings(
+    node: str,
+    model: GpuModel,
+    instances: list[MigInstance],
+    holders: Mapping[str, Mapping[int, GpuHolder]],
+) -> list[GpuReading]:
+    """For each partitioned GPU: its physical series (temperature, power), then one series set
+    per instance (engine activity and memory), with its holder's pod labels when held."""
+    readings: list[GpuReading] = []
+    positions: dict[str, int] = defaultdict(int)
+    by_gpu: dict[int, list[tuple[MigInstance, GpuHolder | None]]] = defaultdict(list)
+    for instance in instances:
+        name = instance.profile.name
+        by_gpu[instance.gpu].append((instance, holders.get(name, {}).get(positions[name])))
+        positions[name] += 1
+    for gpu, members in sorted(by_gpu.items()):
+        slices = sum(i.profile.compute_slices * (h.utilisation if h else 0.0) for i, h in members)
+        physical = readings_for_utilisation(model, slices / MIG_COMPUTE_SLICES, held=True)
+        readings.append(
+            GpuReading(
+                labels=gpu_labels(node, gpu, model, None),
+                values={
+                    metric: physical[metric]
+                    for metric in ("DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE")
+                },
+            )
+        )
+        for instance, holder in members:
+            labels = gpu_labels(node, gpu, model, None)
+            labels.update(GPU_I_PROFILE=instance.profile.name, GPU_I_ID=str(instance.instance_id))
+            if holder is not None:
+                labels.update(
+                    container=holder.container, namespace=holder.namespace, pod=holder.pod
+                )
+            utilisation = holder.utilisation if holder else 0.0
+            used = _memory_used(instance.profile.memory_mib, utilisation, holder is not None)
+            readings.append(
+                GpuReading(
+                    labels=labels,
+                    values={
+                        "DCGM_FI_DEV_FB_USED": float(used),
+                        "DCGM_FI_DEV_FB_FREE": float(instance.profile.memory_mib - used),
+                        "DCGM_FI_PROF_GR_ENGINE_ACTIVE": round(utilisation / 100.0, 4),
+                    },
+                )
+            )
+    return readings
+
+
+# --- time-sliced GPUs ------------------------------------------------------------------------
+
+
+def gpu_sharers(
+    gpu_count: int, replicas: int, holders: Mapping[int, GpuHolder]
+) -> dict[int, list[GpuHolder]]:
+    """GPU -> the containers holding its replicas (each once, in replica order), from the
+    holders of replica indices (assign_gpus over gpu_count x replicas)."""
+    sharers: dict[int, list[GpuHolder]] = {}
+    for gpu in range(gpu_count):
+        seen: dict[HolderKey, GpuHolder] = {}
+        for replica in range(gpu * replicas, (gpu + 1) * replicas):
+            holder = holders.get(replica)
+            if holder is not None:
+                seen.setdefault(_holder_key(holder), holder)
+        sharers[gpu] = list(seen.values())
+    return sharers
+
+
+def share_of(utilisation: float, sharers: int) -> float:
+    """A sharer's part of its GPU's time, in percent, floored to hundredths (shares of one GPU
+    never sum over 100)."""
+    return math.floor(utilisation * 100 / sharers) / 100
+
+
+def shared_gpu_readings(
+    node: str, model: GpuModel, gpu_count: int, replicas: int, holders: Mapping[int, GpuHolder]
+) -> list[GpuReading]:
+    """Per physical GPU: one series set per container sharing it, at its share, or one without
+    pod labels at 0 when nobody shares it."""
+    readings = []
+    for gpu, sharers in gpu_sharers(gpu_count, replicas, holders).items():
+        if not sharers:
+            readings.append(
+                GpuReading(
+                    gpu_labels(node, gpu, model, None), readings_for_utilisation(model, 0.0, False)
+                )
+            )
+            continue
+        shares = [share_of(holder.utilisation, len(sharers)) for holder in sharers]
+        physical = readings_for_utilisation(model, min(100.0, sum(shares)), held=True)
+        for holder, share in zip(sharers, shares, strict=True):
+            values = dict(physical)
+            values["DCGM_FI_DEV_GPU_UTIL"] = share
+            values["DCGM_FI_PROF_GR_ENGINE_ACTIVE"] = round(share / 100, 6)
+            readings.append(GpuReading(gpu_labels(node, gpu, model, holder), values))
+    return readings

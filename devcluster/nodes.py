@@ -3,6 +3,12 @@
 A node is simulated by kwok when it carries the annotation kwok.x-k8s.io/node=fake. Every node the
 devcluster creates is also labelled devcluster.gpuportal.io/managed=true so that it can be found
 and reconciled without touching anything else.
+
+A node may also be shaped by GPU sharing (``NodeSpec.sharing``): MIG partitions or time-sliced
+GPUs, labelled as NVIDIA's GPU Operator labels them (``devcluster.gpu_sharing``). Such nodes carry
+SHARING_NODE_LABEL too; ``reconcile`` creates them when wanted and missing but never deletes or
+recreates them (the ``gpu_sharing`` fixture and the sharing manager own them), while ``recreate``
+(a fresh start) replaces them with every other managed node.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from dataclasses import dataclass, field
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from devcluster import gpu_sharing
 from devcluster.gpu_models import DEFAULT_GPU_MODEL, DEFAULT_SECOND_GPU_MODEL, model_for
 from devcluster.versions import KUBERNETES_VERSION
 
@@ -22,6 +29,20 @@ KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_TAINT = {"key": GPU_RESOURCE, "value": "present", "effect": "NoSchedule"}
 DEFAULT_GPUS_PER_NODE = 8
+SHARING_NODE_LABEL = "devcluster.gpuportal.io/sharing-node"
+# The nodes `up --sharing` and the tests' `gpu_sharing` fixture add beside the default ones.
+MIG_NODE = "gpu-node-mig-0"
+SHARED_NODE = "gpu-node-shared-0"
+SHARABLE_NODE = "gpu-node-sharable-0"
+
+
+@dataclass(frozen=True)
+class Sharing:
+    """The GPU Operator's configs a node starts with: the MIG manager's (mixed strategy) and the
+    device plugin's ("" = no sharing)."""
+
+    mig_config: str = gpu_sharing.MIG_CONFIG_DISABLED
+    device_plugin_config: str = ""
 
 
 @dataclass(frozen=True)
@@ -35,6 +56,8 @@ class NodeSpec:
     memory: str = "1Ti"
     pods: str = "110"
     extra_labels: dict[str, str] = field(default_factory=dict)
+    # None: a plain GPU node without the operator's sharing labels (every default node)
+    sharing: Sharing | None = None
 
     def to_manifest(self) -> dict:
         """The Node object, status included (the apiserver accepts node status on create)."""
@@ -60,15 +83,14 @@ class NodeSpec:
             )
             resources[GPU_RESOURCE] = str(self.gpus)
             taints.append(dict(GPU_TAINT))
+        annotations = {KWOK_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"}
+        if self.gpus and self.sharing is not None:
+            self._apply_sharing(labels, resources, annotations)
         labels.update(self.extra_labels)
         return {
             "apiVersion": "v1",
             "kind": "Node",
-            "metadata": {
-                "name": self.name,
-                "labels": labels,
-                "annotations": {KWOK_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"},
-            },
+            "metadata": {"name": self.name, "labels": labels, "annotations": annotations},
             "spec": {"taints": taints},
             "status": {
                 "capacity": dict(resources),
@@ -80,6 +102,51 @@ class NodeSpec:
                 },
             },
         }
+
+    def _apply_sharing(self, labels: dict, resources: dict, annotations: dict) -> None:
+        """The labels, GPU resources and applied-config annotations of a sharing node."""
+        sharing = self.sharing
+        mig_capable = bool(gpu_sharing.profiles_for(self.gpu_model))
+        mig_config = sharing.mig_config if mig_capable else None
+        shape = gpu_sharing.node_shape(
+            model_for(self.gpu_model).product_label,
+            self.gpus,
+            mig_config,
+            sharing.device_plugin_config,
+        )
+        del resources[GPU_RESOURCE]
+        resources.update(shape.resources)
+        labels.update(shape.labels)
+        labels[SHARING_NODE_LABEL] = "true"
+        if mig_capable:
+            labels[gpu_sharing.MIG_STRATEGY_LABEL] = "mixed"
+            labels[gpu_sharing.MIG_CONFIG_LABEL] = sharing.mig_config
+            labels[gpu_sharing.MIG_CONFIG_STATE_LABEL] = gpu_sharing.MIG_STATE_SUCCESS
+            annotations[gpu_sharing.MIG_APPLIED_ANNOTATION] = sharing.mig_config
+        if sharing.device_plugin_config:
+            labels[gpu_sharing.DEVICE_PLUGIN_CONFIG_LABEL] = sharing.device_plugin_config
+        annotations[gpu_sharing.DEVICE_PLUGIN_APPLIED_ANNOTATION] = sharing.device_plugin_config
+
+
+def sharing_node_specs(gpu_model: str = DEFAULT_GPU_MODEL, gpus: int = 2) -> list[NodeSpec]:
+    """The GPU sharing nodes: MIG_NODE (every GPU as 7 x 1g.10gb on an A100-80GB), SHARED_NODE
+    (every GPU as 4 time-slicing replicas) and SHARABLE_NODE (whole GPUs, to repartition)."""
+    smallest = min(gpu_sharing.profiles_for(gpu_model).values(), key=lambda p: p.memory_gb)
+    return [
+        NodeSpec(
+            MIG_NODE,
+            gpus=gpus,
+            gpu_model=gpu_model,
+            sharing=Sharing(mig_config=f"all-{smallest.name}"),
+        ),
+        NodeSpec(
+            SHARED_NODE,
+            gpus=gpus,
+            gpu_model=gpu_model,
+            sharing=Sharing(device_plugin_config=f"{gpu_sharing.TIME_SLICING_CONFIG_PREFIX}4"),
+        ),
+        NodeSpec(SHARABLE_NODE, gpus=gpus, gpu_model=gpu_model, sharing=Sharing()),
+    ]
 
 
 def default_node_specs(
@@ -137,8 +204,10 @@ def delete_node(api: client.ApiClient, name: str) -> None:
             raise
 
 
-def managed_node_names(api: client.ApiClient) -> list[str]:
-    nodes = client.CoreV1Api(api).list_node(label_selector=f"{MANAGED_LABEL}=true")
+def managed_node_names(api: client.ApiClient, sharing: bool = True) -> list[str]:
+    """The managed nodes' names; without the sharing nodes when sharing is false."""
+    selector = f"{MANAGED_LABEL}=true" + ("" if sharing else f",!{SHARING_NODE_LABEL}")
+    nodes = client.CoreV1Api(api).list_node(label_selector=selector)
     return sorted(node.metadata.name for node in nodes.items)
 
 
@@ -178,10 +247,12 @@ def wait_for_deleted(api: client.ApiClient, name: str, timeout: float = 30.0) ->
 
 def reconcile(api: client.ApiClient, specs: list[NodeSpec]) -> None:
     """Make the managed nodes exactly `specs`: create missing ones, recreate changed ones and
-    delete managed nodes that are not wanted."""
+    delete managed nodes that are not wanted. Sharing nodes (SHARING_NODE_LABEL) are only
+    created when missing: never deleted, nor recreated because the sharing manager (or a test)
+    changed their shape."""
     core = client.CoreV1Api(api)
     wanted = {spec.name: spec for spec in specs}
-    for name in managed_node_names(api):
+    for name in managed_node_names(api, sharing=False):
         if name not in wanted:
             delete_node(api, name)
     for spec in specs:
@@ -192,6 +263,8 @@ def reconcile(api: client.ApiClient, specs: list[NodeSpec]) -> None:
             if error.status != 404:
                 raise
             create_node(api, spec)
+            continue
+        if (existing.metadata.labels or {}).get(SHARING_NODE_LABEL) == "true":
             continue
         wanted_labels = manifest["metadata"]["labels"].items()
         wanted_gpus = manifest["status"]["allocatable"].get(GPU_RESOURCE)

@@ -15,6 +15,10 @@ node set of its own (``cluster.SECOND_INSTANCE_NODES``). Only sessions that ask 
 On instance 1, `real_node` adds the node that runs real containers, `gateway` the gateway
 serving HTTPRoutes, `storage` the storage provisioner (the default StorageClass) and
 `notebook_image` the notebook image on the real node.
+
+`gpu_sharing` (module-scoped) adds the GPU sharing nodes (a MIG node, a time-sliced node and a
+whole-GPU node to repartition: ``api.GpuSharing``) for one test module and deletes them after it,
+so that the other modules see the default nodes' GPUs only.
 """
 
 from __future__ import annotations
@@ -26,8 +30,12 @@ from pathlib import Path
 import pytest
 
 from devcluster import api, cluster, images, settings
+from devcluster import dcgm_metrics as dcgm_metrics_module
+from devcluster import dcgm_simulator as dcgm_simulator_module
 from devcluster import gateway as gateway_module
+from devcluster import gpu_sharing as gpu_sharing_module
 from devcluster import real_node as real_node_module
+from devcluster import sharing_manager as sharing_manager_module
 from devcluster import storage as storage_module
 from devcluster.cluster import STARTED_BY_PYTEST_FLAG
 from devcluster.log import progress
@@ -131,6 +139,32 @@ def notebook_image(real_node) -> str:
     name = images.build_notebook()
     real_node.ensure_image(name)
     return name
+
+
+@pytest.fixture(scope="module")
+def gpu_sharing(devcluster) -> Iterator[api.GpuSharing]:
+    """The GPU sharing nodes beside the default ones, for this test module: `.mig_node`
+    (14 x nvidia.com/mig-1g.10gb), `.shared_node` (8 x nvidia.com/gpu.shared), `.sharable_node`
+    (2 x nvidia.com/gpu), `.wait_for_allocatable(node, resource, count, timeout)`,
+    `.wait_for_label(node, label, value, timeout)`. The sharing manager and the DCGM simulator are
+    (re)started first when their processes are older than their code (a long-running cluster)."""
+    sources = {
+        "sharing-manager": [sharing_manager_module.__file__, gpu_sharing_module.__file__],
+        "dcgm-simulator": [
+            dcgm_simulator_module.__file__,
+            dcgm_metrics_module.__file__,
+            gpu_sharing_module.__file__,
+        ],
+    }
+    for name, files in sources.items():
+        if cluster.restart_if_older_than_code(devcluster.settings, name, [Path(f) for f in files]):
+            progress(f"(re)started {name}: its code changed since it started")
+    sharing = api.GpuSharing(devcluster.settings)
+    sharing.add()
+    try:
+        yield sharing
+    finally:
+        sharing.remove()
 
 
 def _session_cluster(settings: Settings) -> Iterator[api.DevCluster]:

@@ -3,14 +3,17 @@
 Figures come from the usage report (``monitoring.usage``): granted GPU-hours from the grants,
 held, used and idle GPU-hours from Prometheus. Here they get prices:
 
-* a MIG slice counts as its share of a GPU (``mig_fraction``): ``nvidia.com/mig-3g.40gb`` is 3
-  of the 7 compute slices of an A100/H100-class GPU (4 on an A30), so an hour of it is 3/7 of a
-  GPU-hour;
-* granted hours are priced grant by grant (its model's price, its MIG share, and the CPU cores
-  and memory it came with);
-* held, used and idle hours, which Prometheus counts per namespace and not per model, are
-  shared among the team's grants on the cluster in proportion to their granted hours in the
-  period (with no grant, at the price of no model in particular and as whole GPUs);
+* a MIG slice counts as its share of a GPU (``monitoring.gpu_shares``, the one table of it):
+  ``nvidia.com/mig-3g.40gb`` is 3 of the 7 compute slices of an A100/H100-class GPU (4 on an
+  A30), so an hour of it is 3/7 of a GPU-hour; a replica of a shared GPU
+  (``nvidia.com/gpu.shared``, model ``<model>-SHARED``) is 1/replicas of its base model's GPU
+  (the replicas the capacity sync read from the nodes, ``GpuModelCapacity.replicas``);
+* granted hours are priced grant by grant (its model's price, its share of a GPU, and the CPU
+  cores and memory it came with);
+* held, used and idle hours, which Prometheus counts per namespace (already as GPU
+  equivalents: a slice or a replica as its share) and not per model, are shared among the
+  team's grants on the cluster in proportion to their granted GPU-equivalent hours in the
+  period (with no grant, at the price of no model in particular);
 * a month is priced at the prices in force on its first day (prices start on a month's first
   day, so there is only ever one).
 """
@@ -19,33 +22,22 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import functools
-import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 from fractions import Fraction
 
+from monitoring.gpu_shares import base_model, gpu_share, is_shared
 from monitoring.reports import GrantSpan, Period, UsageRow, granted_gpu_hours
 
 CENT = Decimal("0.01")
-# Compute slices per GPU: A30s split into 4, the A100/H100/H200/B200 class into 7.
-MIG_SLICES_BY_MODEL = (("A30", 4),)
-MIG_SLICES = 7
-_MIG_PROFILE = re.compile(r"/mig-(\d+)g\.")
 
 
-@functools.lru_cache(maxsize=1024)
-def mig_fraction(gpu_resource: str, gpu_model: str = "") -> Fraction:
-    """The share of a whole GPU one unit of the resource is: 1 for a GPU, the slice's compute
-    slices over the GPU's for a MIG profile (``nvidia.com/mig-1g.10gb`` on an H100: 1/7)."""
-    match = _MIG_PROFILE.search(gpu_resource)
-    if match is None:
-        return Fraction(1)
-    slices = next(
-        (count for name, count in MIG_SLICES_BY_MODEL if name in gpu_model.upper()), MIG_SLICES
-    )
-    return min(Fraction(int(match.group(1)), slices), Fraction(1))
+def mig_fraction(gpu_resource: str, gpu_model: str = "", replicas: int = 1) -> Fraction:
+    """The share of a whole GPU one unit of the resource is (``monitoring.gpu_shares``): 1 for
+    a GPU, the slice's compute slices over the GPU's for a MIG profile
+    (``nvidia.com/mig-1g.10gb`` on an H100: 1/7), 1/replicas for a replica of a shared GPU."""
+    return gpu_share(gpu_resource, gpu_model, replicas)
 
 
 @dataclass(frozen=True)
@@ -61,9 +53,11 @@ ZERO_PRICE = PriceRow("", datetime.date.min, Decimal(0))
 
 
 class PriceBook:
-    """Every price row, answering which one is in force for a model on a day."""
+    """Every price row, answering which one is in force for a model on a day; with the replicas
+    each shared model's GPUs are split into (model -> replicas), what a shared grant is worth."""
 
-    def __init__(self, rows: Iterable[PriceRow]):
+    def __init__(self, rows: Iterable[PriceRow], replicas: Mapping[str, int] | None = None):
+        self._replicas = dict(replicas or {})
         self._by_model: dict[str, list[PriceRow]] = {}
         for row in sorted(rows, key=lambda r: r.effective_from, reverse=True):
             self._by_model.setdefault(row.gpu_model, []).append(row)
@@ -85,21 +79,29 @@ class PriceBook:
         return self._memo[key]
 
     def rate(
-        self, gpu_resource: str, gpu_model: str, on: datetime.date
+        self, gpu_resource: str, gpu_model: str, on: datetime.date, replicas: int = 1
     ) -> tuple[int, int, PriceRow]:
-        """A grant's MIG share (numerator, denominator) and the price in force on that day,
-        worked out once per kind of grant and day: what pricing reads for every grant and
-        month."""
-        key = (gpu_resource, gpu_model, on)
+        """A grant's share of a GPU (numerator, denominator) and the price in force on that
+        day (a shared GPU's base model's), worked out once per kind of grant and day: what
+        pricing reads for every grant and month."""
+        key = (gpu_resource, gpu_model, on, replicas)
         rate = self._rates.get(key)
         if rate is None:
-            fraction = mig_fraction(gpu_resource, gpu_model)
+            fraction = self.share(gpu_resource, gpu_model, replicas)
+            model = base_model(gpu_model) if is_shared(gpu_resource) else gpu_model
             rate = self._rates[key] = (
                 fraction.numerator,
                 fraction.denominator,
-                self.in_force(gpu_model, on),
+                self.in_force(model, on),
             )
         return rate
+
+    def share(self, gpu_resource: str, gpu_model: str, replicas: int = 1) -> Fraction:
+        """The share of a GPU one unit of a grant's kind is: a shared grant's own ``replicas``
+        (``GrantSpan.replicas``, its cluster's) when known, else the book's for its model."""
+        if replicas <= 1:
+            replicas = self._replicas.get(gpu_model, 1)
+        return mig_fraction(gpu_resource, gpu_model, replicas)
 
 
 def money(value: Decimal | float) -> Decimal:
@@ -115,9 +117,9 @@ class Costing:
     """One team's figures on one cluster in one period, in GPU-hours and money."""
 
     granted_gpu_hours: float = 0.0
-    reserved_gpu_hours: float = 0.0  # granted, MIG slices as their share of a GPU
-    held_gpu_hours: float | None = None  # as the usage report counts them (a slice is one)
-    held_gpu_equivalent_hours: float | None = None
+    reserved_gpu_hours: float = 0.0  # granted, slices and replicas as their share of a GPU
+    held_gpu_hours: float | None = None  # as the usage report measures them (GPU equivalents)
+    held_gpu_equivalent_hours: float | None = None  # the same: kept for the CSV's column
     used_gpu_hours: float | None = None
     idle_gpu_hours: float | None = None
     held_by_model: dict[str, float] = dataclasses.field(default_factory=dict)
@@ -192,7 +194,9 @@ def costing(
     for grant, hours in grant_hours:
         if hours <= 0:
             continue
-        numerator, denominator, price = rate(grant.gpu_resource, grant.gpu_model, on)
+        numerator, denominator, price = rate(
+            grant.gpu_resource, grant.gpu_model, on, grant.replicas
+        )
         equivalent = hours if numerator == denominator else hours * numerator / denominator
         granted += hours
         reserved += equivalent
@@ -218,9 +222,13 @@ def costing(
     )
     if held is None:
         return result
-    shares = [(grant, hours) for grant, hours in grant_hours if hours > 0]
-    unit_price, unit_fraction = _held_unit(shares, prices=prices, on=on)
-    result.held_gpu_equivalent_hours = held * unit_fraction
+    shares = [
+        (grant, hours * float(prices.share(grant.gpu_resource, grant.gpu_model, grant.replicas)))
+        for grant, hours in grant_hours
+        if hours > 0
+    ]
+    unit_price = _held_unit(shares, prices=prices, on=on)
+    result.held_gpu_equivalent_hours = held
     result.used_cost = _decimal(held) * unit_price
     result.idle_cost = _decimal(idle or 0.0) * unit_price
     result.held_by_model = held_by_model(held, shares)
@@ -229,33 +237,29 @@ def costing(
 
 def _held_unit(
     shares: Sequence[tuple[GrantSpan, float]], *, prices: PriceBook, on: datetime.date
-) -> tuple[Decimal, float]:
-    """The price and GPU share of one measured GPU-hour: the grants' average, weighted by
-    their granted hours (no grants: a whole GPU at the any-model price)."""
+) -> Decimal:
+    """The price of one measured GPU-equivalent hour: the grants' GPU-hour prices (a shared
+    grant's base model's), averaged by their granted GPU-equivalent hours (no grants: the
+    any-model price)."""
     total = sum(hours for _, hours in shares)
     if not total:
-        return prices.in_force("", on).gpu_hour, 1.0
+        return prices.in_force("", on).gpu_hour
     price = Decimal(0)
-    fraction = 0.0
     for grant, hours in shares:
-        weight = hours / total
-        share = float(mig_fraction(grant.gpu_resource, grant.gpu_model))
-        price += _decimal(weight * share) * prices.in_force(grant.gpu_model, on).gpu_hour
-        fraction += weight * share
-    return price, fraction
+        *_, row = prices.rate(grant.gpu_resource, grant.gpu_model, on, grant.replicas)
+        price += _decimal(hours / total) * row.gpu_hour
+    return price
 
 
 def held_by_model(held: float, shares: Sequence[tuple[GrantSpan, float]]) -> dict[str, float]:
-    """Held GPU-hours (as GPU equivalents) per GPU model, shared among the grants by their
-    granted hours; with no grants all under "" (no model in particular)."""
+    """Held GPU-equivalent hours per GPU model, shared among the grants by their granted
+    GPU-equivalent hours (``shares``); with no grants all under "" (no model in particular)."""
     total = sum(hours for _, hours in shares)
     if not total:
         return {"": held}
     by_model: dict[str, float] = {}
     for grant, hours in shares:
-        share = float(mig_fraction(grant.gpu_resource, grant.gpu_model))
-        part = held * hours / total * share
-        by_model[grant.gpu_model] = by_model.get(grant.gpu_model, 0.0) + part
+        by_model[grant.gpu_model] = by_model.get(grant.gpu_model, 0.0) + held * hours / total
     return by_model
 
 
@@ -266,8 +270,8 @@ def budget_gpu_hours(
     row: UsageRow, gpu_model: str, *, now: datetime.datetime, tz: datetime.tzinfo
 ) -> float:
     """What a budget of ``gpu_model`` (empty: of every model) counts of a usage row's held
-    hours, which must be known: GPU equivalents (a MIG slice as its share of a GPU), shared
-    to that model's grants when it names one."""
+    hours, which must be known: GPU equivalents (a MIG slice or a shared GPU's replica as its
+    share of a GPU), shared to that model's grants when it names one."""
     measured = costing(
         grant_hours=row.grant_hours,
         period=row.period,

@@ -18,7 +18,8 @@ from django.utils import timezone
 from billing import pricing
 from billing.models import Price
 from billing.periods import add_months
-from clusters.models import Cluster
+from clusters.models import Cluster, GpuModelCapacity
+from clusters.vocabulary import SHARED_GPU_RESOURCE
 from core import spreadsheets
 from monitoring.usage import UsageReport, usage_rows
 from tenants.models import Department, Team
@@ -76,10 +77,24 @@ def _midnight(day: datetime.date, tz: datetime.tzinfo) -> datetime.datetime:
 
 
 def price_book() -> pricing.PriceBook:
+    """Every price, and the replicas each shared GPU model is split into (the most any cluster
+    says: a shared grant's share of a GPU)."""
     rows = Price.objects.values_list(
         "gpu_model", "effective_from", "gpu_hour", "cpu_core_hour", "memory_gib_hour"
     )
-    return pricing.PriceBook(pricing.PriceRow(*row) for row in rows)
+    return pricing.PriceBook(
+        (pricing.PriceRow(*row) for row in rows), replicas=shared_gpu_replicas()
+    )
+
+
+def shared_gpu_replicas() -> dict[str, int]:
+    """Shared GPU model -> replicas per GPU, from the capacity sync's rows."""
+    replicas: dict[str, int] = {}
+    for model, count in GpuModelCapacity.objects.filter(
+        resource_name=SHARED_GPU_RESOURCE
+    ).values_list("gpu_model", "replicas"):
+        replicas[model] = max(replicas.get(model, 1), count)
+    return replicas
 
 
 def department_ancestors(parents: dict[int, int | None], department_id: int | None) -> list[int]:

@@ -15,7 +15,12 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
-from clusters.inventory import gpu_inventory, gpu_model_inventory, list_gpu_nodes
+from clusters.inventory import (
+    gpu_inventory,
+    gpu_model_inventory,
+    list_gpu_nodes,
+    shared_gpu_replicas,
+)
 from clusters.kube import KubeClient
 from clusters.models import Cluster, GpuCapacity, GpuModelCapacity
 from clusters.signals import capacity_changed
@@ -36,7 +41,8 @@ class CapacityChange:
 
 def capacity_sync(*, cluster: Cluster, kube: KubeClient | None = None) -> list[CapacityChange]:
     """Set each GPU kind's ``allocatable`` to what the cluster's Ready GPU nodes offer now, and
-    each GPU model's figures (allocatable, nodes, most per node) likewise.
+    each GPU model's figures (allocatable, nodes, most per node, replicas of a shared GPU)
+    likewise; and the cluster's record of its shared nodes' replicas (``shared_gpu_replicas``).
 
     Nodes are those matching the cluster's GPU node selector. Kinds no node offers any more drop
     to 0 (their rows stay, with the admin's cap); kinds seen for the first time get a row. The
@@ -82,6 +88,10 @@ def capacity_sync(*, cluster: Cluster, kube: KubeClient | None = None) -> list[C
                 )
                 changes.append(CapacityChange(name, row.allocatable, allocatable))
         model_changes = _sync_models(locked, nodes, known=rows)
+        shared = shared_gpu_replicas(nodes)
+        if shared != locked.shared_gpu_replicas:
+            # What the GPU metrics weigh each shared GPU's series by (``metrics_config``).
+            Cluster.objects.filter(pk=locked.pk).update(shared_gpu_replicas=shared)
         changes += model_changes
         if changes:
             capacity_changed.send(
@@ -118,6 +128,7 @@ def _sync_models(cluster: Cluster, nodes: list[dict], *, known) -> list[Capacity
             "allocatable": seen.allocatable,
             "nodes": seen.nodes,
             "max_per_node": seen.max_per_node,
+            "replicas": seen.replicas,
         }
         if row is None:
             GpuModelCapacity.objects.create(

@@ -17,7 +17,12 @@ from dataclasses import dataclass, field
 
 from clusters.kube import KubeClient, selector
 from clusters.models import Cluster
-from clusters.vocabulary import DEFAULT_GPU_RESOURCE, GPU_RESOURCE_PREFIXES
+from clusters.vocabulary import (
+    DEFAULT_GPU_RESOURCE,
+    GPU_REPLICAS_LABEL,
+    GPU_RESOURCE_PREFIXES,
+    SHARED_GPU_RESOURCE,
+)
 from clusters.workloads import WorkloadClient
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -85,13 +90,15 @@ def gpu_inventory(
 class ModelGpus:
     """GPUs of one model (the node label's value) under one resource name: over the usable
     nodes, how many there are, how many such nodes, and the most one of them offers (the
-    largest job that fits on one node)."""
+    largest job that fits on one node), and for shared GPUs the replicas each GPU is split into
+    (the most any of its nodes says; 1 otherwise)."""
 
     resource_name: str
     gpu_model: str
     allocatable: int = 0
     nodes: int = 0
     max_per_node: int = 0
+    replicas: int = 1
 
 
 def gpu_model_inventory(
@@ -122,7 +129,28 @@ def gpu_model_inventory(
                 row.allocatable += gpus
                 row.nodes += 1
                 row.max_per_node = max(row.max_per_node, gpus)
+            if name == SHARED_GPU_RESOURCE:
+                row.replicas = max(row.replicas, gpu_replicas(labels))
     return models
+
+
+def gpu_replicas(labels: dict) -> int:
+    """Replicas per GPU a node's ``nvidia.com/gpu.replicas`` label says (1 when absent or not
+    a whole number)."""
+    return max(whole(labels.get(GPU_REPLICAS_LABEL)), 1)
+
+
+def shared_gpu_replicas(nodes: Iterable[dict]) -> dict[str, int]:
+    """Node name -> replicas per GPU for the nodes offering shared GPUs split into more than
+    one replica, usable or not (their DCGM history stays theirs while they are cordoned)."""
+    shared = {}
+    for node in nodes:
+        metadata = node.get("metadata") or {}
+        allocatable = (node.get("status") or {}).get("allocatable") or {}
+        replicas = gpu_replicas(metadata.get("labels") or {})
+        if whole(allocatable.get(SHARED_GPU_RESOURCE)) > 0 and replicas > 1:
+            shared[metadata["name"]] = replicas
+    return dict(sorted(shared.items()))
 
 
 @dataclass(frozen=True)

@@ -302,6 +302,17 @@ class Cluster(models.Model):
         max_length=64,
         choices=GpuUtilizationMetric.choices,
         default=GpuUtilizationMetric.GPU_UTIL,
+        help_text="DCGM_FI_DEV_GPU_UTIL (percent) or DCGM_FI_PROF_GR_ENGINE_ACTIVE (0-1). MIG "
+        "instances only publish the engine activity: with GPU_UTIL the portal reads theirs "
+        "beside the whole GPUs' utilisation, so either choice shows slices.",
+    )
+    shared_gpu_replicas = models.JSONField(
+        default=dict,
+        blank=True,
+        editable=False,
+        help_text="Node name -> replicas per GPU, for the nodes whose GPUs are shared "
+        "(time-slicing or MPS, the nvidia.com/gpu.replicas label). Written by the capacity "
+        "sync; GPU-hours count each pod's series on such a node as 1/replicas of a GPU.",
     )
     dcgm_exporter_selector = models.CharField(
         max_length=500,
@@ -421,6 +432,12 @@ class GpuModelCapacity(models.Model):
     nodes = models.PositiveIntegerField(default=0)
     max_per_node = models.PositiveIntegerField(
         default=0, help_text="The most GPUs one Ready node of this model offers."
+    )
+    replicas = models.PositiveIntegerField(
+        default=1,
+        help_text="Replicas each physical GPU of a shared model (nvidia.com/gpu.shared) is "
+        "split into, from the nodes' nvidia.com/gpu.replicas label (the most any node says); "
+        "1 for whole GPUs and MIG slices. A replica is priced as 1/replicas of the GPU.",
     )
     updated_at = models.DateTimeField(auto_now=True)
 

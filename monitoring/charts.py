@@ -106,8 +106,15 @@ def _line_part(
     )
 
 
-def _gpu_name(labels: dict) -> str:
-    return f"{labels.get(promql.NODE_LABEL, '?')}/{labels.get(promql.GPU_LABEL, '?')}"
+def gpu_name(labels: dict) -> str:
+    """A GPU's row or line: "gpu-node-0 · GPU 3"; a MIG instance's under its GPU's,
+    "gpu-node-mig-0 · GPU 0 · 1g.10gb #1" (its profile and instance id), so that the natural
+    order puts each GPU's slices right after it."""
+    name = f"{labels.get(promql.NODE_LABEL, '?')} · GPU {labels.get(promql.GPU_LABEL, '?')}"
+    profile = labels.get(promql.MIG_PROFILE_LABEL)
+    if profile:
+        name += f" · {profile} #{labels.get(promql.MIG_INSTANCE_LABEL, '?')}"
+    return name
 
 
 def gpu_parts(
@@ -120,7 +127,8 @@ def gpu_parts(
     empty: str,
 ) -> list[Part]:
     """Utilisation, memory, power and temperature of the GPUs a namespace's pods hold: a line
-    per pod, or, for the given ``pods``, a line per GPU they hold."""
+    per pod, or, for the given ``pods``, a line per GPU or MIG instance they hold (on a shared
+    GPU, their own share of it)."""
     if pods is None:
         per, by = "per pod", [config.labels.pod]
         utilisation = promql.utilisation_by_pod(config, namespace=namespace)
@@ -129,7 +137,7 @@ def gpu_parts(
             return labels.get(config.labels.pod, "?")
 
     else:
-        per, by, name = "per GPU", [promql.NODE_LABEL, promql.GPU_LABEL], _gpu_name
+        per, by, name = "per GPU", list(promql.GPU_KEY), gpu_name
         utilisation = promql.utilisation_by_gpu(config, namespace=namespace, pods=pods)
     parts = [
         _line_part(
@@ -169,10 +177,12 @@ def held_part(
     window: promql.Window,
     *,
     namespace: str,
-    granted: int,
+    granted: float,
     empty: str,
 ) -> Part:
-    key, title = "held", "GPUs held vs granted"
+    """GPU equivalents the namespace held over the window under the ceiling of those granted
+    (``selectors.gpu_equivalents_granted_now``): one unit on both sides of the line."""
+    key, title = "held", "GPUs held vs granted (GPU equivalents)"
     query = promql.gpus_held(config, namespace=namespace)
     start, end = aligned_span(window)
     step = window.step
@@ -315,8 +325,8 @@ def heatmap_part(
         if series:
             figure = figures.heatmap(
                 series,
-                title="GPU utilisation by node and GPU",
-                row=_gpu_name,
+                title="GPU utilisation by node, GPU and MIG instance",
+                row=gpu_name,
                 start=start,
                 end=end,
                 step=step,

@@ -61,8 +61,9 @@ class Dashboard:
     charts: list[Chart]
     pods: list[PodUsage] = field(default_factory=list)
     error: str = ""
-    gpus_held: int | None = None
-    gpus_granted: int | None = None
+    gpus_held: float | None = None  # GPU equivalents (a 1g.10gb slice: 1/7)
+    gpus_granted: int | None = None  # units: GPUs, slices and replicas, one each
+    gpu_equivalents_granted: float | None = None  # what the held GPUs are measured against
     refused: str = ""  # why nothing is read from the namespace (not confirmed as the team's)
 
     @property
@@ -76,20 +77,29 @@ def _first_error(charts: Sequence[Chart], *errors: str) -> str:
 
 def team_dashboard(*, team: Team, cluster: Cluster, window: promql.Window) -> Dashboard:
     """Utilisation, memory, power and temperature of the team's GPUs per pod, GPUs held vs
-    granted, and the team's pods holding GPUs now with their idle verdict."""
+    granted (both GPU equivalents: a 1g.10gb slice is 1/7 of either), and the team's pods
+    holding GPUs now with their idle verdict."""
     config = metrics_config(cluster)
     granted = selectors.gpus_granted_now(team=team, cluster=cluster)
+    equivalents = selectors.gpu_equivalents_granted_now(team=team, cluster=cluster)
     try:
         namespace = confirmed_namespace(cluster=cluster, namespace=team.slug)
     except NamespaceNotConfirmed as refusal:
         return Dashboard(
-            cluster=cluster, window=window, charts=[], refused=str(refusal), gpus_granted=granted
+            cluster=cluster,
+            window=window,
+            charts=[],
+            refused=str(refusal),
+            gpus_granted=granted,
+            gpu_equivalents_granted=equivalents,
         )
     empty = f"No pod of {team} held GPUs on {cluster.name} in this window."
     prometheus = dashboard_prometheus(cluster)
     charts = [
         *gpu_parts(prometheus, config, window, namespace=namespace, pods=None, empty=empty),
-        held_part(prometheus, config, window, namespace=namespace, granted=granted, empty=empty),
+        held_part(
+            prometheus, config, window, namespace=namespace, granted=equivalents, empty=empty
+        ),
     ]
     fetching = Fetching([*charts, pods_part(prometheus, cluster, namespace=namespace)])
 
@@ -102,8 +112,9 @@ def team_dashboard(*, team: Team, cluster: Cluster, window: promql.Window) -> Da
             charts=drawn,
             pods=pods,
             error=_first_error(drawn, pods_error),
-            gpus_held=None if pods_error else sum(p.gpus for p in pods),
+            gpus_held=None if pods_error else sum(p.gpu_equivalents for p in pods),
             gpus_granted=granted,
+            gpu_equivalents_granted=equivalents,
         )
 
     return later(fetching, finish)
@@ -146,7 +157,7 @@ def pod_dashboard(
             charts=drawn,
             pods=mine,
             error=_first_error(drawn, usage_error),
-            gpus_held=sum(p.gpus for p in mine),
+            gpus_held=sum(p.gpu_equivalents for p in mine),
         )
 
     return later(fetching, finish)
@@ -228,7 +239,8 @@ class TeamSeries:
     step: int
     series: list[dict]
     pods: list[PodUsage]
-    gpus_granted: int
+    gpus_granted: int  # units (a slice or a replica counts one)
+    gpu_equivalents_granted: float
 
 
 def team_series(*, team: Team, cluster: Cluster, window: promql.Window) -> TeamSeries:
@@ -253,6 +265,7 @@ def team_series(*, team: Team, cluster: Cluster, window: promql.Window) -> TeamS
         series=[_series_json(s, config.labels.pod) for s in series],
         pods=pods,
         gpus_granted=selectors.gpus_granted_now(team=team, cluster=cluster),
+        gpu_equivalents_granted=selectors.gpu_equivalents_granted_now(team=team, cluster=cluster),
     )
 
 

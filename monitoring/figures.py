@@ -144,7 +144,7 @@ def _shape(value, key: str = "") -> tuple | str:
     return repr(value)
 
 
-def _ceiling(layout: dict, value: int, *, label: str, dash: str) -> None:
+def _ceiling(layout: dict, value: float, *, label: str, dash: str) -> None:
     """A horizontal line across the plot at ``value``, labelled at its right end."""
     layout["shapes"] = [
         {
@@ -164,7 +164,7 @@ def _ceiling(layout: dict, value: int, *, label: str, dash: str) -> None:
             "xanchor": "right",
             "y": value,
             "yanchor": "bottom",
-            "text": f"{label}: {value}",
+            "text": f"{label}: {round(value, 2):g}",
             "showarrow": False,
             "font": {"color": COLOURS[3]},
         }
@@ -238,11 +238,12 @@ def time_series(
 def held_vs_granted(
     held: Sequence[Series],
     *,
-    granted: int,
+    granted: float,
     title: str,
     x_range: tuple[float, float] | None = None,
 ) -> dict:
-    """GPUs held over time as a step line, with the GPUs granted as a dashed ceiling."""
+    """GPUs held over time as a step line, with the GPUs granted as a dashed ceiling (both
+    GPU equivalents)."""
     timestamps = held[0].timestamps if held else []
     values = [_clean(v) for v in held[0].values] if held else []
     data = [
@@ -251,7 +252,7 @@ def held_vs_granted(
             "mode": "lines",
             "name": "GPUs held",
             "x": _millis(timestamps),
-            "y": [None if v is None else int(v) for v in values],
+            "y": [None if v is None else round(v, 2) for v in values],
             "line": {"shape": "hv", "width": 2},
             "fill": "tozeroy",
         }

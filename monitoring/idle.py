@@ -76,7 +76,7 @@ def _emit_idle(team: Team, cluster: Cluster, episode: IdlePod) -> None:
         team_id=team.pk,
         kind=EventKind.GPUS_IDLE,
         title=(
-            f"GPUs idle: {episode.namespace}/{episode.pod} holds {episode.gpus} GPU(s) on "
+            f"GPUs idle: {episode.namespace}/{episode.pod} holds {episode.gpus_text} on "
             f"{cluster.name} at {episode.average_utilisation:.1f}% utilisation"
         ),
         data={
@@ -84,6 +84,8 @@ def _emit_idle(team: Team, cluster: Cluster, episode: IdlePod) -> None:
             "namespace": episode.namespace,
             "pod": episode.pod,
             "gpus": episode.gpus,
+            "gpu_equivalents": episode.gpu_equivalents,
+            "gpus_described": episode.gpus_text,
             "average_utilisation_percent": round(episode.average_utilisation, 1),
             "window_minutes": cluster.idle_window_minutes,
             "threshold_percent": cluster.idle_utilization_percent,
@@ -137,6 +139,8 @@ def idle_check_cluster(
                     namespace=key[0],
                     pod=key[1],
                     gpus=usage_now.gpus,
+                    gpu_equivalents=usage_now.gpu_equivalents,
+                    gpus_described=usage_now.gpus_described[:200],
                     average_utilisation=usage_now.average_utilisation,
                     first_idle_at=now,
                     last_idle_at=now,
@@ -145,9 +149,19 @@ def idle_check_cluster(
                 _emit_idle(team, cluster, episode)
             else:
                 episode.gpus = usage_now.gpus
+                episode.gpu_equivalents = usage_now.gpu_equivalents
+                episode.gpus_described = usage_now.gpus_described[:200]
                 episode.average_utilisation = usage_now.average_utilisation
                 episode.last_idle_at = max(now, episode.first_idle_at)
-                episode.save(update_fields=["gpus", "average_utilisation", "last_idle_at"])
+                episode.save(
+                    update_fields=[
+                        "gpus",
+                        "gpu_equivalents",
+                        "gpus_described",
+                        "average_utilisation",
+                        "last_idle_at",
+                    ]
+                )
             result.idle.append("/".join(key))
             if episode.notified_at is None and _policy_for(team, policies).notify_leads:
                 notify_team_leads(
@@ -155,7 +169,7 @@ def idle_check_cluster(
                     kind=Notification.Kind.IDLE,
                     subject=f"GPUs idle: {key[0]}/{key[1]} on {cluster.name}",
                     body=(
-                        f"Pod {key[1]} in {key[0]} holds {usage_now.gpus} GPU(s) on "
+                        f"Pod {key[1]} in {key[0]} holds {usage_now.gpus_described} on "
                         f"{cluster.name} that averaged {usage_now.average_utilisation:.1f}% "
                         f"utilisation over the last {cluster.idle_window_minutes} minutes "
                         f"(the idle threshold is {cluster.idle_utilization_percent}%). "
@@ -245,7 +259,7 @@ def _apply_stop_policy(
                 kind=Notification.Kind.IDLE_WARNING,
                 subject=f"Idle pod {name} will be stopped in {minutes} minutes",
                 body=(
-                    f"Pod {episode.pod} in {episode.namespace} has left its {episode.gpus} GPU(s) "
+                    f"Pod {episode.pod} in {episode.namespace} has left its {episode.gpus_text} "
                     f"on {cluster.name} idle for {idle_minutes:.0f} minutes. {team}'s idle policy "
                     f"stops portal {_what(target.kind)} idle for {stop_at} minutes: it will be "
                     f"stopped in {minutes} minutes unless its GPUs get busy."
@@ -286,9 +300,9 @@ def _apply_stop_policy(
             kind=Notification.Kind.IDLE_STOPPED,
             subject=f"Stopped idle pod {name}",
             body=(
-                f"Pod {episode.pod} in {episode.namespace} left its GPU(s) on {cluster.name} idle "
-                f"for {idle_minutes:.0f} minutes, past {team}'s limit of {stop_at} minutes. The "
-                f"portal {_how(stopped)} to free the GPUs."
+                f"Pod {episode.pod} in {episode.namespace} left its {episode.gpus_text} on "
+                f"{cluster.name} idle for {idle_minutes:.0f} minutes, past {team}'s limit of "
+                f"{stop_at} minutes. The portal {_how(stopped)} to free the GPUs."
             ),
             link=_team_link(team, cluster),
             idle_pod=episode,

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from clusters.models import Cluster
 from core.validators import parse_label_matchers
-from monitoring import promql
+from monitoring import pod_gpus, promql
 from monitoring.prometheus import PrometheusClient, PrometheusError, PrometheusQueryError
 from tenants.models import Team
 from tenants.selectors import namespace_ownership
@@ -31,6 +31,7 @@ def metrics_config(cluster: Cluster) -> promql.MetricsConfig:
         layout=str(cluster.metrics_label_layout),
         utilisation_metric=str(cluster.gpu_utilization_metric),
         exporter=parse_label_matchers(cluster.dcgm_exporter_selector),
+        shared_nodes=promql.MetricsConfig.shared(cluster.shared_gpu_replicas or {}),
     )
 
 
@@ -82,15 +83,29 @@ def confirmed_namespace(*, cluster: Cluster, namespace: str) -> str:
 
 @dataclass(frozen=True)
 class PodUsage:
-    """A pod holding GPUs now: how many, and their average utilisation over the cluster's idle
-    window (None while the pod is younger than the window). Idle when that is under the
-    cluster's threshold."""
+    """A pod holding GPUs now: how many units (whole GPUs, MIG slices, replicas of a shared
+    GPU: ``gpus``) of which kinds (``holdings``), and their average utilisation over the
+    cluster's idle window (None while the pod is younger than the window). Idle when that is
+    under the cluster's threshold."""
 
     namespace: str
     pod: str
     gpus: int
     average_utilisation: float | None
     idle: bool
+    holdings: tuple[pod_gpus.Holding, ...] = ()
+
+    @property
+    def gpu_equivalents(self) -> float:
+        """What the pod holds as GPU equivalents (a 1g.10gb slice: 1/7): what adds up."""
+        return pod_gpus.gpu_equivalents(self.holdings) if self.holdings else float(self.gpus)
+
+    @property
+    def gpus_described(self) -> str:
+        """What the pod holds in words: "2 GPUs", "1 x 1g.10gb slice (1/7 GPU)"."""
+        if not self.holdings:
+            return pod_gpus.Holding(pod_gpus.WHOLE, self.gpus).describe()
+        return pod_gpus.describe(self.holdings)
 
 
 def pod_usage(
@@ -103,7 +118,7 @@ def pod_usage(
     """Every pod holding GPUs on the cluster (or in one namespace), judged by the idle rule."""
     config = metrics_config(cluster)
     labels = config.labels
-    counts = prometheus.query(promql.pod_gpu_count(config, namespace=namespace), at=at)
+    kinds = prometheus.query(promql.pod_gpu_kinds(config, namespace=namespace), at=at)
     averages = prometheus.query(
         promql.pod_average_utilisation(
             config, window_minutes=cluster.idle_window_minutes, namespace=namespace
@@ -115,16 +130,25 @@ def pod_usage(
         return sample.labels.get(labels.namespace, ""), sample.labels.get(labels.pod, "")
 
     average_by_pod = {key(s): s.value for s in averages if not math.isnan(s.value)}
+    holdings = pod_gpus.holdings_by_pod(
+        ((s.labels, s.value) for s in kinds),
+        pod_key=(labels.namespace, labels.pod),
+        node_label=promql.NODE_LABEL,
+        model_label=promql.MODEL_LABEL,
+        profile_label=promql.MIG_PROFILE_LABEL,
+        shared_nodes={node: r for r, nodes in config.shared_nodes for node in nodes},
+    )
     usage = []
-    for sample in counts:
-        average = average_by_pod.get(key(sample))
+    for (namespace_, pod), held in holdings.items():
+        average = average_by_pod.get((namespace_, pod))
         usage.append(
             PodUsage(
-                namespace=key(sample)[0],
-                pod=key(sample)[1],
-                gpus=int(sample.value),
+                namespace=namespace_,
+                pod=pod,
+                gpus=sum(h.count for h in held),
                 average_utilisation=average,
                 idle=average is not None and average < cluster.idle_utilization_percent,
+                holdings=held,
             )
         )
     return sorted(usage, key=lambda p: (p.namespace, p.pod))

@@ -63,7 +63,15 @@ class IdlePod(models.Model):
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="idle_pods")
     namespace = models.CharField(max_length=63)
     pod = models.CharField(max_length=253)
-    gpus = models.PositiveIntegerField(default=0)
+    gpus = models.PositiveIntegerField(
+        default=0, help_text="Units held: whole GPUs, MIG slices and shared-GPU replicas, one each."
+    )
+    gpu_equivalents = models.FloatField(
+        null=True, blank=True, help_text="What the pod holds as GPU equivalents (a 1g.10gb: 1/7)."
+    )
+    gpus_described = models.CharField(
+        max_length=200, blank=True, help_text='What the pod holds in words: "1 × 1g.10gb slice".'
+    )
     average_utilisation = models.FloatField(help_text="Over the cluster's idle window, in %.")
     first_idle_at = models.DateTimeField()
     last_idle_at = models.DateTimeField()
@@ -90,6 +98,12 @@ class IdlePod(models.Model):
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.pod} idle since {self.first_idle_at:%Y-%m-%d %H:%M}"
+
+    @property
+    def gpus_text(self) -> str:
+        """What the pod holds, as notices say it ("1 x 1g.10gb slice (1/7 GPU)"); an episode
+        recorded before kinds were told apart says its count."""
+        return self.gpus_described or f"{self.gpus} GPU{'' if self.gpus == 1 else 's'}"
 
 
 class Notification(models.Model):

@@ -33,7 +33,8 @@ from monitoring.prometheus import PrometheusClient, PrometheusError
 T = TypeVar("T")
 
 # Part of every cache key: bump it when what a part keeps in the cache changes shape.
-CACHE_VERSION = 1
+# 2: a pod's ``PodUsage`` carries the kinds of GPU it holds (``holdings``).
+CACHE_VERSION = 2
 
 
 @dataclass

@@ -1,47 +1,52 @@
 """PromQL for DCGM metrics: pure builders, no I/O.
 
 Every aggregation happens in Prometheus (sum/avg/count by namespace, node, pod), so the portal
-only ever moves a bounded number of series and points. Two things vary per cluster:
+only ever moves a bounded number of series and points. Which series a query reads, what a
+cluster calls them (its ``MetricsConfig``: label layout, utilisation metric, exporter pin,
+shared nodes) and how much of a GPU each one is, is ``monitoring.series``; its names are
+importable from here too.
 
-* the label layout: DCGM exporter's own ``namespace``/``pod``/``container`` labels, or
-  ``exported_namespace``/``exported_pod``/``exported_container`` when Prometheus scrapes the
-  exporter without ``honor_labels`` and renames them;
-* the utilisation metric: ``DCGM_FI_DEV_GPU_UTIL`` in percent, or
-  ``DCGM_FI_PROF_GR_ENGINE_ACTIVE``, a 0-1 ratio (also valid for MIG slices) scaled to percent.
-
-Every DCGM selector also carries the cluster's exporter pin (``MetricsConfig.exporter``, label
-matchers such as ``job="dcgm-exporter"``): Prometheus may scrape other sources that publish the
-same metric names, a tenant's pod among them, with any namespace and pod labels it likes; only
-the exporter's series may count for charts, idle detection and usage.
-
-Label values that come from the portal (a team's slug, a pod name) are escaped here; nothing a
-request sends is ever pasted into a query unescaped.
+GPUs held and GPU-hours count GPU equivalents: a MIG instance as its profile's share of its GPU,
+a pod's series on a shared GPU as one replica of it (1/replicas); utilisation-weighted hours
+count a shared GPU's series as the pod's own share of the GPU's time (``gpu_share_terms``).
 """
 
 from __future__ import annotations
 
 import datetime
+import hashlib
 import math
-import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from core.validators import LabelMatcher
-
-GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
-GR_ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
-FB_USED = "DCGM_FI_DEV_FB_USED"
-POWER = "DCGM_FI_DEV_POWER_USAGE"
-TEMPERATURE = "DCGM_FI_DEV_GPU_TEMP"
-RATIO_METRICS = frozenset({GR_ENGINE_ACTIVE})
-
-# The DCGM exporter's labels for the GPU itself; these never move with the layout.
-NODE_LABEL = "Hostname"
-GPU_LABEL = "gpu"
-MODEL_LABEL = "modelName"
-
-LAYOUT_NAMESPACE = "namespace"
-LAYOUT_EXPORTED = "exported"
+from monitoring.series import FB_USED as FB_USED
+from monitoring.series import GPU_KEY as GPU_KEY
+from monitoring.series import GPU_LABEL as GPU_LABEL
+from monitoring.series import GPU_UTIL as GPU_UTIL
+from monitoring.series import GR_ENGINE_ACTIVE as GR_ENGINE_ACTIVE
+from monitoring.series import LAYOUT_EXPORTED as LAYOUT_EXPORTED
+from monitoring.series import LAYOUT_NAMESPACE as LAYOUT_NAMESPACE
+from monitoring.series import MIG_INSTANCE_LABEL as MIG_INSTANCE_LABEL
+from monitoring.series import MIG_PROFILE_LABEL as MIG_PROFILE_LABEL
+from monitoring.series import MODEL_LABEL as MODEL_LABEL
+from monitoring.series import NODE_LABEL as NODE_LABEL
+from monitoring.series import POWER as POWER
+from monitoring.series import RATIO_METRICS as RATIO_METRICS
+from monitoring.series import TEMPERATURE as TEMPERATURE
+from monitoring.series import Labels as Labels
+from monitoring.series import MetricsConfig as MetricsConfig
+from monitoring.series import _by as _by
+from monitoring.series import _exporter_matchers as _exporter_matchers
+from monitoring.series import _scaled as _scaled
+from monitoring.series import gpu_share_terms as gpu_share_terms
+from monitoring.series import held_body as held_body
+from monitoring.series import percent as percent
+from monitoring.series import quote as quote
+from monitoring.series import regex_alternatives as regex_alternatives
+from monitoring.series import selector as selector
+from monitoring.series import used_body as used_body
+from monitoring.series import utilisation_series as utilisation_series
+from monitoring.series import utilisation_terms as utilisation_terms
 
 # Chart resolution: no line gets more than MAX_POINTS points, a heatmap row no more than
 # HEATMAP_COLUMNS cells (a heatmap is rows x columns cells, so it gets a coarser step).
@@ -66,47 +71,6 @@ NICE_STEPS_SECONDS = (
     43200,
     86400,
 )
-
-
-@dataclass(frozen=True)
-class Labels:
-    """The label names that carry the pod holding a GPU, in one cluster's layout."""
-
-    namespace: str
-    pod: str
-    container: str
-
-    @classmethod
-    def for_layout(cls, layout: str) -> Labels:
-        if layout == LAYOUT_EXPORTED:
-            return cls("exported_namespace", "exported_pod", "exported_container")
-        if layout == LAYOUT_NAMESPACE:
-            return cls("namespace", "pod", "container")
-        raise ValueError(f"unknown metrics label layout {layout!r}")
-
-
-@dataclass(frozen=True)
-class MetricsConfig:
-    """What a cluster's Prometheus calls things: its label layout and utilisation metric, and
-    the label matchers that pick the DCGM exporter's series out of everything it scrapes."""
-
-    layout: str = LAYOUT_NAMESPACE
-    utilisation_metric: str = GPU_UTIL
-    exporter: tuple[LabelMatcher, ...] = ()
-
-    def __post_init__(self) -> None:
-        Labels.for_layout(self.layout)  # refuse an unknown layout early
-        if self.utilisation_metric not in (GPU_UTIL, GR_ENGINE_ACTIVE):
-            raise ValueError(f"unknown utilisation metric {self.utilisation_metric!r}")
-
-    @property
-    def labels(self) -> Labels:
-        return Labels.for_layout(self.layout)
-
-    @property
-    def utilisation_is_ratio(self) -> bool:
-        return self.utilisation_metric in RATIO_METRICS
-
 
 # --- windows and steps -----------------------------------------------------------------------
 
@@ -182,98 +146,37 @@ def duration(seconds: float) -> str:
     return f"{max(1, round(seconds))}s"
 
 
-# --- selectors -------------------------------------------------------------------------------
-
-
-def quote(value: str) -> str:
-    """A PromQL string literal: double quotes, backslash and newline escaped."""
-    escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-    return f'"{escaped}"'
-
-
-def regex_alternatives(values: Iterable[str]) -> str:
-    """An RE2 pattern matching exactly one of ``values`` (each escaped)."""
-    return "|".join(re.escape(v) for v in sorted(set(values)))
-
-
-def selector(
-    metric: str,
-    config: MetricsConfig,
-    *,
-    namespace: str | None = None,
-    namespaces: Sequence[str] | None = None,
-    pods: Sequence[str] | None = None,
-    held: bool = False,
-) -> str:
-    """``metric{...}`` of the cluster's DCGM exporter, narrowed to a namespace (or several), some
-    pods, or every GPU a pod holds.
-
-    ``held`` keeps only GPUs attributed to a pod (the namespace label is set); it is implied by
-    any namespace filter.
-    """
-    labels = config.labels
-    matchers = _exporter_matchers(config)
-    if namespace is not None:
-        matchers.append(f"{labels.namespace}={quote(namespace)}")
-    elif namespaces is not None:
-        if not namespaces:
-            raise ValueError("an empty namespace list matches nothing; do not query")
-        matchers.append(f"{labels.namespace}=~{quote(regex_alternatives(namespaces))}")
-    elif held:
-        matchers.append(f'{labels.namespace}!=""')
-    if pods is not None:
-        if not pods:
-            raise ValueError("an empty pod list matches nothing; do not query")
-        if len(pods) == 1:
-            matchers.append(f"{labels.pod}={quote(pods[0])}")
-        else:
-            matchers.append(f"{labels.pod}=~{quote(regex_alternatives(pods))}")
-    return f"{metric}{{{','.join(matchers)}}}"
-
-
-def _exporter_matchers(config: MetricsConfig) -> list[str]:
-    return [f"{m.label}{m.operator}{quote(m.value)}" for m in config.exporter]
-
-
-def percent(expression: str, config: MetricsConfig) -> str:
-    """Utilisation in percent: a ratio metric's expression times 100, a percent one as is."""
-    return f"({expression}) * 100" if config.utilisation_is_ratio else expression
-
-
-def _by(*labels: str) -> str:
-    return f"by ({', '.join(labels)})"
-
-
 # --- utilisation over time -------------------------------------------------------------------
 
 
 def utilisation(config: MetricsConfig, aggregation: str, by: Sequence[str], **filters) -> str:
-    """``aggregation by (by) (utilisation)`` in percent, over the GPUs ``filters`` select."""
-    inner = selector(config.utilisation_metric, config, **filters)
+    """``aggregation by (by) (utilisation)`` in percent, over the GPUs and MIG instances
+    ``filters`` select."""
+    inner = utilisation_series(config, **filters)
     return percent(f"{aggregation} {_by(*by)} ({inner})", config)
 
 
 def utilisation_by_pod(config: MetricsConfig, *, namespace: str) -> str:
-    """Average utilisation of each pod's GPUs in one namespace, in percent."""
+    """Average utilisation of each pod's GPUs (or slices, or shares) in one namespace, in
+    percent."""
     return utilisation(config, "avg", [config.labels.pod], namespace=namespace, held=True)
 
 
 def utilisation_by_gpu(config: MetricsConfig, *, namespace: str, pods: Sequence[str]) -> str:
-    """Utilisation of each GPU (node and index) that the given pods hold, in percent."""
-    return utilisation(
-        config, "max", [NODE_LABEL, GPU_LABEL], namespace=namespace, pods=pods, held=True
-    )
+    """Utilisation of each GPU (node and index) or MIG instance of one that the given pods
+    hold, in percent; on a shared GPU, their own share of it."""
+    return utilisation(config, "max", GPU_KEY, namespace=namespace, pods=pods, held=True)
 
 
 def utilisation_heatmap(config: MetricsConfig) -> str:
-    """Utilisation of every GPU of the cluster, one series per (node, GPU), held or not."""
-    return utilisation(config, "max", [NODE_LABEL, GPU_LABEL])
+    """Utilisation of every GPU of the cluster, held or not, one series per (node, GPU) and per
+    MIG instance of one. A shared GPU is one series: its pods' shares of it summed."""
+    return utilisation(config, "sum", GPU_KEY)
 
 
 def team_average_utilisation(config: MetricsConfig, *, namespace: str) -> str:
-    """Average utilisation over all GPUs a namespace holds, one series."""
-    inner = selector(config.utilisation_metric, config, namespace=namespace)
-    return percent(f"avg({inner})", config)
+    """Average utilisation over all GPUs (slices, shares) a namespace holds, one series."""
+    return percent(f"avg({utilisation_series(config, namespace=namespace)})", config)
 
 
 # --- other DCGM gauges -----------------------------------------------------------------------
@@ -294,15 +197,25 @@ def gauge_by(
 
 
 def gpus_held(config: MetricsConfig, *, namespace: str) -> str:
-    """How many GPUs a namespace's pods hold (GPUs whose series carry its namespace)."""
-    inner = selector(config.utilisation_metric, config, namespace=namespace)
-    return f"count({inner}) or vector(0)"
+    """GPU equivalents a namespace's pods hold (a MIG slice as its share of a GPU, a replica of
+    a shared GPU as 1/replicas)."""
+    return f"sum({gpu_share_terms(config, held_body, namespace=namespace)}) or vector(0)"
 
 
 def gpus_held_by_namespace(config: MetricsConfig) -> str:
-    """GPUs held right now, per namespace."""
-    inner = selector(config.utilisation_metric, config, held=True)
-    return f"count {_by(config.labels.namespace)} ({inner})"
+    """GPU equivalents held right now, per namespace."""
+    inner = gpu_share_terms(config, held_body, held=True)
+    return f"sum {_by(config.labels.namespace)} ({inner})"
+
+
+def _over(function: str, over: str):
+    """A ``gpu_share_terms`` body: ``function`` of each selector over the range ``over``."""
+
+    def body(series: str, scale: float) -> str:
+        value = f"{function}({series}{over})"
+        return f"({_scaled(value, scale)})" if function != "count_over_time" else value
+
+    return body
 
 
 def average_utilisation_by_namespace(
@@ -310,7 +223,10 @@ def average_utilisation_by_namespace(
 ) -> str:
     """Each namespace's average utilisation over the window (an instant query at its end),
     weighted by GPU time: every sample of every GPU it held counts once, so a pod that ran for
-    ten minutes weighs a tenth of one that ran for a hundred.
+    ten minutes weighs a tenth of one that ran for a hundred, and a MIG slice by its share of a
+    GPU. A shared GPU's series counts its share of the GPU's time over the replica it was
+    allotted: the utilisation of what the pod held (over 100% while it used more than its
+    replica's share, which time-slicing allows while the others are idle).
 
     With ``recorded`` (see ``recording_rules``), from the per-namespace sums and counts the
     portal's recording rules keep: a handful of series instead of every GPU's, which keeps a
@@ -323,10 +239,9 @@ def average_utilisation_by_namespace(
         total = f"sum_over_time({recorded_utilisation_sum(config)}{over})"
         samples = f"sum_over_time({recorded_gpus_held(config)}{over})"
         return percent(f"{total} / {samples}", config)
-    inner = selector(config.utilisation_metric, config, held=True)
-    total = f"sum {by} (sum_over_time({inner}{over}))"
-    samples = f"sum {by} (count_over_time({inner}{over}))"
-    return percent(f"{total} / {samples}", config)
+    used = gpu_share_terms(config, _over("sum_over_time", over), allotted=False, held=True)
+    held = gpu_share_terms(config, _over("count_over_time", over), held=True)
+    return percent(f"sum {by} ({used}) / sum {by} ({held})", config)
 
 
 # --- recording rules -------------------------------------------------------------------------
@@ -334,8 +249,9 @@ def average_utilisation_by_namespace(
 # The series the rules below record carry this name and these labels once they are loaded, so
 # that the portal can tell whether they were recording over a window (``recording_rules_cover``).
 # Bump the version when a rule's meaning changes: series recorded under the old one are not used.
+# 2: GPU equivalents (MIG slices and shared GPUs as their share), MIG instances on GPU_UTIL.
 RECORDING_RULES_SERIES = "gpu_portal_recording_rules"
-RECORDING_RULES_VERSION = "1"
+RECORDING_RULES_VERSION = "2"
 
 
 def _recorded(config: MetricsConfig, operation: str) -> str:
@@ -345,35 +261,41 @@ def _recorded(config: MetricsConfig, operation: str) -> str:
 
 
 def recorded_utilisation_sum(config: MetricsConfig) -> str:
-    """Per namespace, the sum of its GPUs' utilisation (in the metric's own unit)."""
+    """Per namespace, the sum of its GPUs' utilisation (in the metric's own unit), each GPU
+    weighed by its share (``gpu_share_terms`` without ``allotted``)."""
     return _recorded(config, "sum")
 
 
 def recorded_gpus_held(config: MetricsConfig) -> str:
-    """Per namespace, how many GPUs its pods hold."""
+    """Per namespace, how many GPU equivalents its pods hold."""
     return _recorded(config, "count")
 
 
 def recording_rules_labels(config: MetricsConfig) -> dict[str, str]:
     """What the recorded series were made from: the layout, the metric, the exporter pin (sums
-    over unpinned series could count a tenant's forged ones) and the rules' version."""
+    over unpinned series could count a tenant's forged ones), the shared nodes (their replicas
+    weigh the sums; rules loaded before the nodes changed no longer count them right) and the
+    rules' version."""
+    shared = ";".join(f"{r}:{','.join(nodes)}" for r, nodes in config.shared_nodes)
     return {
         "layout": config.layout,
         "utilisation_metric": config.utilisation_metric,
         "exporter": ",".join(_exporter_matchers(config)),
+        "shared_nodes": hashlib.sha256(shared.encode()).hexdigest()[:16] if shared else "",
         "version": RECORDING_RULES_VERSION,
     }
 
 
 def recording_rules(config: MetricsConfig) -> list[dict]:
     """Prometheus recording rules (``record``/``expr`` dicts) for the cluster's layout and
-    metric: per namespace, the utilisation summed over its GPUs and the GPUs counted, at each
-    evaluation; and a constant series saying the rules were loaded."""
-    held = selector(config.utilisation_metric, config, held=True)
+    metric: per namespace, the utilisation summed over its GPUs and the GPUs counted (as GPU
+    equivalents), at each evaluation; and a constant series saying the rules were loaded."""
+    used = gpu_share_terms(config, used_body, allotted=False, held=True)
+    held = gpu_share_terms(config, held_body, held=True)
     by = _by(config.labels.namespace)
     return [
-        {"record": recorded_utilisation_sum(config), "expr": f"sum {by} ({held})"},
-        {"record": recorded_gpus_held(config), "expr": f"count {by} ({held})"},
+        {"record": recorded_utilisation_sum(config), "expr": f"sum {by} ({used})"},
+        {"record": recorded_gpus_held(config), "expr": f"sum {by} ({held})"},
         {
             "record": RECORDING_RULES_SERIES,
             "expr": "vector(1)",
@@ -395,6 +317,21 @@ def recording_rules_cover(config: MetricsConfig, *, start: float, end: float) ->
 # --- idle pods -------------------------------------------------------------------------------
 
 
+def _pod_filters(namespace: str | None) -> dict:
+    return {"namespace": namespace} if namespace is not None else {"held": True}
+
+
+def _pod_average(config: MetricsConfig, window: str, namespace: str | None) -> str:
+    """Per pod, the average utilisation of its GPUs, MIG instances or shares over the window,
+    in percent: a pod holding a slice is judged by that slice, a pod sharing a GPU by its own
+    share of the GPU's time."""
+    labels = config.labels
+    series = utilisation_terms(
+        config, _over("avg_over_time", f"[{window}]"), **_pod_filters(namespace)
+    )
+    return percent(f"avg {_by(labels.namespace, labels.pod)} ({series})", config)
+
+
 def pod_average_utilisation(
     config: MetricsConfig, *, window_minutes: int, namespace: str | None = None
 ) -> str:
@@ -402,21 +339,34 @@ def pod_average_utilisation(
     percent; only pods that already held them a whole window ago, so a pod is never judged on
     its first minutes. Labels: namespace, pod (in the cluster's layout)."""
     labels = config.labels
-    filters = {"namespace": namespace} if namespace is not None else {"held": True}
-    series = selector(config.utilisation_metric, config, **filters)
+    filters = _pod_filters(namespace)
     window = f"{window_minutes}m"
-    pod_key = _by(labels.namespace, labels.pod)
     on = f"on ({labels.namespace}, {labels.pod})"
-    average = percent(f"avg {pod_key} (avg_over_time({series}[{window}]))", config)
-    return f"({average}) and {on} ({series}) and {on} ({series} offset {window})"
+    now = utilisation_series(config, **filters)
+    before = utilisation_terms(config, lambda s, _: f"{s} offset {window}", **filters)
+    return f"({_pod_average(config, window, namespace)}) and {on} {now} and {on} {before}"
 
 
 def pod_gpu_count(config: MetricsConfig, *, namespace: str | None = None) -> str:
-    """GPUs each pod holds now. Labels: namespace, pod."""
+    """GPUs (MIG instances, shares of a GPU) each pod holds now, each counted once. Labels:
+    namespace, pod."""
     labels = config.labels
-    filters = {"namespace": namespace} if namespace is not None else {"held": True}
-    series = selector(config.utilisation_metric, config, **filters)
+    series = utilisation_series(config, **_pod_filters(namespace))
     return f"count {_by(labels.namespace, labels.pod)} ({series})"
+
+
+# What tells a pod's GPUs apart: the node (a shared node's GPUs are replicas), the model and the
+# MIG profile (a slice's share of its GPU).
+POD_GPU_KIND_LABELS = (NODE_LABEL, MODEL_LABEL, MIG_PROFILE_LABEL)
+
+
+def pod_gpu_kinds(config: MetricsConfig, *, namespace: str | None = None) -> str:
+    """``pod_gpu_count`` split by what each series is (``POD_GPU_KIND_LABELS``): what
+    ``monitoring.pod_gpus`` weighs and describes. Labels: namespace, pod, node, model,
+    MIG profile."""
+    labels = config.labels
+    series = utilisation_series(config, **_pod_filters(namespace))
+    return f"count {_by(labels.namespace, labels.pod, *POD_GPU_KIND_LABELS)} ({series})"
 
 
 def idle_rule_expression(
@@ -424,14 +374,7 @@ def idle_rule_expression(
 ) -> str:
     """The LowGPUUsage alert's expression: pods whose GPUs averaged under the threshold over
     the window (the seed's ``avg_over_time(...[5m]) < 10``, per pod)."""
-    labels = config.labels
-    filters = {"namespace": namespace} if namespace is not None else {"held": True}
-    series = selector(config.utilisation_metric, config, **filters)
-    average = percent(
-        f"avg {_by(labels.namespace, labels.pod)} (avg_over_time({series}[{window_minutes}m]))",
-        config,
-    )
-    return f"{average} < {threshold_percent:g}"
+    return f"{_pod_average(config, f'{window_minutes}m', namespace)} < {threshold_percent:g}"
 
 
 # --- usage (GPU-hours) -----------------------------------------------------------------------
@@ -464,14 +407,14 @@ def gpu_seconds_held(
     **filters,
 ):
     """GPU-seconds held per namespace in the period (start, t] ending at the query's time t:
-    the number of held GPUs sampled every ``resolution`` seconds, summed, times the
-    resolution. With ``recorded``, the counts the recording rules keep per namespace (filters:
-    ``namespaces`` or ``held``) stand for counting every GPU's series."""
+    the GPU equivalents held (``gpu_share_terms``), sampled every ``resolution`` seconds,
+    summed, times the resolution. With ``recorded``, the sums the recording rules keep per
+    namespace (filters: ``namespaces`` or ``held``) stand for every GPU's series."""
     if recorded:
         count = _recorded_selector(recorded_gpus_held(config), config, **filters)
     else:
-        series = selector(config.utilisation_metric, config, **filters)
-        count = f"count {_by(config.labels.namespace)} ({series})"
+        shares = gpu_share_terms(config, held_body, **filters)
+        count = f"sum {_by(config.labels.namespace)} ({shares})"
     return f"sum_over_time(({count}){_period(period_seconds, resolution)}) * {resolution}"
 
 
@@ -484,12 +427,14 @@ def gpu_seconds_used(
     **filters,
 ):
     """Utilisation-weighted GPU-seconds per namespace: a GPU at 50% for an hour counts as half
-    a GPU-hour. Sampled like ``gpu_seconds_held``, from the recorded sums with ``recorded``."""
+    a GPU-hour, a 3g.40gb slice at 50% as 3/14, a pod whose share of a shared GPU's time was
+    25% as a quarter. Sampled like ``gpu_seconds_held``, from the recorded sums with
+    ``recorded``."""
     if recorded:
         busy = _recorded_selector(recorded_utilisation_sum(config), config, **filters)
     else:
-        series = selector(config.utilisation_metric, config, **filters)
-        busy = f"sum {_by(config.labels.namespace)} ({series})"
+        shares = gpu_share_terms(config, used_body, allotted=False, **filters)
+        busy = f"sum {_by(config.labels.namespace)} ({shares})"
     scale = resolution if config.utilisation_is_ratio else resolution / 100
     return f"sum_over_time(({busy}){_period(period_seconds, resolution)}) * {scale:g}"
 
@@ -502,10 +447,14 @@ def gpu_seconds_idle(
     threshold_percent: float,
     **filters,
 ):
-    """GPU-seconds held per namespace while the GPU's utilisation was under the idle threshold
-    (the cluster's ``idle_utilization_percent``, as the idle notices use it), sampled like
-    ``gpu_seconds_held``: the held GPU-seconds' idle share."""
-    series = selector(config.utilisation_metric, config, **filters)
+    """GPU-seconds held per namespace while the GPU's (slice's, pod's share's) utilisation was
+    under the idle threshold (the cluster's ``idle_utilization_percent``, as the idle notices
+    use it), sampled like ``gpu_seconds_held``: the held GPU-seconds' idle share."""
     threshold = threshold_percent / 100 if config.utilisation_is_ratio else threshold_percent
-    count = f"count {_by(config.labels.namespace)} ({series} < {threshold:g})"
+
+    def idle(series: str, scale: float) -> str:
+        return f"(({series} < {threshold / scale:g}) * 0 + 1)"
+
+    shares = gpu_share_terms(config, idle, **filters)
+    count = f"sum {_by(config.labels.namespace)} ({shares})"
     return f"sum_over_time(({count}){_period(period_seconds, resolution)}) * {resolution}"

@@ -3,8 +3,10 @@
 A report covers [start, end) split into periods (days, ISO weeks, calendar months, or the whole
 range). Per team, cluster and period it gives GPU-hours
 
-* granted: what the team's grants allowed, GPUs times the hours each grant was in force;
-* held: GPUs the team's pods held (measured in Prometheus);
+* granted: what the team's grants allowed, each grant's GPUs times the hours it was in force,
+  as GPU equivalents (a MIG slice as its share of a GPU, a replica of a shared GPU as
+  1/replicas: ``GrantSpan.share``), so that held is measured against granted in one unit;
+* held: GPU equivalents the team's pods held (measured in Prometheus);
 * used: held GPU-hours weighted by utilisation (a GPU at 25% for 4 hours is one used GPU-hour).
 """
 
@@ -16,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from core import spreadsheets
+from monitoring.gpu_shares import gpu_share
 
 BUCKETS = ("day", "week", "month", "total")
 MAX_PERIODS = 400
@@ -86,6 +89,14 @@ class GrantSpan:
     gpu_model: str = ""
     cpu_cores: float | None = None
     memory_gib: int | None = None
+    # Replicas each GPU of a shared model is split into (the cluster's capacity sync; 1: not
+    # shared, or not known, which counts a replica as a whole GPU).
+    replicas: int = 1
+
+    @property
+    def share(self) -> float:
+        """The share of a whole GPU one of its units is (``gpu_shares.gpu_share``)."""
+        return float(gpu_share(self.gpu_resource, self.gpu_model, self.replicas))
 
     def sizes(
         self, start: datetime.datetime
@@ -195,14 +206,15 @@ class UsageRow:
     team_name: str
     cluster: str
     period: Period
-    granted_gpu_hours: float
+    granted_gpu_hours: float  # GPU equivalents: each grant's hours times its ``share``
     held_gpu_hours: float | None  # None: the cluster's Prometheus could not say
     used_gpu_hours: float | None
     # Held while under the cluster's idle threshold; None unless the report was asked for it.
     idle_gpu_hours: float | None = None
     # The team's grants on the cluster (the same tuple in each of its rows) and each one's
-    # granted hours in the period (they add up to ``granted_gpu_hours``): what chargeback
-    # prices grant by grant. Two flat tuples rather than a pair per grant and row: a report of
+    # granted hours in the period, in its own units (GPUs, slices or replicas: times each
+    # grant's share they add up to ``granted_gpu_hours``): what chargeback prices grant by
+    # grant. Two flat tuples rather than a pair per grant and row: a report of
     # a thousand teams over a year makes tens of thousands of rows.
     grants: tuple[GrantSpan, ...] = ()
     hours_by_grant: tuple[float, ...] = ()

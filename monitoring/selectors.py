@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import datetime
 from collections import defaultdict
+from collections.abc import Iterable
 
 from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import Q, QuerySet, Sum
 from django.utils import timezone
 
-from clusters.models import Cluster
+from clusters.models import Cluster, GpuModelCapacity
+from clusters.vocabulary import SHARED_GPU_RESOURCE
 from monitoring import reports
 from monitoring.models import IdlePod, Notification
 from tenants.models import AuditEvent, QuotaGrant, Team
@@ -29,19 +31,47 @@ def team_clusters(team: Team) -> list[Cluster]:
     return sorted(clusters, key=lambda c: (c.pk not in granted, c.name))
 
 
-def gpus_granted_now(*, team: Team, cluster: Cluster, today: datetime.date | None = None) -> int:
-    """GPUs the team's active grants on the cluster give it today (every GPU kind)."""
+def _grants_in_force(
+    *, team: Team, cluster: Cluster, today: datetime.date | None
+) -> QuerySet[QuotaGrant]:
     today = today or timezone.localdate()
-    return (
-        QuotaGrant.objects.filter(
-            Q(ends_on__isnull=True) | Q(ends_on__gte=today),
-            team=team,
-            cluster=cluster,
-            state=QuotaGrant.State.ACTIVE,
-            starts_on__lte=today,
-        ).aggregate(total=Sum("gpus"))["total"]
-        or 0
+    return QuotaGrant.objects.filter(
+        Q(ends_on__isnull=True) | Q(ends_on__gte=today),
+        team=team,
+        cluster=cluster,
+        state=QuotaGrant.State.ACTIVE,
+        starts_on__lte=today,
     )
+
+
+def gpus_granted_now(*, team: Team, cluster: Cluster, today: datetime.date | None = None) -> int:
+    """GPU units the team's active grants on the cluster give it today (every GPU kind, a MIG
+    slice or a shared GPU's replica counting one): the API's ``gpus_granted``."""
+    grants = _grants_in_force(team=team, cluster=cluster, today=today)
+    return grants.aggregate(total=Sum("gpus"))["total"] or 0
+
+
+def gpu_equivalents_granted_now(
+    *, team: Team, cluster: Cluster, today: datetime.date | None = None
+) -> float:
+    """GPU equivalents the team's active grants on the cluster give it today: each grant's
+    units times its share of a GPU (``GrantSpan.share``), what GPUs held are measured in."""
+    grants = grant_spans(_grants_in_force(team=team, cluster=cluster, today=today))
+    return float(sum(grant.gpus * grant.share for grant in grants))
+
+
+def shared_gpu_replicas(cluster_ids: Iterable[int]) -> dict[tuple[int, str], int]:
+    """(cluster id, shared GPU model) -> replicas per GPU, from the capacity sync's rows; and
+    (cluster id, "") the fewest of the cluster's, for a shared grant of no model in particular
+    (the largest share it may have been given)."""
+    replicas: dict[tuple[int, str], int] = {}
+    rows = GpuModelCapacity.objects.filter(
+        cluster_id__in=list(cluster_ids), resource_name=SHARED_GPU_RESOURCE, replicas__gt=1
+    ).values_list("cluster_id", "gpu_model", "replicas")
+    for cluster_id, model, count in rows:
+        replicas[cluster_id, model] = count
+        replicas[cluster_id, ""] = min(replicas.get((cluster_id, ""), count), count)
+    return replicas
 
 
 def open_idle_pods(*, team: Team, cluster: Cluster | None = None) -> QuerySet[IdlePod]:
@@ -63,7 +93,8 @@ def unread_notification_count(user: User | AnonymousUser) -> int:
 
 
 def grant_spans(grants: QuerySet[QuotaGrant]) -> list[reports.GrantSpan]:
-    """The grants with their size history, read from the audit trail of their shrinks."""
+    """The grants with their size history, read from the audit trail of their shrinks, and a
+    shared grant's replicas per GPU (``shared_gpu_replicas``: what its share of a GPU is)."""
     rows = list(
         grants.values_list(
             "pk",
@@ -79,6 +110,8 @@ def grant_spans(grants: QuerySet[QuotaGrant]) -> list[reports.GrantSpan]:
             "memory_gib",
         )
     )
+    shared = {row[2] for row in rows if row[7] == SHARED_GPU_RESOURCE}
+    replicas = shared_gpu_replicas(shared) if shared else {}
     resized: dict[int, list] = defaultdict(list)
     shrinks = AuditEvent.objects.filter(
         action=AuditEvent.Action.QUOTA_GRANT_SHRUNK,
@@ -98,6 +131,7 @@ def grant_spans(grants: QuerySet[QuotaGrant]) -> list[reports.GrantSpan]:
             gpu_model=row[8],
             cpu_cores=None if row[9] is None else float(row[9]),
             memory_gib=row[10],
+            replicas=replicas.get((row[2], row[8]), 1) if row[7] == SHARED_GPU_RESOURCE else 1,
         )
         for row in rows
     ]

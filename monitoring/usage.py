@@ -1,4 +1,5 @@
-"""The usage report: GPU-hours granted, held and used per team, cluster and period.
+"""The usage report: GPU-hours granted, held and used per team, cluster and period, all in GPU
+equivalents (a MIG slice or a shared GPU's replica as its share of a GPU).
 
 Granted hours come from the grants (``monitoring.reports``, pure arithmetic); held and used
 hours from Prometheus (``monitoring.measured_hours``, which keeps their settled part).
@@ -194,21 +195,23 @@ def usage_rows(
                 report.errors[cluster.name] = unavailable_message(error)
                 measured = {}
         failed = cluster.name in report.errors
-        # Each team's grants and their hours in every period: (slug, name, grants, hour lists),
-        # teams in slug order.
+        # Each team's grants, their hours in every period and their shares of a GPU: (slug,
+        # name, grants, hour lists, shares), teams in slug order.
         granted_by_team = []
         for pk, slug, name in team_list:
             team_grants, hour_lists = spans.get((cluster.pk, pk), ((), ()))
-            granted_by_team.append((slug, name, tuple(team_grants), hour_lists))
+            shares = tuple(grant.share for grant in team_grants)
+            granted_by_team.append((slug, name, tuple(team_grants), hour_lists, shares))
         for index, period in enumerate(periods):
             held, used, *idle_measured = measured.get(index, ({}, {}, {}))
             idle_hours = idle_measured[0] if idle_measured else {}
             in_period = operator.itemgetter(index)
-            for slug, name, team_grants, hour_lists in granted_by_team:
+            for slug, name, team_grants, hour_lists, shares in granted_by_team:
                 hours = tuple(map(in_period, hour_lists))
+                # GPU equivalents, as held hours are measured (a slice as its share of a GPU).
                 granted = 0.0
-                for grant_hours in hours:
-                    granted += grant_hours
+                for share, grant_hours in zip(shares, hours, strict=True):
+                    granted += grant_hours if share == 1 else grant_hours * share
                 held_hours = None if failed else held.get(slug, 0.0)
                 used_hours = None if failed else used.get(slug, 0.0)
                 if not (granted or held_hours or used_hours):

@@ -16,7 +16,17 @@ class WindowSerializer(serializers.Serializer):
 class PodUsageSerializer(serializers.Serializer):
     namespace = serializers.CharField()
     pod = serializers.CharField()
-    gpus = serializers.IntegerField(help_text="GPUs the pod holds now.")
+    gpus = serializers.IntegerField(
+        help_text="GPU units the pod holds now: whole GPUs, MIG slices and replicas of a shared "
+        "GPU, one each."
+    )
+    gpu_equivalents = serializers.FloatField(
+        help_text="What the pod holds as GPU equivalents: a MIG slice as its share of a GPU "
+        "(1g.10gb on an A100: 1/7), a replica of a shared GPU as 1/replicas."
+    )
+    gpus_described = serializers.CharField(
+        help_text='What the pod holds in words, e.g. "2 GPUs" or "1 × 1g.10gb slice (1/7 GPU)".'
+    )
     average_utilisation = serializers.FloatField(
         allow_null=True,
         help_text="Average utilisation of its GPUs over the cluster's idle window, in %; null "
@@ -38,7 +48,14 @@ class TeamUtilisationSerializer(serializers.Serializer):
     cluster = serializers.CharField(source="cluster.name")
     window = WindowSerializer()
     step_seconds = serializers.IntegerField(source="step")
-    gpus_granted = serializers.IntegerField()
+    gpus_granted = serializers.IntegerField(
+        help_text="GPU units the team's grants on the cluster give it today (a MIG slice or a "
+        "shared GPU's replica counts one)."
+    )
+    gpu_equivalents_granted = serializers.FloatField(
+        help_text="The same grants as GPU equivalents (a slice or a replica as its share of a "
+        "GPU): what the pods' gpu_equivalents add up against."
+    )
     series = PodSeriesSerializer(many=True, help_text="Average utilisation per pod.")
     pods = PodUsageSerializer(many=True, help_text="Pods holding GPUs now.")
 
@@ -57,8 +74,13 @@ class UsageRowSerializer(serializers.Serializer):
     cluster = serializers.CharField()
     period_start = serializers.DateTimeField(source="period.start")
     period_end = serializers.DateTimeField(source="period.end")
-    granted_gpu_hours = serializers.FloatField()
-    held_gpu_hours = serializers.FloatField(allow_null=True)
+    granted_gpu_hours = serializers.FloatField(
+        help_text="GPU-hours the team's grants allowed, as GPU equivalents (a MIG slice or a "
+        "shared GPU's replica as its share of a GPU), like held_gpu_hours."
+    )
+    held_gpu_hours = serializers.FloatField(
+        allow_null=True, help_text="GPU-hours the team's pods held, as GPU equivalents."
+    )
     used_gpu_hours = serializers.FloatField(
         allow_null=True, help_text="Held GPU-hours weighted by utilisation."
     )

@@ -206,17 +206,16 @@ def test_statement_totals_are_the_usage_reports_hours_times_the_prices(
     lines = {(line.team_slug, line.month): line.costing for line in statement.lines}
     for row in report.rows:
         costing = lines[(row.team_slug, row.period.start.date())]
+        # Both count GPU equivalents: held hours as DCGM's series say (the backfill's are whole
+        # GPUs), granted hours with a slice at its share (the statement's "reserved").
         assert costing.held_gpu_hours == pytest.approx(row.held_gpu_hours, rel=1e-9)
-        assert costing.granted_gpu_hours == pytest.approx(row.granted_gpu_hours, rel=1e-9)
-        if row.team_slug == team_a.slug:
-            unit, share = Decimal(2), 1.0
-        else:
-            unit, share = Decimal(7) / 7, 1 / 7
-        assert float(costing.used_cost) == pytest.approx(float(unit) * row.held_gpu_hours)
+        assert costing.reserved_gpu_hours == pytest.approx(row.granted_gpu_hours, rel=1e-9)
+        price = Decimal(2) if row.team_slug == team_a.slug else Decimal(7)
+        assert float(costing.used_cost) == pytest.approx(float(price) * row.held_gpu_hours)
         assert float(costing.reserved_cost) == pytest.approx(
-            float(unit) * row.granted_gpu_hours, rel=1e-9
+            float(price) * row.granted_gpu_hours, rel=1e-9
         )
-        assert costing.held_gpu_equivalent_hours == pytest.approx(share * row.held_gpu_hours)
+        assert costing.held_gpu_equivalent_hours == pytest.approx(row.held_gpu_hours)
 
     start = at(backfilled.start_timestamp - 30)
     for team in teams:
@@ -254,7 +253,9 @@ def test_the_usage_csv_gives_a_team_its_budget_and_the_gpu_equivalents_it_spent(
     held = float(rows[team_b.slug]["held_gpu_hours"])
     assert held == pytest.approx(expected_hours(backfilled, team_b.slug, since=start), abs=0.1)
     assert rows[team_b.slug]["budget_gpu_hours"] == "500.000"
-    # Team B holds slices of an H100: what it spent is a seventh of the slice-hours it held.
-    assert float(rows[team_b.slug]["budget_spent_gpu_hours"]) == pytest.approx(held / 7, abs=0.01)
+    # Held hours are GPU equivalents as DCGM's series say: the backfill's are whole GPUs, so
+    # team B spent what it held though its grant is of slices (a slice's series would count a
+    # seventh: tests/integration/monitoring/test_gpu_slices_promql.py).
+    assert float(rows[team_b.slug]["budget_spent_gpu_hours"]) == pytest.approx(held, abs=0.01)
     assert rows[team_a.slug]["budget_gpu_hours"] == ""
     assert rows[team_a.slug]["budget_spent_gpu_hours"] == ""

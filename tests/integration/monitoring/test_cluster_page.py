@@ -26,7 +26,7 @@ def test_the_cluster_page_shows_nodes_heatmap_and_team_rankings(
             return []
         heatmap = figure["data"][0]
         rows = dict(zip(heatmap["y"], heatmap["z"], strict=True))
-        return [v for r, z in rows.items() if r.startswith(f"{node}/") for v in z if v == 64]
+        return [v for r, z in rows.items() if r.startswith(f"{node} · GPU ") for v in z if v == 64]
 
     def ranked_and_charted():
         response = page.get("/monitoring/clusters/devcluster/?window=1h")
@@ -57,7 +57,7 @@ def test_the_cluster_page_shows_nodes_heatmap_and_team_rankings(
 
     heatmap = figure_on_page(response, "heatmap")["data"][0]
     rows = dict(zip(heatmap["y"], heatmap["z"], strict=True))
-    assert {f"gpu-node-{i}/{g}" for i in range(4) for g in range(8)} <= set(rows)
+    assert {f"gpu-node-{i} · GPU {g}" for i in range(4) for g in range(8)} <= set(rows)
 
     assert figure_on_page(response, "rank-utilisation") is not None
 

@@ -52,7 +52,7 @@ def test_a_running_gpu_pod_appears_on_its_teams_chart_with_its_utilisation(
     dashboard = response.context["dashboard"]
     assert dashboard.gpus_held == 2
     (pod,) = dashboard.pods
-    assert (pod.pod, pod.gpus) == ("trainer", 2)
+    assert (pod.pod, pod.gpus, pod.gpus_described) == ("trainer", 2, "2 GPUs")
 
 
 def test_the_engine_active_ratio_is_charted_as_percent(
@@ -86,7 +86,7 @@ def test_the_pod_page_draws_a_line_per_gpu_the_pod_holds(
 
     values = eventually(both_gpus, what="two GPU lines on the pod page")
     assert sorted(values.values()) == [10, 90]
-    assert all(name.startswith(f"{node}/") for name in values)
+    assert all(name.startswith(f"{node} · GPU ") for name in values)
 
 
 def test_the_api_gives_the_series_and_the_pods_holding_gpus(
@@ -108,8 +108,8 @@ def test_the_api_gives_the_series_and_the_pods_holding_gpus(
     assert body["step_seconds"] == 30
     assert len(body["series"][0]["points"]) <= 1000
     assert body["pods"] == [
-        {"namespace": team.slug, "pod": "api-pod", "gpus": 1, "average_utilisation": None,
-         "idle": False}
+        {"namespace": team.slug, "pod": "api-pod", "gpus": 1, "gpu_equivalents": 1.0,
+         "gpus_described": "1 GPU", "average_utilisation": None, "idle": False}
     ]  # fmt: skip
 
     pods = api.get(f"/api/v1/monitoring/teams/{team.slug}/pods/").json()

@@ -9,7 +9,7 @@ import pytest
 
 from billing import pricing
 from billing.pricing import PriceBook, PriceRow, mig_fraction
-from monitoring.reports import GrantSpan, Period, granted_gpu_hours
+from monitoring.reports import GrantSpan, Period, UsageRow, granted_gpu_hours
 
 UTC = datetime.UTC
 NOVEMBER = Period(
@@ -40,16 +40,15 @@ def costing(*, grants, period, now, tz, **measured):
     return pricing.costing(grant_hours=hours, period=period, now=now, tz=tz, **measured)
 
 
-BOOK = PriceBook(
-    [
+BOOK_ROWS = (
         PriceRow("", datetime.date(2026, 1, 1), Decimal("1.0000")),
         PriceRow(
             "H100", datetime.date(2026, 1, 1), Decimal("2.5"), Decimal("0.01"), Decimal("0.002")
         ),
         PriceRow("H100", datetime.date(2026, 11, 1), Decimal("3.0000")),
         PriceRow("A100", datetime.date(2026, 1, 1), Decimal("1.4000")),
-    ]
 )  # fmt: skip
+BOOK = PriceBook(BOOK_ROWS)
 
 
 @pytest.mark.parametrize(
@@ -102,7 +101,8 @@ def test_cpu_and_memory_come_at_the_prices_of_the_grants_model():
 def test_a_mig_grant_reserves_and_holds_its_share_of_a_gpu():
     result = costing(
         grants=[grant(gpus=7, resource="nvidia.com/mig-1g.10gb", model="H100")],
-        period=NOVEMBER, held=70.0, used=35.0, idle=14.0, prices=BOOK, now=NOW, tz=UTC,
+        # Prometheus measures GPU equivalents: 70 slice-hours are 10 GPU-hours.
+        period=NOVEMBER, held=10.0, used=5.0, idle=2.0, prices=BOOK, now=NOW, tz=UTC,
     )  # fmt: skip
 
     assert result.granted_gpu_hours == pytest.approx(7 * HOURS)
@@ -153,3 +153,74 @@ def test_costings_add_up_and_keep_unknown_hours_unknown():
     assert total.held_gpu_hours == 3.0
     assert total.used_gpu_hours is None
     assert (total.reserved_cost, total.used_cost) == (Decimal(2), Decimal(1))
+
+
+def test_a_shared_gpu_replica_is_one_over_replicas_of_its_base_models_price():
+    book = PriceBook(BOOK_ROWS, replicas={"H100-SHARED": 4})
+    result = costing(
+        grants=[grant(gpus=8, resource="nvidia.com/gpu.shared", model="H100-SHARED")],
+        period=NOVEMBER, held=2.0, used=1.0, idle=0.5, prices=book, now=NOW, tz=UTC,
+    )  # fmt: skip
+
+    assert result.reserved_gpu_hours == pytest.approx(2 * HOURS)  # eight quarters: two GPUs
+    assert result.reserved_cost == pytest.approx(Decimal(3) * 2 * HOURS, abs=Decimal("0.0001"))
+    assert result.used_cost == pytest.approx(Decimal(6), abs=Decimal("0.0001"))
+    assert result.held_by_model == {"H100-SHARED": pytest.approx(2)}
+
+
+def test_a_statement_month_prices_slices_and_replicas_beside_whole_gpus():
+    book = PriceBook(BOOK_ROWS, replicas={"A100-SHARED": 2})
+    result = costing(
+        grants=[
+            grant(gpus=1, model="H100"),
+            grant(gpus=7, resource="nvidia.com/mig-1g.10gb", model="A100"),
+            grant(gpus=2, resource="nvidia.com/gpu.shared", model="A100-SHARED"),
+        ],
+        period=NOVEMBER, held=None, used=None, idle=None, prices=book, now=NOW, tz=UTC,
+    )  # fmt: skip
+
+    assert result.granted_gpu_hours == pytest.approx(10 * HOURS)
+    assert result.reserved_gpu_hours == pytest.approx(3 * HOURS)
+    expected = (Decimal(3) + Decimal("1.4") + Decimal("1.4")) * HOURS
+    assert result.reserved_cost == pytest.approx(expected, abs=Decimal("0.0001"))
+
+
+def test_without_known_replicas_a_shared_gpu_counts_whole():
+    assert mig_fraction("nvidia.com/gpu.shared", "A100-SHARED") == 1
+    assert mig_fraction("nvidia.com/gpu.shared", "A100-SHARED", 4) == Fraction(1, 4)
+
+
+def shared_grant(gpus, *, replicas, model="H100-SHARED"):
+    shared = grant(gpus=gpus, resource="nvidia.com/gpu.shared", model=model)
+    return GrantSpan(**{**_fields(shared), "replicas": replicas})
+
+
+def _fields(span):
+    return {name: getattr(span, name) for name in span.__dataclass_fields__}
+
+
+def test_a_shared_grant_is_priced_by_its_own_clusters_replicas_before_the_books():
+    book = PriceBook(BOOK_ROWS, replicas={"H100-SHARED": 2})
+    result = costing(
+        grants=[shared_grant(8, replicas=4)],
+        period=NOVEMBER, held=None, used=None, idle=None, prices=book, now=NOW, tz=UTC,
+    )  # fmt: skip
+
+    assert result.reserved_gpu_hours == pytest.approx(2 * HOURS)  # 8 quarters, not 8 halves
+
+
+def test_a_budget_of_one_model_splits_held_hours_by_a_shared_grants_replicas():
+    """One whole H100 and four replicas of an H100 shared four ways are one GPU each: the held
+    hours split half and half, not one to four."""
+    grants = [grant(gpus=1, model="H100"), shared_grant(4, replicas=4)]
+    hours = [(g, granted_gpu_hours([g], NOVEMBER, now=NOW, tz=UTC)) for g in grants]
+    row = UsageRow(
+        "vision", "Vision", "east", NOVEMBER, 2.0 * HOURS, 100.0, 50.0,
+        grants=tuple(g for g, _ in hours), hours_by_grant=tuple(h for _, h in hours),
+    )  # fmt: skip
+
+    whole = pricing.budget_gpu_hours(row, "H100", now=NOW, tz=UTC)
+    shared = pricing.budget_gpu_hours(row, "H100-SHARED", now=NOW, tz=UTC)
+
+    assert (whole, shared) == (pytest.approx(50.0), pytest.approx(50.0))
+    assert pricing.budget_gpu_hours(row, "", now=NOW, tz=UTC) == pytest.approx(100.0)

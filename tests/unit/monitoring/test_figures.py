@@ -289,3 +289,12 @@ def test_heatmap_rows_that_begin_end_or_skip_within_the_window_keep_their_column
         "beyond": [8, None, None, 9],
         "off-grid": [None, 12, None, None],
     }
+
+
+def test_held_vs_granted_draws_a_ceiling_of_gpu_equivalents():
+    """A team granted 4 x 1g.10gb holds them all: 4/7 held under a ceiling of 4/7, not 4."""
+    figure = figures.held_vs_granted([series("", [4 / 7, 4 / 7])], granted=4 / 7, title="Held")
+
+    assert figure["data"][0]["y"] == [0.57, 0.57]
+    assert figure["layout"]["shapes"][0]["y0"] == pytest.approx(4 / 7)
+    assert figure["layout"]["annotations"][0]["text"] == "granted: 0.57"

@@ -70,9 +70,10 @@ def test_unknown_layout_or_metric_is_refused():
         MetricsConfig(utilisation_metric="DCGM_FI_DEV_SM_CLOCK")
 
 
-def test_percent_metric_is_aggregated_as_is():
+def test_percent_metric_is_aggregated_as_is_with_mig_instances_engine_activity_in_percent():
     assert promql.utilisation_by_pod(PERCENT, namespace="vision") == (
-        'avg by (pod) (DCGM_FI_DEV_GPU_UTIL{namespace="vision"})'
+        'avg by (pod) ((DCGM_FI_DEV_GPU_UTIL{namespace="vision"} or '
+        '(DCGM_FI_PROF_GR_ENGINE_ACTIVE{namespace="vision",GPU_I_PROFILE!=""}) * 100))'
     )
 
 
@@ -83,16 +84,19 @@ def test_ratio_metric_is_scaled_to_percent():
 
 
 def test_exported_layout_groups_by_exported_pod():
-    assert promql.utilisation_by_pod(EXPORTED, namespace="v") == (
-        'avg by (exported_pod) (DCGM_FI_DEV_GPU_UTIL{exported_namespace="v"})'
+    assert promql.utilisation_by_pod(EXPORTED, namespace="v").startswith(
+        'avg by (exported_pod) ((DCGM_FI_DEV_GPU_UTIL{exported_namespace="v"} or '
     )
 
 
-def test_gpu_series_are_keyed_by_node_and_gpu_index():
+def test_gpu_series_are_keyed_by_node_gpu_index_and_mig_instance():
     query = promql.utilisation_by_gpu(PERCENT, namespace="v", pods=["p"])
-    assert query == 'max by (Hostname, gpu) (DCGM_FI_DEV_GPU_UTIL{namespace="v",pod="p"})'
+    assert query.startswith(
+        'max by (Hostname, gpu, GPU_I_PROFILE, GPU_I_ID) ((DCGM_FI_DEV_GPU_UTIL{namespace="v",'
+    )
+    # A shared GPU is one row: its pods' shares summed.
     assert promql.utilisation_heatmap(RATIO) == (
-        "(max by (Hostname, gpu) (DCGM_FI_PROF_GR_ENGINE_ACTIVE{})) * 100"
+        "(sum by (Hostname, gpu, GPU_I_PROFILE, GPU_I_ID) (DCGM_FI_PROF_GR_ENGINE_ACTIVE{})) * 100"
     )
 
 
@@ -102,40 +106,46 @@ def test_gauges_sum_memory_and_power_and_take_the_hottest_temperature():
     assert promql.gauge_by(promql.TEMPERATURE, PERCENT, ["pod"], namespace="v").startswith("max")
 
 
-def test_gpus_held_counts_the_namespace_series_and_reads_zero_when_there_are_none():
-    assert promql.gpus_held(EXPORTED, namespace="v") == (
-        'count(DCGM_FI_DEV_GPU_UTIL{exported_namespace="v"}) or vector(0)'
+def test_gpus_held_sum_the_namespace_series_shares_and_read_zero_when_there_are_none():
+    query = promql.gpus_held(EXPORTED, namespace="v")
+    assert query.startswith(
+        'sum(((DCGM_FI_DEV_GPU_UTIL{exported_namespace="v",GPU_I_PROFILE=""} * 0 + 1) or '
     )
+    assert query.endswith(") or vector(0)")
 
 
 def test_pod_average_only_judges_pods_held_for_a_whole_window_and_still_running():
-    query = promql.pod_average_utilisation(PERCENT, window_minutes=5, namespace="v")
-    series = 'DCGM_FI_DEV_GPU_UTIL{namespace="v"}'
+    query = promql.pod_average_utilisation(RATIO, window_minutes=5, namespace="v")
+    series = 'DCGM_FI_PROF_GR_ENGINE_ACTIVE{namespace="v"}'
     assert query == (
-        f"(avg by (namespace, pod) (avg_over_time({series}[5m]))) "
-        f"and on (namespace, pod) ({series}) "
-        f"and on (namespace, pod) ({series} offset 5m)"
+        f"((avg by (namespace, pod) ((avg_over_time({series}[5m])))) * 100) "
+        f"and on (namespace, pod) {series} "
+        f"and on (namespace, pod) {series} offset 5m"
     )
 
 
 def test_pod_average_of_a_ratio_metric_scales_the_average_not_the_range():
     query = promql.pod_average_utilisation(RATIO, window_minutes=10)
-    assert "(avg by (namespace, pod) (avg_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE" in query
-    assert "[10m]))) * 100" in query
+    assert "((avg by (namespace, pod) ((avg_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE" in query
+    assert "[10m])))) * 100)" in query
 
 
 def test_idle_rule_is_the_seeds_low_gpu_usage_per_pod():
     assert promql.idle_rule_expression(
         PERCENT, threshold_percent=10, window_minutes=5, namespace="v"
-    ) == ('avg by (namespace, pod) (avg_over_time(DCGM_FI_DEV_GPU_UTIL{namespace="v"}[5m])) < 10')
+    ) == (
+        'avg by (namespace, pod) (((avg_over_time(DCGM_FI_DEV_GPU_UTIL{namespace="v"}[5m])) or '
+        '((avg_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE{namespace="v",GPU_I_PROFILE!=""}[5m])) '
+        "* 100))) < 10"
+    )
 
 
 def test_gpu_seconds_held_sample_the_gpu_count_over_the_half_open_period():
     query = promql.gpu_seconds_held(PERCENT, period_seconds=86400, resolution=60, held=True)
-    assert query == (
-        'sum_over_time((count by (namespace) (DCGM_FI_DEV_GPU_UTIL{namespace!=""}))'
-        "[86399s:60s]) * 60"
+    assert query.startswith(
+        'sum_over_time((sum by (namespace) (((DCGM_FI_DEV_GPU_UTIL{namespace!="",GPU_I_PROFILE=""}'
     )
+    assert query.endswith("[86399s:60s]) * 60")
 
 
 def test_gpu_seconds_used_weight_by_utilisation_in_either_unit():
@@ -152,11 +162,12 @@ def test_gpu_seconds_idle_count_held_gpus_under_the_threshold_in_either_unit():
     ratio = promql.gpu_seconds_idle(
         RATIO, period_seconds=3600, resolution=60, threshold_percent=10, held=True
     )
-    assert percent == (
-        'sum_over_time((count by (namespace) (DCGM_FI_DEV_GPU_UTIL{namespace!=""} < 10))'
-        "[3599s:60s]) * 60"
-    )
-    assert 'DCGM_FI_PROF_GR_ENGINE_ACTIVE{namespace!=""} < 0.1))' in ratio
+    assert 'DCGM_FI_DEV_GPU_UTIL{namespace!="",GPU_I_PROFILE=""} < 10)' in percent
+    # The MIG instances' engine activity, a ratio on a percent cluster too.
+    assert 'DCGM_FI_PROF_GR_ENGINE_ACTIVE{namespace!="",GPU_I_PROFILE!="",' in percent
+    assert "} < 0.1)" in percent
+    assert 'DCGM_FI_PROF_GR_ENGINE_ACTIVE{namespace!="",GPU_I_PROFILE=""} < 0.1)' in ratio
+    assert percent.endswith("[3599s:60s]) * 60")
 
 
 @pytest.mark.parametrize(
@@ -224,6 +235,7 @@ def _every_query(config: MetricsConfig) -> dict[str, str]:
             config, window_minutes=5, namespace="vision"
         ),
         "pod_gpu_count": promql.pod_gpu_count(config),
+        "pod_gpu_kinds": promql.pod_gpu_kinds(config, namespace="vision"),
         "idle_rule_expression": promql.idle_rule_expression(
             config, threshold_percent=10, window_minutes=5
         ),
@@ -259,3 +271,33 @@ def test_a_clusters_pin_reaches_its_metrics_config():
     config = metrics_config(Cluster(dcgm_exporter_selector='job="nvidia-dcgm-exporter"'))
     assert promql.selector("M", config) == 'M{job="nvidia-dcgm-exporter"}'
     assert metrics_config(Cluster(dcgm_exporter_selector="")).exporter == ()
+
+
+def test_shared_nodes_are_grouped_by_replicas_and_weigh_their_series():
+    config = MetricsConfig(shared_nodes=MetricsConfig.shared({"s-1": 4, "s-0": 4, "w": 1}))
+    assert config.shared_nodes == ((4, ("s-0", "s-1")),)
+    query = promql.gpus_held_by_namespace(config)
+    assert r'Hostname!~"s\\-0|s\\-1"' in query
+    assert r'Hostname=~"s\\-0|s\\-1"} * 0 + 1) / 4' in query
+    used = promql.gpu_seconds_used(config, period_seconds=60, resolution=60, held=True)
+    # A pod's own share of the GPU's time is what it used: not divided again.
+    assert r'Hostname=~"s\\-0|s\\-1"}) or ' in used
+
+
+def test_mig_instances_weigh_their_profiles_slices_over_their_models():
+    query = promql.gpus_held_by_namespace(PERCENT)
+    assert 'modelName=~"(?i).*A30.*"} * 0 + 1), "mig_slices", "$1", "GPU_I_PROFILE"' in query
+    assert ") / 4 or " in query
+    assert ") / 7) * on (mig_slices) group_left ()" in query
+
+
+def test_pod_gpu_kinds_counts_each_pods_series_by_node_model_and_mig_profile():
+    query = promql.pod_gpu_kinds(EXPORTED, namespace="v")
+
+    assert query.startswith(
+        "count by (exported_namespace, exported_pod, Hostname, modelName, GPU_I_PROFILE) ("
+    )
+    assert 'exported_namespace="v"' in query
+    # MIG instances are read from their engine activity, beside the whole GPUs' utilisation.
+    assert "DCGM_FI_PROF_GR_ENGINE_ACTIVE" in query
+    assert "DCGM_FI_DEV_GPU_UTIL" in query

@@ -20,12 +20,15 @@ def by_name(config):
     return {rule["record"]: rule for rule in promql.recording_rules(config)}
 
 
-def test_the_rules_sum_and_count_each_namespaces_gpus_and_say_they_are_loaded():
+def test_the_rules_sum_and_count_each_namespaces_gpu_equivalents_and_say_they_are_loaded():
     recorded = by_name(PERCENT)
     total = recorded["namespace:dcgm_fi_dev_gpu_util:sum"]["expr"]
     count = recorded["namespace:dcgm_fi_dev_gpu_util:count"]["expr"]
-    assert total.startswith("sum by (namespace) (DCGM_FI_DEV_GPU_UTIL{")
-    assert count.startswith("count by (namespace) (DCGM_FI_DEV_GPU_UTIL{")
+    assert total.startswith("sum by (namespace) (((DCGM_FI_DEV_GPU_UTIL{")
+    assert count.startswith("sum by (namespace) (((DCGM_FI_DEV_GPU_UTIL{")
+    assert "* 0 + 1" in count
+    assert "* 0 + 1" not in total
+    assert "DCGM_FI_PROF_GR_ENGINE_ACTIVE" in count  # MIG instances on a GPU_UTIL cluster
     assert 'namespace!=""' in total
     assert 'namespace!=""' in count
     loaded = recorded[promql.RECORDING_RULES_SERIES]
@@ -34,6 +37,7 @@ def test_the_rules_sum_and_count_each_namespaces_gpus_and_say_they_are_loaded():
         "layout": "namespace",
         "utilisation_metric": "DCGM_FI_DEV_GPU_UTIL",
         "exporter": "",
+        "shared_nodes": "",
         "version": promql.RECORDING_RULES_VERSION,
     }
 
@@ -51,8 +55,9 @@ def test_each_layout_and_metric_records_series_of_its_own():
 
 def test_average_utilisation_weighs_every_gpu_sample_once_from_raw_series_or_recorded_sums():
     raw = promql.average_utilisation_by_namespace(PERCENT, WEEK)
-    assert raw.startswith("sum by (namespace) (sum_over_time(DCGM_FI_DEV_GPU_UTIL{")
-    assert "[604800s])) / sum by (namespace) (count_over_time(DCGM_FI_DEV_GPU_UTIL{" in raw
+    assert raw.startswith("sum by (namespace) (((sum_over_time(DCGM_FI_DEV_GPU_UTIL{")
+    assert "[604800s])) or " in raw
+    assert " / sum by (namespace) ((count_over_time(DCGM_FI_DEV_GPU_UTIL{" in raw
     recorded = promql.average_utilisation_by_namespace(PERCENT, WEEK, recorded=True)
     assert recorded == (
         "sum_over_time(namespace:dcgm_fi_dev_gpu_util:sum[604800s]) / "
@@ -84,7 +89,7 @@ def test_the_rules_cover_a_window_when_they_were_recording_at_both_ends():
     query = promql.recording_rules_cover(PERCENT, start=100, end=700)
     series = (
         'gpu_portal_recording_rules{layout="namespace",utilisation_metric="DCGM_FI_DEV_GPU_UTIL",'
-        f'exporter="",version="{promql.RECORDING_RULES_VERSION}"}}'
+        f'exporter="",shared_nodes="",version="{promql.RECORDING_RULES_VERSION}"}}'
     )
     assert query == f"{series} @ 100.000 and {series} @ 700.000"
 
@@ -93,7 +98,7 @@ def test_rules_recorded_from_the_exporters_series_only_serve_a_cluster_with_that
     pinned = MetricsConfig(exporter=(LabelMatcher("job", "=", "dcgm-exporter"),))
     recorded = by_name(pinned)
     assert (
-        '{job="dcgm-exporter",namespace!=""}'
+        '{job="dcgm-exporter",namespace!="",GPU_I_PROFILE=""}'
         in recorded["namespace:dcgm_fi_dev_gpu_util:sum"]["expr"]
     )
     assert recorded[promql.RECORDING_RULES_SERIES]["labels"]["exporter"] == 'job="dcgm-exporter"'
@@ -133,3 +138,11 @@ def test_a_custom_window_has_every_point_on_its_steps_grid_and_no_more_than_its_
     assert aligned_start % window.step == 0
     assert aligned_end % window.step == 0
     assert window.seconds - window.step < aligned_end - aligned_start <= window.seconds
+
+
+def test_rules_recorded_for_other_shared_nodes_do_not_cover_a_window():
+    shared = MetricsConfig(shared_nodes=MetricsConfig.shared({"gpu-node-shared-0": 4}))
+    assert promql.recording_rules_labels(shared)["shared_nodes"] != ""
+    assert promql.recording_rules_cover(shared, start=1, end=2) != (
+        promql.recording_rules_cover(PERCENT, start=1, end=2)
+    )

@@ -171,3 +171,14 @@ def test_granted_by_periods_gives_each_grant_what_granted_by_period_gives_it():
         assert row == pytest.approx(reports.granted_by_period(g, periods, now=now, tz=UTC))
     assert table[3] == [0.0] * len(periods)
     assert table[1][-1] == 0.0  # April is still to come
+
+
+def test_a_grants_share_is_its_kinds_share_of_a_gpu():
+    def span(resource, model="NVIDIA-A100-SXM4-80GB", replicas=1):
+        return GrantSpan(1, 1, 4, datetime.date(2026, 1, 1), None, None, (), resource, model,
+                         replicas=replicas)  # fmt: skip
+
+    assert span("nvidia.com/gpu").share == 1
+    assert span("nvidia.com/mig-1g.10gb").share == pytest.approx(1 / 7)
+    assert span("nvidia.com/gpu.shared", "NVIDIA-A100-SXM4-80GB-SHARED", 4).share == 0.25
+    assert span("nvidia.com/gpu.shared", "NVIDIA-A100-SXM4-80GB-SHARED").share == 1  # unknown

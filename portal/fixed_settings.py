@@ -34,6 +34,7 @@ INSTALLED_APPS = [
     "interactive",
     "billing",
     "webhooks",
+    "sharing",
 ]
 
 MIDDLEWARE = [
@@ -143,5 +144,7 @@ SPECTACULAR_SETTINGS = {
         "GpuJobStateEnum": "gpujobs.models.GpuJob.State",
         "GpuJobPriorityEnum": "gpujobs.models.GpuJob.Priority",
         "ProbeEnum": "serving.models.Revision.Probe",
+        "LayoutKindEnum": "sharing.models.LayoutRequest.Kind",
+        "LayoutStateEnum": "sharing.models.LayoutRequest.State",
     },
 }

@@ -326,6 +326,13 @@ WEBHOOKS_SWEEP_SECONDS = env_float("WEBHOOKS_SWEEP_SECONDS", 60)
 # (`celery -A portal worker -Q webhooks`): a receiver that answers slowly holds up only other
 # deliveries, never a reconcile or the removal of someone's access.
 WEBHOOKS_QUEUE = env("WEBHOOKS_QUEUE", "webhooks")
+# Sharing layouts: how long the portal waits for the GPU Operator to change a layout's nodes
+# before it puts them back and fails the layout (a revert is tried again instead), how often it
+# reads the nodes meanwhile, and how often beat checks for layouts whose period ended (and for
+# stalled steps).
+SHARING_APPLY_TIMEOUT_SECONDS = env_int("SHARING_APPLY_TIMEOUT_SECONDS", 1800)
+SHARING_POLL_SECONDS = env_float("SHARING_POLL_SECONDS", 5)
+SHARING_CHECK_SECONDS = env_float("SHARING_CHECK_SECONDS", 300)
 CELERY_TASK_ROUTES = ("portal.celery.route_task",)
 CELERY_BEAT_SCHEDULE = {
     # Expires grants whose period is over, then reconciles every team on every cluster: repairs
@@ -374,6 +381,11 @@ CELERY_BEAT_SCHEDULE = {
     "expire-stale-sign-ins": {
         "task": "accounts.tasks.expire_stale_sign_ins",
         "schedule": OIDC_STALE_SIGN_IN_CHECK_SECONDS,
+    },
+    # Sharing layouts whose period ended go back to whole GPUs; stalled steps are sent again.
+    "check-sharing-layouts": {
+        "task": "sharing.tasks.check_layouts",
+        "schedule": SHARING_CHECK_SECONDS,
     },
     # Webhook deliveries that are due and nobody is sending.
     "send-due-webhook-deliveries": {

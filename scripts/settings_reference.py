@@ -53,6 +53,7 @@ SECTIONS = {
     "SERVING": "Inference services",
     "SESSIONS": "Interactive sessions",
     "MONITORING": "Monitoring",
+    "SHARING": "Sharing layouts",
 }
 SECTION_OF = {"DATABASE_URL": "DJANGO"}
 

@@ -557,6 +557,13 @@ class AuditEvent(models.Model):
         WEBHOOK_CREATED = "webhook.created", "webhook created"
         WEBHOOK_UPDATED = "webhook.updated", "webhook changed"
         WEBHOOK_DELETED = "webhook.deleted", "webhook deleted"
+        LAYOUT_REQUESTED = "sharing_layout.requested", "sharing layout requested"
+        LAYOUT_CANCELLED = "sharing_layout.cancelled", "sharing layout cancelled"
+        LAYOUT_REJECTED = "sharing_layout.rejected", "sharing layout rejected"
+        LAYOUT_APPROVED = "sharing_layout.approved", "sharing layout approved"
+        LAYOUT_APPLIED = "sharing_layout.applied", "sharing layout applied"
+        LAYOUT_FAILED = "sharing_layout.failed", "sharing layout failed"
+        LAYOUT_REVERTED = "sharing_layout.reverted", "sharing layout reverted"
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     actor = models.ForeignKey(

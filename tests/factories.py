@@ -16,6 +16,7 @@ from gpujobs.models import GpuJob
 from interactive.models import HomeVolume, InteractiveSession
 from monitoring.models import IdlePod, IdlePolicy, Notification
 from serving.models import InferenceService, Revision
+from sharing.models import LayoutRequest
 from tenants.models import (
     AuditEvent,
     ClusterState,
@@ -320,3 +321,23 @@ class DeliveryFactory(factory.django.DjangoModelFactory):
     event = "gpu_job.failed"
     payload = factory.LazyFunction(lambda: {"event": "gpu_job.failed", "data": {}})
     next_attempt_at = factory.LazyFunction(timezone.now)
+
+
+class LayoutRequestFactory(factory.django.DjangoModelFactory):
+    """A lead's pending sharing layout: 2 of a grant's A100 as 14 x mig-1g.10gb. Give it a
+    ``source_grant`` of whole GPUs of one model (its team, cluster and model follow)."""
+
+    class Meta:
+        model = LayoutRequest
+
+    source_grant = factory.SubFactory(QuotaGrantFactory, request__gpu_model="NVIDIA-A100-SXM4-80GB")
+    team = factory.SelfAttribute("source_grant.team")
+    cluster = factory.SelfAttribute("source_grant.cluster")
+    gpu_model = factory.SelfAttribute("source_grant.gpu_model")
+    gpus = 2
+    kind = LayoutRequest.Kind.MIG
+    mig_profile = "1g.10gb"
+    slices = factory.LazyAttribute(lambda layout: layout.gpus * 7)
+    ends_on = factory.LazyAttribute(lambda layout: layout.source_grant.ends_on)
+    justification = "Notebooks need a slice each."
+    requested_by = factory.SubFactory(UserFactory)

@@ -75,6 +75,15 @@ def world(db, cluster, team, other_team, lead, member, other_lead, admin, outsid
     budget = budget_set(actor=admin, team=team, gpu_hours="1000")
     webhook = factories.WebhookFactory(team=team, name="chat")
     delivery = factories.DeliveryFactory(webhook=webhook)
+    layout = factories.LayoutRequestFactory(
+        source_grant=factories.QuotaGrantFactory(
+            request__team=team,
+            request__cluster=cluster,
+            request__requested_by=lead,
+            request__gpu_model="NVIDIA-A100-SXM4-80GB",
+        ),
+        requested_by=lead,
+    )
     return {
         "cluster": cluster,
         "team": team,
@@ -91,6 +100,7 @@ def world(db, cluster, team, other_team, lead, member, other_lead, admin, outsid
         "audit_event": audit_event,
         "budget": budget,
         "webhook": webhook,
+        "layout": layout,
         "delivery": delivery,
         "department": department,
         "outsider": outsider,

@@ -93,6 +93,7 @@ def _real_path_parameters(world) -> dict[str, dict[str, str]]:
         "/api/v1/sessions/": {"id": str(world["session"].pk)},
         "/api/v1/audit-events/": {"id": str(world["audit_event"].pk)},
         "/api/v1/billing/budgets/": {"id": str(world["budget"].pk)},
+        "/api/v1/sharing-layouts/": {"id": str(world["layout"].pk)},
         # Before the team's own prefix, which they start with.
         "/api/v1/teams/{team_slug}/webhooks/": {**team, "id": str(world["webhook"].pk)},
         "/api/v1/teams/{team_slug}/webhook-deliveries/": {**team, "id": str(world["delivery"].pk)},

@@ -22,6 +22,7 @@ LAYERS = {
     "clusters": 1,
     "tenants": 2,
     "reconcile": 3,  # what reaches the clusters, built from who holds what (tenants)
+    "sharing": 3,  # sharing layouts: grants (tenants) changed as the nodes (clusters) follow
     "monitoring": 4,
     "billing": 5,
     "workloads": 6,

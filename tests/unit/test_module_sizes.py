@@ -20,6 +20,7 @@ PRODUCT = (
     "portal",
     "reconcile",
     "serving",
+    "sharing",
     "tenants",
     "webhooks",
     "workloads",

@@ -53,6 +53,20 @@ def add_sessions(n, *, team, cluster, **_):
         factories.HomeVolumeFactory(team=team, cluster=cluster, owner=session.owner)
 
 
+def add_layouts(n, *, team, cluster, lead, admin, **_):
+    for _ in range(n):
+        factories.LayoutRequestFactory(
+            source_grant=factories.QuotaGrantFactory(
+                request__team=team,
+                request__cluster=cluster,
+                request__gpu_model="NVIDIA-A100-SXM4-80GB",
+                granted_by=admin,
+            ),
+            requested_by=lead,
+            decided_by=admin,
+        )
+
+
 LISTS = [
     ("/api/v1/teams/", add_teams, "admin"),
     ("/api/v1/teams/vision/members/", add_members, "lead"),
@@ -62,6 +76,7 @@ LISTS = [
     ("/api/v1/quota-grants/", add_grants, "lead"),
     ("/api/v1/audit-events/", add_events, "lead"),
     ("/api/v1/sessions/", add_sessions, "lead"),
+    ("/api/v1/sharing-layouts/", add_layouts, "lead"),
 ]
 
 

@@ -38,8 +38,11 @@ from billing.prices import price_set
 from clusters.models import GpuModelCapacity, QuotaMode
 from gpujobs.models import GpuJob
 from gpujobs.queues import gpu_pod_holding, record_snapshot, snapshot_fields
+from monitoring import dashboards, metrics
 from monitoring.models import Notification
+from monitoring.prometheus import Sample, Series
 from serving.models import InferenceService, Revision
+from sharing import grants as sharing_grants
 from tenants import quota, services
 from tenants.models import DepartmentCeiling, Membership, TeamCluster
 from tenants.queueing import team_queue_policy_set
@@ -234,6 +237,13 @@ def bare_world(team, lead, admin, cluster, today):
     budget_set(actor=admin, department=department, gpu_hours="0")
     factories.TeamClusterFactory(team=team, cluster=cluster)
     factories.TeamQueuePolicyFactory(team=team, cluster=cluster)
+    # A pending sharing layout: nothing decided, picked or granted yet.
+    layout = factories.LayoutRequestFactory(
+        source_grant=factories.QuotaGrantFactory(
+            request__team=team, request__cluster=cluster, request__gpu_model=A100
+        ),
+        requested_by=lead,
+    )
     price_set(actor=admin, effective_from=today.replace(day=1).isoformat(), gpu_hour="2")
     for user in (admin, lead):
         factories.NotificationFactory(user=user, team=None)
@@ -258,6 +268,7 @@ def bare_world(team, lead, admin, cluster, today):
             "/api/v1/teams/": [team_values],
             "/api/v1/clusters/": [{"name": cluster.name}],
             "/api/v1/departments/": [{"slug": department.slug}],
+            "/api/v1/sharing-layouts/": [{"id": layout.pk}],
         },
         # More GPUs than the cluster has: no window is found.
         "query": {
@@ -697,6 +708,31 @@ def rich_world(team, other_team, lead, member, viewer, admin, cluster, research,
             read_at=now,
         )
         _token(user, used_at=now)
+    # A sharing layout that was applied and reverted: decided, nodes picked, slices granted and
+    # the whole GPUs given back.
+    layout = factories.LayoutRequestFactory(
+        source_grant=grant,
+        requested_by=lead,
+        gpus=1,
+        kind="shared",
+        mig_profile="",
+        replicas=4,
+        slices=4,
+        state="applying",
+        decided_by=admin,
+        decided_at=earlier,
+        decision_note="Fine.",
+        nodes=["gpu-node-1"],
+        node_gpus={"gpu-node-1": 1},
+        progress="Reverted.",
+        error="",
+        applied_at=earlier,
+        reverted_at=now,
+    )
+    sharing_grants.convert(layout)
+    sharing_grants.give_back(layout)
+    layout.state = "reverted"
+    layout.save()
     event = team.audit_events.exclude(actor=None).exclude(before=None).order_by("pk").first()
     team_values = {
         "slug": team.slug,
@@ -718,6 +754,7 @@ def rich_world(team, other_team, lead, member, viewer, admin, cluster, research,
             "/api/v1/teams/": [team_values, {**team_values, "slug": archived.slug}],
             "/api/v1/clusters/": [{"name": cluster.name}],
             "/api/v1/departments/": [{"slug": research.slug}, {"slug": child.slug}],
+            "/api/v1/sharing-layouts/": [{"id": layout.pk}],
         },
         "query": {"cluster": cluster.name, "gpus": 1, "days": 1},
     }
@@ -740,6 +777,55 @@ def test_the_skipped_operations_are_in_the_schema(api, admin):
     operations = get_operations(served_schema(api, admin))
 
     assert set(SKIPPED) <= set(operations), set(SKIPPED) - set(operations)
+
+
+class _SlicedPrometheus:
+    """A Prometheus whose only answer is a pod holding two 1g.10gb slices (for the operations
+    ``SKIPPED`` because they ask the real one): enough for their answers' every field."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def query_range(self, query, *, start, end, step):
+        return [Series({"namespace": "vision", "pod": "nb"}, [start], [12.5])]
+
+    def query(self, query, *, at=None):
+        labels = {"namespace": "vision", "pod": "nb"}
+        if query.startswith("count by"):
+            labels |= {"Hostname": "mig-0", "modelName": "NVIDIA A100-SXM4-80GB"}
+            return [Sample(labels | {"GPU_I_PROFILE": "1g.10gb"}, 2.0)]
+        return [Sample(labels, 12.5)]
+
+
+@pytest.mark.parametrize(
+    "operation_id", ["monitoring_teams_pods_retrieve", "monitoring_teams_utilisation_retrieve"]
+)
+def test_the_prometheus_operations_answer_as_the_schema_says_with_slices_held(
+    api, team, lead, cluster, monkeypatch, operation_id
+):
+    cluster.prometheus_url = "http://prometheus.invalid:9090"
+    cluster.save()
+    factories.TeamClusterFactory(
+        team=team, cluster=cluster, status=TeamCluster.Status.IN_SYNC, namespace_owned=True
+    )
+    factories.QuotaGrantFactory(
+        request__team=team, request__cluster=cluster, request__gpus=2,
+        request__gpu_resource="nvidia.com/mig-1g.10gb", request__gpu_model=A100,
+    )  # fmt: skip
+    monkeypatch.setattr(metrics, "prometheus_for", lambda cluster, **kwargs: _SlicedPrometheus())
+    monkeypatch.setattr(dashboards, "prometheus_for", lambda cluster, **kwargs: _SlicedPrometheus())
+    schema = served_schema(api, lead)
+    path, operation = get_operations(schema)[operation_id]
+
+    response = api.as_user(lead).get(path.replace("{slug}", team.slug))
+
+    assert response.status_code == 200, response.content
+    assert response_problems(schema, operation, response) == []
+    (pod,) = response.json()["pods"]
+    assert (pod["gpus"], pod["gpus_described"]) == (2, "2 × 1g.10gb slices (2/7 GPU)")
 
 
 def test_a_null_where_the_schema_says_number_is_found():

@@ -13,7 +13,13 @@ pytestmark = pytest.mark.django_db
 
 EVERYONES = ["home", "gpujob-list", "service-list", "session-list"]
 REPORTS = ["audit-list", "booking-calendar", "usage-report", "billing-statement"]
-ADMIN_WORK = ["review-queue", "department-list", "billing-prices", "monitoring-clusters"]
+ADMIN_WORK = [
+    "review-queue",
+    "sharing-review",
+    "department-list",
+    "billing-prices",
+    "monitoring-clusters",
+]
 ACCOUNT = ["api-tokens", "notification-list"]
 
 

@@ -53,6 +53,7 @@ def portal_api(portal_kubeconfig):
             "gpu-portal-team-queued-templates",
         ),
         ("list", "nodes", "", None),
+        ("patch", "nodes", "", None),  # a sharing layout's labels and cordon
         ("patch", "clusterqueues", "kueue.x-k8s.io", None),
         ("delete", "localqueues", "kueue.x-k8s.io", None),
         ("list", "resourceflavors", "kueue.x-k8s.io", None),
@@ -100,7 +101,8 @@ def test_the_portal_may_do_what_reconcile_and_inventory_need(
         ("create", "roles", "rbac.authorization.k8s.io", None),
         ("get", "secrets", "", None),
         ("update", "resourcequotas", "", None),
-        ("patch", "nodes", "", None),
+        ("update", "nodes", "", None),
+        ("delete", "nodes", "", None),
         ("create", "pods", "", None),
         ("update", "clusterqueues", "kueue.x-k8s.io", None),
         # Cohorts are the portal's now (a tree of the departments), but only by apply.

@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 # names of their own: the admission policies that reconciling teams under the default name
 # (reconcile, monitoring) installs on the shared devcluster refuse GPU pods placed off
 # `hardware-type=gpu`, as the benchmarks' own nodes are, but only in that name's namespaces.
-ALL="api_lists calendar statements gpujobs serving watcher_memory kueue reconcile monitoring web_load"
+ALL="api_lists calendar statements gpujobs serving watcher_memory kueue gpu_sharing reconcile monitoring web_load"
 benchmarks="${*:-$ALL}"
 for name in $benchmarks; do
   [ -f "tests/bench/bench_$name.py" ] || { echo "bench: no benchmark $name (one of: $ALL)" >&2; exit 2; }
@@ -29,10 +29,12 @@ psql "${DATABASE_URL%/*}/postgres" -qtAc "SELECT 1 FROM pg_database WHERE datnam
 .venv/bin/python manage.py migrate --noinput -v0
 # Measure as production runs: the image's environment (DEBUG off, as DEBUG logs every query; a
 # pool of database connections per process), Django's cache in Redis (a Redis database of the
-# benchmarks' own: they empty it to measure cold pages).
+# benchmarks' own: they empty it to measure cold pages). Not its PATH: the image's virtual
+# environment is /opt/venv, the benchmarks run from .venv.
 eval "$(.venv/bin/python -c 'import shlex
 from tests.dockerfile import dockerfile_environment
-for name, value in dockerfile_environment().items(): print(f"export {name}={shlex.quote(value)}")')"
+for name, value in dockerfile_environment().items():
+    if name != "PATH": print(f"export {name}={shlex.quote(value)}")')"
 export DJANGO_DEBUG=0 DJANGO_SECRET_KEY=bench-only-secret
 # ... behind its TLS proxy: the benchmarks' clients speak plain HTTP to Django, as the proxy does.
 export DJANGO_SECURE_SSL_REDIRECT=0

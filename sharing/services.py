@@ -22,6 +22,7 @@ from sharing.layouts import LayoutShape
 from sharing.models import LayoutRequest
 from sharing.permissions import can_decide_layouts, can_request_layout
 from tenants.audit import audit
+from tenants.events import EventKind, emit
 from tenants.models import AuditEvent, Membership, QuotaGrant, Team
 from tenants.permissions import team_role
 
@@ -59,9 +60,23 @@ def layout_snapshot(layout: LayoutRequest) -> dict[str, Any]:
     }
 
 
+# The changes the team's webhooks hear of: every one after the lead's own request.
+TOLD_ACTIONS = frozenset(
+    {
+        AuditEvent.Action.LAYOUT_REJECTED,
+        AuditEvent.Action.LAYOUT_APPROVED,
+        AuditEvent.Action.LAYOUT_APPLIED,
+        AuditEvent.Action.LAYOUT_FAILED,
+        AuditEvent.Action.LAYOUT_REVERTED,
+    }
+)
+
+
 def audit_layout(
     layout: LayoutRequest, *, actor: User | None, action: str, before: dict | None, note: str = ""
 ) -> None:
+    """Record a change of the layout in the audit trail and, from its decision on, tell the
+    team's webhooks (``sharing_layout.changed``): inside the change's transaction."""
     audit(
         actor=actor,
         action=action,
@@ -71,6 +86,23 @@ def audit_layout(
         after=layout_snapshot(layout),
         note=note,
     )
+    if action in TOLD_ACTIONS:
+        emit(
+            team_id=layout.team_id,
+            kind=EventKind.SHARING_LAYOUT_CHANGED,
+            title=(
+                f"Sharing layout #{layout.pk} ({layout.gpus} × {layout.gpu_model} as "
+                f"{layout.describe}) {layout.get_state_display().lower()}"
+                + (f": {note}" if note else "")
+            ),
+            data={
+                "layout_id": layout.pk,
+                "state": layout.state,
+                "nodes": list(layout.nodes or []),
+                "error": layout.error,
+            },
+            link=f"/sharing/teams/{layout.team.slug}/",
+        )
 
 
 def send_task(name: str, *, layout_id: int, countdown: float | None = None) -> None:

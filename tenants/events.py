@@ -34,6 +34,10 @@ class EventKind(models.TextChoices):
     JOB_FAILED = "gpu_job.failed", "GPU job failed"
     SESSION_IDLE = "session.idle", "Session idle, to be stopped"
     SESSION_STOPPED = "session.stopped", "Session stopped"
+    SHARING_LAYOUT_CHANGED = (
+        "sharing_layout.changed",
+        "Sharing layout decided, applied, failed or reverted",
+    )
     BUDGET_WARNING = "budget.warning", "Budget 80% spent"
     BUDGET_EXHAUSTED = "budget.exhausted", "Budget spent"
 

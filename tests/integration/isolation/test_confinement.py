@@ -214,3 +214,63 @@ def test_the_portal_may_hold_the_watchers_lease_in_its_own_namespace(iso_cluster
         assert renewed.metadata.resource_version != created.metadata.resource_version
     finally:
         coordination.delete_namespaced_lease(name, settings.PORTAL_NAMESPACE)
+
+
+@pytest.fixture
+def gpu_node(core):
+    """A node of someone else's (no portal label), as the GPU Operator labelled it."""
+    name = f"iso-gpu-{uuid.uuid4().hex[:6]}"
+    core.create_node(
+        {
+            "metadata": {
+                "name": name,
+                "labels": {"hardware-type": "gpu", "nvidia.com/gpu.product": "NVIDIA-A100"},
+                "annotations": {"kwok.x-k8s.io/node": "fake"},
+            },
+            "spec": {"taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]},
+        }
+    )
+    yield name
+    core.delete_node(name)
+
+
+def test_the_portal_may_set_a_nodes_sharing_labels_and_cordon_it(portal_api, gpu_node, core):
+    """What a sharing layout writes: the GPU Operator's sharing labels and the cordon."""
+    nodes = client.CoreV1Api(portal_api)
+
+    nodes.patch_node(
+        gpu_node,
+        {
+            "metadata": {"labels": {"nvidia.com/mig.config": "all-1g.10gb"}},
+            "spec": {"unschedulable": True},
+        },
+    )
+    nodes.patch_node(gpu_node, {"metadata": {"labels": {"nvidia.com/mig.config": None}}})
+
+    node = core.read_node(gpu_node)
+    assert node.spec.unschedulable is True
+    assert "nvidia.com/mig.config" not in node.metadata.labels
+
+
+@pytest.mark.parametrize(
+    "patch",
+    [
+        {"metadata": {"labels": {"hardware-type": "cpu"}}},
+        {"metadata": {"labels": {"nvidia.com/gpu.product": None}}},
+        {"metadata": {"labels": {"team": "mine"}}},
+        {"metadata": {"annotations": {"note": "x"}}},
+        {"spec": {"taints": []}},
+    ],
+    ids=["relabel", "unlabel", "new-label", "annotate", "untaint"],
+)
+def test_the_portal_cannot_change_anything_else_of_a_node(portal_api, gpu_node, core, patch):
+    before = core.read_node(gpu_node)
+
+    status, message = refusal(client.CoreV1Api(portal_api).patch_node, gpu_node, patch)
+
+    after = core.read_node(gpu_node)
+    assert status == 403
+    assert LABELLED in message
+    assert after.metadata.labels == before.metadata.labels
+    # The node lifecycle controller lifts its own not-ready taint meanwhile; the GPU's stays.
+    assert "nvidia.com/gpu" in {taint.key for taint in after.spec.taints or []}

@@ -13,6 +13,7 @@ from tenants.errors import InvalidTransition
 from tenants.models import AuditEvent, QuotaGrant
 from tests import factories
 from tests.integration.sharing.conftest import A100
+from webhooks.models import Delivery
 
 pytestmark = pytest.mark.django_db
 State = LayoutRequest.State
@@ -131,6 +132,21 @@ def test_an_admin_rejects_with_a_note(admin, pending_layout):
 
     pending_layout.refresh_from_db()
     assert (pending_layout.state, pending_layout.decided_by) == (State.REJECTED, admin)
+
+
+def test_the_teams_webhooks_hear_of_a_decision_but_not_of_the_request(admin, pending_layout):
+    hook = factories.WebhookFactory(team=pending_layout.team, events=["sharing_layout.changed"])
+    assert not Delivery.objects.exists()  # asked before the webhook existed; asking tells none
+
+    services.layout_reject(reviewer=admin, layout=pending_layout, note="Not this month.")
+
+    (delivery,) = Delivery.objects.all()
+    payload = delivery.payload
+    assert (delivery.webhook, delivery.event) == (hook, "sharing_layout.changed")
+    assert payload["data"]["layout_id"] == pending_layout.pk
+    assert payload["data"]["state"] == "rejected"
+    assert payload["title"].startswith(f"Sharing layout #{pending_layout.pk} (")
+    assert payload["title"].endswith("rejected: Not this month.")
 
 
 def test_only_portal_admins_decide_and_never_their_own(lead, dept_admin, pending_layout):

@@ -166,46 +166,59 @@ def test_quota_of_slices_and_shared_gpus_runs_jobs_on_their_nodes_and_refuses_be
         delete_namespace(core, gpu.namespace)
 
 
-def test_kueue_admits_slices_within_the_teams_quota_of_them_and_queues_the_rest(
+def test_kueue_admits_slices_and_shared_gpus_within_the_teams_quota_and_queues_the_rest(
     gpu_sharing, kueue_cluster, core, running_services, k8s
 ):
-    """Kueue mode: the team's guaranteed ClusterQueue holds its slices as nominal quota of the
-    slice's resource on the model's flavor; Kueue admits as many one-slice jobs as that and
-    the next one waits in the queue, saying so."""
+    """Kueue mode: the team's guaranteed ClusterQueue holds its slices and its shared GPUs as
+    nominal quota of each kind's resource on its model's flavor; Kueue admits as many one-slice
+    (one-replica) jobs as that, on the nodes that offer them, and the next of each kind waits in
+    the queue."""
     cluster = kueue_cluster.cluster
     inventory(cluster)
-    gpu = granted(kueue_cluster.admin, cluster, {(SLICE, A100): 2}, name="kq-light")
+    gpu = granted(
+        kueue_cluster.admin, cluster, {(SLICE, A100): 2, (SHARED, A100_SHARED): 1}, name="kq-light"
+    )
     kueue_cluster.wait_for_queues(gpu.team)
     queue = cluster_queue_name(settings.PORTAL_NAME, gpu.team.slug, "guaranteed")
-    flavor = resource_flavor_name(settings.PORTAL_NAME, A100)
 
-    def slice_quota():
+    def nominal(resource: str, model: str):
+        flavor = resource_flavor_name(settings.PORTAL_NAME, model)
         found = kueue_cluster.objects.get("clusterqueues", queue) or {"spec": {}}
         for group in found["spec"].get("resourceGroups") or []:
-            if SLICE not in group["coveredResources"]:
-                continue
-            for entry in group["flavors"]:
+            for entry in group["flavors"] if resource in group["coveredResources"] else []:
                 if entry["name"] == flavor:
                     return next(
-                        (r["nominalQuota"] for r in entry["resources"] if r["name"] == SLICE), None
+                        (r["nominalQuota"] for r in entry["resources"] if r["name"] == resource),
+                        None,
                     )
         return None
 
-    wait_for(lambda: str(slice_quota()) == "2", timeout=90, what=f"2 × {SLICE} in {queue}")
-    jobs = [
-        submit(gpu.member, gpu.team, cluster, name=f"eval-{n}", gpu_resource=SLICE, gpu_model=A100)
-        for n in range(3)
-    ]
-    assert [r.status_code for r in jobs] == [201, 201, 201], [r.data for r in jobs]
-
-    running = [wait_for_state(r.data["id"], State.RUNNING, timeout=90) for r in jobs[:2]]
-    waiting = wait_for_job(
-        jobs[2].data["id"],
-        lambda j: j.state in (State.QUEUED, State.PENDING) and j.queue_name == "guaranteed",
-        what="the third job waiting in the guaranteed queue",
+    wait_for(
+        lambda: (str(nominal(SLICE, A100)), str(nominal(SHARED, A100_SHARED))) == ("2", "1"),
+        timeout=90,
+        what=f"2 × {SLICE} and 1 × {SHARED} in {queue}",
     )
-    for job in running:
+    kinds = [(SLICE, A100)] * 3 + [(SHARED, A100_SHARED)] * 2
+    jobs = [
+        submit(gpu.member, gpu.team, cluster, name=f"eval-{n}", gpu_resource=kind, gpu_model=model)
+        for n, (kind, model) in enumerate(kinds)
+    ]
+    assert [r.status_code for r in jobs] == [201] * 5, [r.data for r in jobs]
+
+    running = [wait_for_state(jobs[n].data["id"], State.RUNNING, timeout=90) for n in (0, 1, 3)]
+    waiting = [
+        wait_for_job(
+            jobs[n].data["id"],
+            lambda j: j.state in (State.QUEUED, State.PENDING) and j.queue_name == "guaranteed",
+            what=f"job {n} waiting in the guaranteed queue",
+        )
+        for n in (2, 4)
+    ]
+    for job in running[:2]:
         assert_placed_on(the_pod(core, job), MIG_NODE, SLICE, A100)
-        assert job.queue_name == "guaranteed"
-    assert waiting.state != State.RUNNING
-    assert job_pods(core, waiting) == []
+    assert_placed_on(the_pod(core, running[2]), SHARED_NODE, SHARED, A100_SHARED)
+    assert all(job.queue_name == "guaranteed" for job in running)
+    for job in waiting:
+        job.refresh_from_db()
+        assert job.state != State.RUNNING
+        assert job_pods(core, job) == []

@@ -90,6 +90,8 @@ def slice_job(name: str, *, utilisation: int) -> dict:
         "metadata": {"name": name, "labels": {MANAGED_BY: "gpu-portal"}},
         "spec": {
             "backoffLimit": 0,
+            # As the portal's own Jobs: the team-jobs admission policy wants a deadline.
+            "activeDeadlineSeconds": 3600,
             "template": {"metadata": template["metadata"], "spec": template["spec"]},
         },
     }

@@ -90,6 +90,10 @@ def test_the_log_of_a_container_is_read_by_its_tail(devcluster, kube, core, name
         lambda: core.read_namespaced_pod("two-containers", namespace).status.phase == "Running",
         what="the pod to run",
     )
+    # The API server reaches a pod's log through its node's InternalIP, which kwok writes on its
+    # own schedule: once (CI, 2026-12) a read came before it ("no preferred addresses found").
+    node = core.read_namespaced_pod("two-containers", namespace).spec.node_name
+    wait_for(lambda: core.read_node(node).status.addresses, what=f"node {node} to have addresses")
     devcluster.write_pod_log(namespace, "two-containers", ["main 1", "main 2", "main 3"])
     devcluster.write_pod_log(namespace, "two-containers", ["side 1"], container="sidecar")
     reads = kube.reads

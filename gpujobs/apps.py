@@ -8,8 +8,8 @@ class GpujobsConfig(AppConfig):
     def ready(self) -> None:
         # The tasks are registered in every process, so ``enqueue`` sends them by name.
         import gpujobs.tasks  # noqa: F401
-        from gpujobs import selectors
-        from tenants import impact
+        from gpujobs import grant_history, selectors
+        from tenants import impact, review_history
         from workloads import holdings
 
         # A team's unfinished jobs count against its quota (first: the quota messages name them
@@ -17,3 +17,5 @@ class GpujobsConfig(AppConfig):
         holdings.register("its unfinished jobs", selectors.gpus_held_by_jobs)
         # A grant change's impact preview lists the team's jobs.
         impact.register("job", selectors.jobs_for_impact)
+        # Beside each request to review: what the team did with its past grants.
+        review_history.register(grant_history.grant_histories)

@@ -9,7 +9,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from clusters.models import Cluster
-from tenants import quota, selectors
+from tenants import quota, review_history, selectors
 from tenants.errors import InvalidTransition
 from tenants.extensions import EXTENDS_PARAMETER, extension_initial
 from tenants.forms import QuotaRequestForm, add_service_errors
@@ -35,6 +35,7 @@ def quota_request_new(request: HttpRequest, slug: str) -> HttpResponse:
             {"field": form["gpu_resource"], "model_field": form["gpu_model"]},
         )
 
+    history = None
     if request.method == "POST":
         form = QuotaRequestForm(request.POST)
         if form.is_valid():
@@ -64,7 +65,7 @@ def quota_request_new(request: HttpRequest, slug: str) -> HttpResponse:
                 )
                 return redirect("team-detail", slug=team.slug)
     else:
-        form = _new_request_form(request, team)
+        form, history = _new_request_form(request, team)
     form.fields["cluster"].widget.attrs.update(
         {
             "hx-get": reverse("quota-request-new", args=[team.slug]),
@@ -72,12 +73,19 @@ def quota_request_new(request: HttpRequest, slug: str) -> HttpResponse:
             "hx-swap": "outerHTML",
         }
     )
-    return render(request, "tenants/quota_request_form.html", {"team": team, "form": form})
+    return render(
+        request,
+        "tenants/quota_request_form.html",
+        {"team": team, "form": form, "history": history},
+    )
 
 
-def _new_request_form(request: HttpRequest, team: Team) -> QuotaRequestForm:
+def _new_request_form(
+    request: HttpRequest, team: Team
+) -> tuple[QuotaRequestForm, review_history.GrantHistory | None]:
     """An empty request form, or with ``?extends=<grant id>`` (a grant of this team with an
-    end) one prefilled to extend that grant."""
+    end) one prefilled to extend that grant, with what the team did with its grants of that
+    kind: the figures and the suggestion the admin will see beside the request."""
     grant_id = request.GET.get(EXTENDS_PARAMETER, "")
     grant = (
         selectors.quota_grants_visible_to(request.user)
@@ -87,8 +95,10 @@ def _new_request_form(request: HttpRequest, team: Team) -> QuotaRequestForm:
         else None
     )
     if grant is None:
-        return QuotaRequestForm()
-    return QuotaRequestForm(initial=extension_initial(grant), cluster=grant.cluster)
+        return QuotaRequestForm(), None
+    form = QuotaRequestForm(initial=extension_initial(grant), cluster=grant.cluster)
+    (history,) = review_history.histories([review_history.ask_of(grant)])
+    return form, history
 
 
 @require_POST

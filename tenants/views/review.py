@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from core.params import page_of
-from tenants import quota, selectors
+from tenants import quota, review_history, selectors
 from tenants.ceilings import Delegation, delegation
 from tenants.errors import InvalidTransition
 from tenants.filtersets import QuotaRequestFilter
@@ -39,6 +39,7 @@ class ReviewRow:
     models: list[selectors.ModelCapacitySummary]
     in_period: selectors.GrantedInPeriod
     delegation: Delegation | None = None  # for a department admin: may they decide it?
+    history: review_history.GrantHistory | None = None  # what it did with its past grants
 
     @property
     def decidable(self) -> bool:
@@ -101,8 +102,9 @@ def _render_review(
     summaries = selectors.capacity_summaries()
     model_summaries = selectors.model_capacity_summaries()
     in_period = selectors.granted_in_request_periods(page.object_list)
+    histories = review_history.histories([review_history.ask_of(r) for r in page.object_list])
     rows = []
-    for quota_request in page.object_list:
+    for quota_request, history in zip(page.object_list, histories, strict=True):
         mine = quota_request.pk == bound_id
         kind = (quota_request.cluster_id, quota_request.gpu_resource)
         rows.append(
@@ -119,6 +121,7 @@ def _render_review(
                 delegation=None
                 if portal_admin
                 else delegation(reviewer=request.user, quota_request=quota_request),
+                history=history,
             )
         )
     return render(

@@ -6,6 +6,7 @@ from functools import cached_property
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from tenants import review_history
 from tenants.api.serializers.clusters import GpuModelCapacitySerializer, model_rows
 from tenants.api.serializers.quota_requests import QuotaRequestSerializer
 from tenants.ceilings import delegation
@@ -38,6 +39,48 @@ class DelegationSerializer(serializers.Serializer):
     )
 
 
+class UseWindowSerializer(serializers.Serializer):
+    days = serializers.IntegerField(help_text="The window: the last this many days, to now.")
+    granted_gpu_hours = serializers.FloatField(
+        help_text="GPU-hours the team's grants of the asked kind (and model) on the cluster "
+        "allowed, in GPU equivalents."
+    )
+    hours_in_force = serializers.FloatField(
+        help_text="Hours of the window in which any such grant was in force."
+    )
+    held_gpu_hours = serializers.FloatField(
+        allow_null=True,
+        help_text="GPU-hours the team's pods held on the cluster (any GPU, GPU equivalents); "
+        "null when its Prometheus could not say.",
+    )
+    used_gpu_hours = serializers.FloatField(
+        allow_null=True, help_text="Held GPU-hours weighted by utilisation."
+    )
+    held_percent = serializers.FloatField(allow_null=True, help_text="Held of granted.")
+    utilisation_percent = serializers.FloatField(
+        allow_null=True, help_text="Used of held: how busy the GPUs it held were."
+    )
+    jobs = serializers.IntegerField(
+        help_text="Its jobs of the asked kind (and model) on the cluster created in the window."
+    )
+    jobs_waited = serializers.IntegerField(
+        help_text="Of them, those that started more than waited_minutes after submission "
+        "(or have waited that long, or ended having waited that long)."
+    )
+    waited_minutes = serializers.IntegerField()
+
+
+class SuggestionSerializer(serializers.Serializer):
+    gpus = serializers.IntegerField(help_text="The size the team's use suggests.")
+    arithmetic = serializers.CharField(help_text="How it was reached, in words and numbers.")
+
+
+class GrantHistorySerializer(serializers.Serializer):
+    windows = UseWindowSerializer(many=True)
+    suggestion = SuggestionSerializer()
+    error = serializers.CharField(help_text="Why held and used hours are missing, if they are.")
+
+
 class ReviewQueueItemSerializer(QuotaRequestSerializer):
     """A pending request beside its cluster's figures for the requested GPU kind, for the
     requested model (when it names one) and for every model of the kind."""
@@ -54,6 +97,10 @@ class ReviewQueueItemSerializer(QuotaRequestSerializer):
         help_text="For a department admin: whether they may decide it, and why (not), with the "
         "ceiling's arithmetic. Null for portal admins."
     )
+    history = serializers.SerializerMethodField(
+        help_text="What the team did with its grants of this kind on the cluster over the last "
+        "30 and 90 days, and the size that suggests (approve it with its gpus)."
+    )
 
     class Meta(QuotaRequestSerializer.Meta):
         # Every item is pending: no state and no decision yet.
@@ -63,6 +110,7 @@ class ReviewQueueItemSerializer(QuotaRequestSerializer):
             "model_capacity",
             "gpu_models",
             "delegation",
+            "history",
         ]
         read_only_fields = fields
 
@@ -70,6 +118,8 @@ class ReviewQueueItemSerializer(QuotaRequestSerializer):
         """What grants hold during each request's period, and for a department admin each
         request's verdict (``core.rows``: read once per page, from the requests themselves)."""
         self._in_period = granted_in_request_periods(objects)
+        histories = review_history.histories([review_history.ask_of(o) for o in objects])
+        self._histories = {o.pk: h for o, h in zip(objects, histories, strict=True)}
         self._delegations = {}
         user = self.context["request"].user
         if is_portal_admin(user):
@@ -90,6 +140,16 @@ class ReviewQueueItemSerializer(QuotaRequestSerializer):
         if in_period is None or quota_request.pk not in in_period:
             return granted_in_request_periods([quota_request])[quota_request.pk]
         return in_period[quota_request.pk]
+
+    @extend_schema_field(GrantHistorySerializer(allow_null=True))
+    def get_history(self, quota_request) -> dict | None:
+        """The page's histories; read here for a request serialized outside a page."""
+        histories = getattr(self, "_histories", None)
+        if histories is None or quota_request.pk not in histories:
+            (history,) = review_history.histories([review_history.ask_of(quota_request)])
+        else:
+            history = histories[quota_request.pk]
+        return None if history is None else GrantHistorySerializer(history).data
 
     @extend_schema_field(DelegationSerializer(allow_null=True))
     def get_delegation(self, quota_request) -> dict | None:

@@ -24,7 +24,7 @@ from gpujobs.models import GpuJob
 from tenants.models import Membership, QuotaGrant
 from tests import factories
 
-from .workloads import delete_series, eventually, forget_the_rules_ran
+from .workloads import backfill_history, delete_series
 
 pytestmark = [pytest.mark.integration, pytest.mark.devcluster]
 
@@ -44,21 +44,10 @@ def backfilled(devcluster):
         end=int(datetime.datetime.now(UTC).timestamp()) - 600,
         node_prefix=f"history-node-{suffix}",
     )
-    devcluster.backfill(spec, restart_prometheus=False)
     selector = f'DCGM_FI_DEV_GPU_UTIL{{namespace="{spec.namespaces[0]}"}}'
-    count = f"count(count_over_time({selector}[2d]))"
-
-    def loaded():
-        try:
-            result = devcluster.prometheus_query(count, at=spec.end_timestamp)
-        except OSError:
-            return None
-        return result and float(result[0]["value"][1]) == spec.gpus
-
-    eventually(loaded, timeout=150, interval=2, what="Prometheus to load the backfilled blocks")
-    # The rules never evaluated this history: the portal must read every GPU's series for the
-    # windows it falls in (the last 30 and 90 days).
-    forget_the_rules_ran(devcluster, time_now() - 92 * 86400, time_now() + 3600)
+    backfill_history(
+        devcluster, spec, selector, forget_from=time_now() - 92 * 86400, forget_to=time_now() + 3600
+    )
     yield spec
     delete_series(devcluster, selector)
 

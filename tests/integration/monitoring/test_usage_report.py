@@ -19,7 +19,7 @@ from monitoring.prometheus import record_queries
 from tests import factories
 
 from .pages import member_of
-from .workloads import delete_series, eventually, forget_the_rules_ran
+from .workloads import backfill_history, delete_series
 
 pytestmark = [pytest.mark.integration, pytest.mark.devcluster]
 
@@ -37,21 +37,14 @@ def backfilled(devcluster):
         end=int(datetime.datetime.now(UTC).timestamp()) - 600,
         node_prefix=f"usage-node-{suffix}",
     )
-    devcluster.backfill(spec, restart_prometheus=False)
     selector = f'DCGM_FI_DEV_GPU_UTIL{{namespace=~"usage-.-{suffix}"}}'
-    count = f"count(count_over_time({selector}[2d]))"
-
-    def loaded():
-        try:
-            result = devcluster.prometheus_query(count, at=spec.end_timestamp)
-        except OSError:
-            return None
-        return result and float(result[0]["value"][1]) == spec.gpus
-
-    eventually(loaded, timeout=150, interval=2, what="Prometheus to load the backfilled blocks")
-    # The rules never evaluated this history: the portal must read every GPU's series for it,
-    # including the periods (a month, a quarter) it falls in.
-    forget_the_rules_ran(devcluster, spec.start_timestamp - 100 * 86400, spec.end_timestamp)
+    backfill_history(
+        devcluster,
+        spec,
+        selector,
+        forget_from=spec.start_timestamp - 100 * 86400,
+        forget_to=spec.end_timestamp,
+    )
     yield spec
     delete_series(devcluster, selector)
 

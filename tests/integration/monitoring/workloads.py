@@ -203,3 +203,24 @@ class OwnPrometheus:
             return httpx.get(f"{self.url}/-/ready", timeout=2).status_code == 200
         except httpx.HTTPError:
             return False
+
+
+def backfill_history(devcluster, spec, selector: str, *, forget_from: float, forget_to: float):
+    """Write ``spec``'s history into the shared Prometheus (no restart: others' tests use it)
+    and wait until it serves it (``selector``: the backfilled GPUs' utilisation series, a
+    count of ``spec.gpus``). The rules never evaluated that history: the marker that they ran
+    is deleted from ``forget_from`` to ``forget_to``, so that the portal reads every GPU's
+    series for the periods it falls in (``forget_the_rules_ran``). Delete the series again
+    afterwards with ``delete_series(devcluster, selector)``."""
+    devcluster.backfill(spec, restart_prometheus=False)
+    count = f"count(count_over_time({selector}[2d]))"
+
+    def loaded():
+        try:
+            result = devcluster.prometheus_query(count, at=spec.end_timestamp)
+        except OSError:
+            return None
+        return result and float(result[0]["value"][1]) == spec.gpus
+
+    eventually(loaded, timeout=150, interval=2, what="Prometheus to load the backfilled blocks")
+    forget_the_rules_ran(devcluster, forget_from, forget_to)

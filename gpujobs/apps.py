@@ -10,11 +10,12 @@ class GpujobsConfig(AppConfig):
         import gpujobs.tasks  # noqa: F401
         from gpujobs import grant_history, selectors
         from tenants import impact, review_history
-        from workloads import holdings
+        from workloads import holdings, member_limits
 
         # A team's unfinished jobs count against its quota (first: the quota messages name them
         # whatever they hold).
         holdings.register("its unfinished jobs", selectors.gpus_held_by_jobs)
+        member_limits.register("jobs", selectors.member_jobs_use)
         # A grant change's impact preview lists the team's jobs.
         impact.register("job", selectors.jobs_for_impact)
         # Beside each request to review: what the team did with its past grants.

@@ -68,9 +68,14 @@ def job_create_on_cluster(
     """
     now = timezone.now()
     lease = now - datetime.timedelta(seconds=settings.GPUJOBS_CLAIM_SECONDS)
-    claimed = GpuJob.objects.filter(
-        Q(claimed_at__isnull=True) | Q(claimed_at__lt=lease), pk=job_id, state=State.QUEUED
-    ).update(claimed_at=now, submit_attempts=F("submit_attempts") + 1)
+    # A job waiting for its member's own limit is not created (``member_holds`` releases it).
+    claimed = (
+        GpuJob.objects.filter(
+            Q(claimed_at__isnull=True) | Q(claimed_at__lt=lease), pk=job_id, state=State.QUEUED
+        )
+        .exclude(reason=Reason.MEMBER_LIMIT)
+        .update(claimed_at=now, submit_attempts=F("submit_attempts") + 1)
+    )
     if claimed != 1:
         return "not queued, or another worker holds it"
     job = GpuJob.objects.select_related("team", "cluster", "submitted_by").get(pk=job_id)

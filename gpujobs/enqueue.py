@@ -18,6 +18,7 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError
 
 from gpujobs.models import GpuJob
+from workloads.pod_states import Reason
 
 logger = logging.getLogger(__name__)
 State = GpuJob.State
@@ -76,6 +77,13 @@ def enqueue_requeue(*, job_id: int) -> None:
     _send("gpujobs.tasks.requeue_job_for_mode", job_id=job_id)
 
 
+def enqueue_release(*, team_id: int, cluster_id: int, user_id: int) -> None:
+    """Send a member's jobs that wait for their own limit, as far as it allows now."""
+    _send(
+        "gpujobs.tasks.release_held_jobs", team_id=team_id, cluster_id=cluster_id, user_id=user_id
+    )
+
+
 def requeue_stuck_jobs(*, older_than_seconds: int | None = None) -> list[int]:
     """Enqueue again the queued jobs no worker is creating: their message was lost (a broker
     outage) or the worker that claimed them died. The claim makes a duplicate harmless."""
@@ -90,6 +98,7 @@ def requeue_stuck_jobs(*, older_than_seconds: int | None = None) -> list[int]:
             state=State.QUEUED,
             created_at__lte=now - datetime.timedelta(seconds=age),
         )
+        .exclude(reason=Reason.MEMBER_LIMIT)  # waiting for its member's limit: not to be created
         .order_by("pk")
         .values_list("pk", flat=True)
     )

@@ -20,7 +20,7 @@ from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 
-from gpujobs import selectors
+from gpujobs import member_holds, selectors
 from gpujobs.models import GpuJob
 from gpujobs.observe import FINAL_STATES, Observation
 from tenants.events import EventKind, emit
@@ -286,6 +286,7 @@ def emit_job_ended(job_id: int) -> None:
     job = GpuJob.objects.select_related("team", "cluster").filter(pk=job_id).first()
     if job is None or job.state not in ENDED_EVENTS:
         return
+    member_holds.release_after_commit(job)
     ended = "succeeded" if job.state == State.SUCCEEDED else "failed"
     title = f"Job #{job.pk} {job.name} of {job.team.slug} {ended} on {job.cluster.name}"
     if job.state == State.FAILED and job.reason:

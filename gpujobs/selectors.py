@@ -8,13 +8,13 @@ import datetime
 from collections.abc import Sequence
 
 from django.contrib.auth.models import AnonymousUser, User
-from django.db.models import Q, QuerySet, Sum
+from django.db.models import Count, Q, QuerySet, Sum
 from django.urls import reverse
 
 from clusters.kube import connection_configured
 from clusters.models import Cluster, GpuModelCapacity
 from gpujobs.models import GpuJob
-from gpujobs.observe import ACTIVE_STATES
+from gpujobs.observe import ACTIVE_STATES, Reason
 from tenants.impact import Work
 from tenants.models import QuotaGrant, Team, TeamCluster
 from tenants.permissions import is_portal_admin
@@ -47,6 +47,18 @@ def gpus_held_by_jobs(*, team: Team, cluster: Cluster, gpu_resource: str) -> int
         .aggregate(total=Sum("gpus"))["total"]
     )
     return held or 0
+
+
+def member_jobs_use(*, team: Team, cluster: Cluster, user: User) -> tuple[int, int]:
+    """The GPUs and the number of a member's unfinished jobs on the cluster, less those waiting
+    for the member's own limit (``workloads.member_limits``)."""
+    use = (
+        active_jobs(team=team, cluster=cluster)
+        .filter(submitted_by=user)
+        .exclude(reason=Reason.MEMBER_LIMIT)
+        .aggregate(gpus=Sum("gpus"), jobs=Count("pk"))
+    )
+    return use["gpus"] or 0, use["jobs"]
 
 
 def model_capacities(*, cluster: Cluster, gpu_resource: str) -> list[GpuModelCapacity]:

@@ -27,7 +27,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from clusters.models import Cluster
-from gpujobs import admission
+from gpujobs import admission, member_holds
 from gpujobs.enqueue import enqueue_delete, enqueue_submits
 from gpujobs.models import GpuJob
 from gpujobs.observe import FINAL_STATES
@@ -36,8 +36,9 @@ from gpujobs.specs import JobRequest
 from tenants.audit import audit, audit_each
 from tenants.errors import InvalidTransition
 from tenants.models import AuditEvent, Team
-from workloads import queueing
+from workloads import member_limits, queueing
 from workloads.admission import field_errors
+from workloads.member_limits import MemberUse
 from workloads.permissions import can_run_workloads
 from workloads.pod_states import Reason
 from workloads.quota import check_quota
@@ -128,6 +129,7 @@ def _store(
     with transaction.atomic():
         # Lock the team's row: two submissions at once must not both fit in the same quota.
         Team.objects.select_for_update().get(pk=team.pk)
+        held = _member_holds(user=user, team=team, cluster=cluster, job_requests=job_requests)
         asked: dict[str, int] = {}
         for request in job_requests:
             if not queueing.queue_for(cluster, request.priority):
@@ -147,12 +149,15 @@ def _store(
                 cluster=cluster,
                 submitted_by=user,
                 state=State.QUEUED,
-                message="Waiting for a worker to create it on the cluster.",
+                reason=Reason.MEMBER_LIMIT if index in held else "",
+                message=member_holds.held_message(held[index])
+                if index in held
+                else member_holds.SENT_MESSAGE,
                 state_changed_at=now,
                 queue_name=queueing.queue_for(cluster, request.priority),
                 **request.model_fields(),
             )
-            for request in job_requests
+            for index, request in enumerate(job_requests)
         )
         audit_each(
             actor=user,
@@ -160,9 +165,50 @@ def _store(
             team=team,
             changes=[(job, None, _job_snapshot(job)) for job in jobs],
         )
-        job_ids = [job.pk for job in jobs]
-        transaction.on_commit(lambda: enqueue_submits(job_ids=job_ids))
+        job_ids = [job.pk for index, job in enumerate(jobs) if index not in held]
+        if job_ids:
+            transaction.on_commit(lambda: enqueue_submits(job_ids=job_ids))
     return jobs
+
+
+def _member_holds(
+    *, user: User, team: Team, cluster: Cluster, job_requests: Sequence[JobRequest]
+) -> dict[int, str]:
+    """The jobs of the batch beyond the member's own limit (index -> why), which wait in the
+    portal on a Kueue cluster (``member_holds``); under quota only the batch is refused (400).
+    Jobs count in order: once one waits, every later one does too."""
+    limit = member_limits.limit_of(team=team, cluster=cluster, user=user)
+    if limit is None:
+        return {}
+    use = member_limits.member_use(team=team, cluster=cluster, user=user)
+    before = MemberUse()
+    held: dict[int, str] = {}
+    earlier = member_holds.held_jobs().filter(team=team, cluster=cluster, submitted_by=user)
+    if earlier.exists():
+        # A new job never overtakes the member's jobs that wait already.
+        held = {-1: f"{member_limits.MEMBER_LIMIT_REACHED}: earlier jobs of yours wait first."}
+    for index, request in enumerate(job_requests):
+        if held:
+            reason = next(iter(held.values()))
+        else:
+            reason = member_limits.over_limit(
+                team=team,
+                cluster=cluster,
+                user=user,
+                gpus=request.gpus,
+                use=use,
+                before=before,
+                limit=limit,
+            )
+        if reason is None:
+            before = MemberUse(before.gpus + request.gpus, before.running + 1)
+            continue
+        if not queueing.queue_for(cluster, request.priority):
+            field = "gpus" if len(job_requests) == 1 else "jobs"
+            raise ValidationError({field: reason})
+        held[index] = reason
+    held.pop(-1, None)
+    return held
 
 
 def job_cancel(*, actor: User, job: GpuJob) -> GpuJob:
@@ -204,4 +250,5 @@ def job_cancel(*, actor: User, job: GpuJob) -> GpuJob:
         )
         job_id = locked.pk
         transaction.on_commit(lambda: enqueue_delete(job_id=job_id))
+        member_holds.release_after_commit(locked)
     return locked

@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db import OperationalError
 
 from clusters.kube import KubeError, TransientKubeError
-from gpujobs import cluster_jobs, enqueue, selectors, tracker
+from gpujobs import cluster_jobs, enqueue, member_holds, selectors, tracker
 
 logger = logging.getLogger(__name__)
 
@@ -67,10 +67,17 @@ def requeue_job_for_mode(*, job_id: int) -> str:
 
 
 @shared_task(acks_late=True)
+def release_held_jobs(*, team_id: int, cluster_id: int, user_id: int) -> list[int]:
+    """Send a member's jobs waiting for their own limit, as far as it allows now."""
+    return member_holds.release_held_jobs(team_id=team_id, cluster_id=cluster_id, user_id=user_id)
+
+
+@shared_task(acks_late=True)
 def resync_jobs() -> dict:
     """The periodic safety net: enqueue queued jobs nobody is creating, and bring every active
     job in line with its cluster from full lists (covers watch events the watcher missed)."""
     requeued = enqueue.requeue_stuck_jobs()
+    released = member_holds.release_every_held_job()
     clusters = {}
     for cluster in selectors.clusters_with_active_jobs():
         try:
@@ -78,4 +85,9 @@ def resync_jobs() -> dict:
         except KubeError as error:
             logger.warning("GPU job resync of cluster %s failed: %s", cluster.name, error)
             clusters[cluster.name] = {"error": str(error)}
-    return {"requeued": requeued, "clusters": clusters, "every": settings.GPUJOBS_RESYNC_SECONDS}
+    return {
+        "requeued": requeued,
+        "released": released,
+        "clusters": clusters,
+        "every": settings.GPUJOBS_RESYNC_SECONDS,
+    }

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.contrib.auth.models import AnonymousUser, User
-from django.db.models import OuterRef, QuerySet, Subquery, Sum
+from django.db.models import Count, OuterRef, QuerySet, Subquery, Sum
 
 from interactive.models import ACTIVE_STATES, HomeVolume, InteractiveSession
 from interactive.permissions import can_open_session, can_view_session
@@ -75,3 +75,12 @@ def gpus_held_by_sessions(*, team, cluster, gpu_resource: str) -> int:
         team=team, cluster=cluster, gpu_resource=gpu_resource, state__in=ACTIVE_STATES
     ).aggregate(total=Sum("gpus"))["total"]
     return held or 0
+
+
+def member_sessions_use(*, team, cluster, user) -> tuple[int, int]:
+    """The GPUs and the number of a member's active sessions on the cluster
+    (``workloads.member_limits``)."""
+    use = InteractiveSession.objects.filter(
+        team=team, cluster=cluster, owner=user, state__in=ACTIVE_STATES
+    ).aggregate(gpus=Sum("gpus"), sessions=Count("pk"))
+    return use["gpus"] or 0, use["sessions"]

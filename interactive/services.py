@@ -31,6 +31,7 @@ from tenants.errors import InvalidTransition
 from tenants.models import AuditEvent, Team
 from workloads import queueing
 from workloads.permissions import can_run_workloads
+from workloads.member_limits import check_member_limit
 from workloads.quota import check_quota
 
 State = InteractiveSession.State
@@ -78,6 +79,8 @@ def session_start(
         _check_gpu_quota(
             request.gpus, team=team, cluster=cluster, gpu_resource=request.gpu_resource
         )
+        # A session is never left waiting for its owner's own limit: refused on either mode.
+        check_member_limit(team=team, cluster=cluster, user=user, gpus=request.gpus)
         # Again under the team's lock: two members' first sessions at once must both fit.
         storage = admission.storage_refusal(team=team, cluster=cluster, owner=user, request=request)
         if storage:

@@ -33,6 +33,7 @@ INSTALLED_APPS = [
     "serving",
     "interactive",
     "billing",
+    "workloads",
     "webhooks",
     "sharing",
 ]

@@ -30,6 +30,7 @@ urlpatterns = [
     path("api/v1/", include("billing.api.urls")),
     path("api/v1/", include("webhooks.api.urls")),
     path("api/v1/", include("sharing.api.urls")),
+    path("api/v1/", include("workloads.api.urls")),
     path("monitoring/", include("monitoring.urls")),
     path("billing/", include("billing.urls")),
     path("jobs/", include("gpujobs.urls")),
@@ -38,6 +39,7 @@ urlpatterns = [
     path("interactive/", include("interactive.urls")),
     path("sharing/", include("sharing.urls")),
     path("", include("webhooks.urls")),
+    path("", include("workloads.urls")),
     path("", include("tenants.urls")),
 ]
 

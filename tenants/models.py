@@ -564,6 +564,8 @@ class AuditEvent(models.Model):
         LAYOUT_APPLIED = "sharing_layout.applied", "sharing layout applied"
         LAYOUT_FAILED = "sharing_layout.failed", "sharing layout failed"
         LAYOUT_REVERTED = "sharing_layout.reverted", "sharing layout reverted"
+        MEMBER_LIMIT_SET = "member_limit.set", "member limit set"
+        MEMBER_LIMIT_REMOVED = "member_limit.removed", "member limit removed"
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     actor = models.ForeignKey(

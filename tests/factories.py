@@ -29,6 +29,7 @@ from tenants.models import (
     TeamQueuePolicy,
 )
 from webhooks.models import Delivery, Webhook
+from workloads.models import MemberLimit
 
 PASSWORD = "correct-horse-battery"
 
@@ -341,3 +342,17 @@ class LayoutRequestFactory(factory.django.DjangoModelFactory):
     ends_on = factory.LazyAttribute(lambda layout: layout.source_grant.ends_on)
     justification = "Notebooks need a slice each."
     requested_by = factory.SubFactory(UserFactory)
+
+
+class MemberLimitFactory(factory.django.DjangoModelFactory):
+    """A lead's limit of 2 GPUs at once for a member of the team on a cluster."""
+
+    class Meta:
+        model = MemberLimit
+
+    team = factory.SubFactory(TeamFactory)
+    user = factory.SubFactory(UserFactory)
+    cluster = factory.SubFactory(ClusterFactory)
+    max_gpus = 2
+    max_running = None
+    set_by = factory.SubFactory(UserFactory)

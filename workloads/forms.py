@@ -7,12 +7,15 @@ name."""
 from __future__ import annotations
 
 from django import forms
+from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 
 from clusters.models import Cluster
 from clusters.vocabulary import DEFAULT_GPU_RESOURCE
 from tenants.forms import gpu_kind_choices
+from tenants.models import Membership
 from workloads import gpu_kinds
+from workloads.models import MAX_LIMIT
 
 
 def lines(text: str) -> list[str]:
@@ -146,3 +149,35 @@ def offer_gpu_choices(form: forms.Form, cluster: Cluster | None) -> None:
     form.fields["gpu_model"].choices = gpu_model_choices(cluster)
     if "gpu_resource" in form.fields:
         form.fields["gpu_resource"].choices = workload_gpu_kinds(cluster)
+
+
+class MemberLimitForm(forms.Form):
+    """A lead's limit for one member of the team on one cluster (``member_limits``)."""
+
+    user = forms.ModelChoiceField(queryset=None, label="Member", to_field_name="username")
+    cluster = forms.ModelChoiceField(
+        queryset=Cluster.objects.order_by("name"), to_field_name="name"
+    )
+    max_gpus = forms.IntegerField(
+        label="GPUs at once",
+        required=False,
+        min_value=0,
+        max_value=MAX_LIMIT,
+        widget=number_input(min=0),
+        help_text="Empty: no limit of GPUs.",
+    )
+    max_running = forms.IntegerField(
+        label="Jobs and sessions at once",
+        required=False,
+        min_value=0,
+        max_value=MAX_LIMIT,
+        widget=number_input(min=0),
+        help_text="Empty: no limit of running work.",
+    )
+
+    def __init__(self, *args, team, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["user"].queryset = User.objects.filter(
+            memberships__team=team,
+            memberships__role__in=[Membership.Role.LEAD, Membership.Role.MEMBER],
+        ).order_by("username")

@@ -39,6 +39,9 @@ class Reason:
     EVICTED = "Evicted"
     KUEUE_NOT_ADMITTING = "KueueNotAdmitting"
     QUOTA_MODE_CHANGED = "QuotaModeChanged"
+    # Waiting in the portal, not sent to the cluster: its member's own limit in the team is
+    # reached (``workloads.member_limits``).
+    MEMBER_LIMIT = "MemberLimit"
 
 
 QUOTA_USED_UP = "The team's GPU quota is used up"

@@ -1,6 +1,6 @@
 """One small world for the bad-input suites: two teams on one cluster (one in a department), a
-pending request, an active grant, a job, a notification and audit events, so that generated and
-hand-written inputs reach real objects as well as missing ones.
+pending request, an active grant, a job, a member's limit, a notification and audit events, so
+that generated and hand-written inputs reach real objects as well as missing ones.
 
 The cluster points at ports nothing listens on: reads of the cluster or of Prometheus fail at
 once, and must answer as the schema says (502/503), never 500. Nothing reaches a worker: the
@@ -84,6 +84,9 @@ def world(db, cluster, team, other_team, lead, member, other_lead, admin, outsid
         ),
         requested_by=lead,
     )
+    member_limit = factories.MemberLimitFactory(
+        team=team, user=member, cluster=cluster, max_gpus=2, set_by=lead
+    )
     return {
         "cluster": cluster,
         "team": team,
@@ -102,6 +105,7 @@ def world(db, cluster, team, other_team, lead, member, other_lead, admin, outsid
         "webhook": webhook,
         "layout": layout,
         "delivery": delivery,
+        "member_limit": member_limit,
         "department": department,
         "outsider": outsider,
         "archived": archived,

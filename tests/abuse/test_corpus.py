@@ -245,6 +245,25 @@ ENDPOINTS = [
         optional_body=True,
     ),
     Endpoint(
+        "member-limit-set",
+        "post",
+        lambda w: f"/api/v1/teams/{w['team'].slug}/member-limits/",
+        "lead",
+        lambda w: {
+            "user": w["member"].username,
+            "cluster": w["cluster"].name,
+            "max_gpus": 4,
+            "max_running": 2,
+        },
+        {
+            "user": F("id", TRIMMED_SLUG),
+            "cluster": F("id", TRIMMED_SLUG),
+            # No limit is null (or blank); 0 is a limit.
+            "max_gpus": F("number", BLANK_NUMBER, "type-zero"),
+            "max_running": F("number", BLANK_NUMBER, "type-zero"),
+        },
+    ),
+    Endpoint(
         "quota-request",
         "post",
         lambda w: "/api/v1/quota-requests/",

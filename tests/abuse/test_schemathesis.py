@@ -97,6 +97,7 @@ def _real_path_parameters(world) -> dict[str, dict[str, str]]:
         # Before the team's own prefix, which they start with.
         "/api/v1/teams/{team_slug}/webhooks/": {**team, "id": str(world["webhook"].pk)},
         "/api/v1/teams/{team_slug}/webhook-deliveries/": {**team, "id": str(world["delivery"].pk)},
+        "/api/v1/teams/{team_slug}/member-limits/": {**team, "id": str(world["member_limit"].pk)},
         "/api/v1/teams/": team,
         "/api/v1/monitoring/": team,
         "/api/v1/clusters/": {"name": world["cluster"].name},

@@ -67,6 +67,9 @@ def add_layouts(n, *, team, cluster, lead, admin, **_):
         )
 
 
+# Not here: ``teams/{slug}/member-limits/``, whose rows each carry the member's use now, counted
+# per row by the workload apps' counters (``workloads.member_limits.member_use``); the rest of
+# that list is flat (``test_member_limits_api``).
 LISTS = [
     ("/api/v1/teams/", add_teams, "admin"),
     ("/api/v1/teams/vision/members/", add_members, "lead"),

@@ -245,6 +245,10 @@ def bare_world(team, lead, admin, cluster, today):
         requested_by=lead,
     )
     price_set(actor=admin, effective_from=today.replace(day=1).isoformat(), gpu_hour="2")
+    # A limit of running work only, whose setter is gone, on a member who holds nothing.
+    limit = factories.MemberLimitFactory(
+        team=team, user=lead, cluster=cluster, max_gpus=None, max_running=1, set_by=None
+    )
     for user in (admin, lead):
         factories.NotificationFactory(user=user, team=None)
         _token(user)
@@ -265,6 +269,7 @@ def bare_world(team, lead, admin, cluster, today):
             "/api/v1/audit-events/": [{"id": event.pk}],
             "/api/v1/teams/{team_slug}/webhooks/": [{**team_values, "id": webhook.pk}],
             "/api/v1/teams/{team_slug}/webhook-deliveries/": [{**team_values, "id": delivery.pk}],
+            "/api/v1/teams/{team_slug}/member-limits/": [{**team_values, "id": limit.pk}],
             "/api/v1/teams/": [team_values],
             "/api/v1/clusters/": [{"name": cluster.name}],
             "/api/v1/departments/": [{"slug": department.slug}],
@@ -733,6 +738,10 @@ def rich_world(team, other_team, lead, member, viewer, admin, cluster, research,
     sharing_grants.give_back(layout)
     layout.state = "reverted"
     layout.save()
+    # A member's limit of both, set by a lead, with jobs of theirs holding GPUs.
+    limit = factories.MemberLimitFactory(
+        team=team, user=member, cluster=cluster, max_gpus=8, max_running=4, set_by=lead
+    )
     event = team.audit_events.exclude(actor=None).exclude(before=None).order_by("pk").first()
     team_values = {
         "slug": team.slug,
@@ -751,6 +760,7 @@ def rich_world(team, other_team, lead, member, viewer, admin, cluster, research,
             "/api/v1/audit-events/": [{"id": event.pk}],
             "/api/v1/teams/{team_slug}/webhooks/": [{**team_values, "id": webhook.pk}],
             "/api/v1/teams/{team_slug}/webhook-deliveries/": [{**team_values, "id": delivered.pk}],
+            "/api/v1/teams/{team_slug}/member-limits/": [{**team_values, "id": limit.pk}],
             "/api/v1/teams/": [team_values, {**team_values, "slug": archived.slug}],
             "/api/v1/clusters/": [{"name": cluster.name}],
             "/api/v1/departments/": [{"slug": research.slug}, {"slug": child.slug}],

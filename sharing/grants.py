@@ -15,7 +15,7 @@ from sharing.models import LayoutRequest
 from tenants.audit import audit, snapshot
 from tenants.errors import InvalidTransition
 from tenants.models import AuditEvent, QuotaGrant, QuotaRequest
-from tenants.quota import end_grant
+from tenants.quota import end_grant, grant_approved_request
 from tenants.reconcile_triggers import request_reconcile_after_commit
 
 Action = AuditEvent.Action
@@ -32,8 +32,8 @@ def _auto_grant(
     justification: str,
     reviewer: User | None,
 ) -> QuotaGrant:
-    """A request approved at once, and its grant, as ``quota_request_approve`` writes them
-    (without the capacity check: the GPUs are the layout's own, changed in kind)."""
+    """A request approved at once, and its grant (``grant_approved_request``, as an approval
+    writes it, without the capacity check: the GPUs are the layout's own, changed in kind)."""
     granted_by = reviewer or layout.decided_by or layout.requested_by
     today = timezone.localdate()
     quota_request = QuotaRequest.objects.create(
@@ -60,27 +60,14 @@ def _auto_grant(
         after=snapshot(quota_request),
         note=justification,
     )
-    grant = QuotaGrant.objects.create(
-        request=quota_request,
-        team=layout.team,
-        cluster_id=layout.cluster_id,
-        gpu_resource=gpu_resource,
-        gpu_model=gpu_model,
+    return grant_approved_request(
+        quota_request,
         gpus=gpus,
-        starts_on=today,
         ends_on=ends_on,
         granted_by=granted_by,
-    )
-    audit(
         actor=reviewer,
-        action=Action.QUOTA_GRANT_ACTIVATED,
-        target=grant,
-        team=layout.team,
-        before=None,
-        after=snapshot(grant),
         note=justification,
     )
-    return grant
 
 
 def convert(layout: LayoutRequest) -> str | None:

@@ -262,30 +262,53 @@ def quota_request_approve(
             note=note,
             action=Action.QUOTA_REQUEST_APPROVED,
         )
-        grant = QuotaGrant.objects.create(
-            request=locked,
-            team=locked.team,
-            cluster=cluster,
-            gpu_resource=locked.gpu_resource,
-            gpu_model=locked.gpu_model,
+        locked.cluster = cluster
+        grant = grant_approved_request(
+            locked,
             gpus=granted,
-            cpu_cores=locked.cpu_cores,
-            memory_gib=locked.memory_gib,
-            starts_on=locked.starts_on,
             ends_on=granted_until,
             granted_by=reviewer,
-        )
-        audit(
             actor=reviewer,
-            action=Action.QUOTA_GRANT_ACTIVATED,
-            target=grant,
-            team=grant.team,
-            before=None,
-            after=snapshot(grant),
             note=locked.decision_note,
         )
         _emit_decision(locked, grant=grant)
         request_reconcile_after_commit(team_id=grant.team_id, cluster_id=grant.cluster_id)
+    return grant
+
+
+def grant_approved_request(
+    quota_request: QuotaRequest,
+    *,
+    gpus: int,
+    ends_on: datetime.date | None,
+    granted_by: User,
+    actor: User | None,
+    note: str,
+) -> QuotaGrant:
+    """The grant of an approved request, for ``gpus`` until ``ends_on``, and its audit event:
+    what an approval writes, and a sharing layout's grant of slices (``sharing.grants``)."""
+    grant = QuotaGrant.objects.create(
+        request=quota_request,
+        team=quota_request.team,
+        cluster=quota_request.cluster,
+        gpu_resource=quota_request.gpu_resource,
+        gpu_model=quota_request.gpu_model,
+        gpus=gpus,
+        cpu_cores=quota_request.cpu_cores,
+        memory_gib=quota_request.memory_gib,
+        starts_on=quota_request.starts_on,
+        ends_on=ends_on,
+        granted_by=granted_by,
+    )
+    audit(
+        actor=actor,
+        action=Action.QUOTA_GRANT_ACTIVATED,
+        target=grant,
+        team=grant.team,
+        before=None,
+        after=snapshot(grant),
+        note=note,
+    )
     return grant
 
 

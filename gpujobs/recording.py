@@ -259,6 +259,8 @@ def record_observation(
         if GpuJob.objects.filter(pk=row["pk"], state=row["state"]).update(**changes):
             if changes.get("state") in ENDED_EVENTS:
                 emit_job_ended(row["pk"])
+            if "preempted_at" in changes:
+                emit_job_preempted(row["pk"])
             return 1
         row = GpuJob.objects.filter(pk=row["pk"]).values(*OBSERVED_FIELDS).first()
         if row is None:
@@ -306,6 +308,35 @@ def emit_job_ended(job_id: int) -> None:
             "gpus": job.gpus,
             "started_at": job.started_at.isoformat() if job.started_at else None,
             "finished_at": job.finished_at.isoformat() if job.finished_at else None,
+        },
+        link=reverse("gpujob-detail", args=[job.pk]),
+    )
+
+
+def emit_job_preempted(job_id: int) -> None:
+    """Tell the team's listeners (webhooks) that Kueue preempted the job, as its row now says:
+    its pods are being stopped (SIGTERM first, then the pod's termination grace period: time
+    for a training loop to checkpoint) and it waits in the queue again. Sent once per
+    preemption, when the watcher first records it."""
+    job = GpuJob.objects.select_related("team", "cluster", "submitted_by").filter(pk=job_id).first()
+    if job is None or job.preempted_at is None:
+        return
+    by = f" by {job.preempted_by}" if job.preempted_by else ""
+    emit(
+        team_id=job.team_id,
+        kind=EventKind.JOB_PREEMPTED,
+        title=f"Job #{job.pk} {job.name} of {job.team.slug} preempted on {job.cluster.name}{by}",
+        data={
+            "job_id": job.pk,
+            "name": job.name,
+            "cluster": job.cluster.name,
+            "submitted_by": job.submitted_by.get_username(),
+            "priority": job.priority,
+            "preemptions": job.preemptions,
+            "preempted_at": job.preempted_at.isoformat(),
+            "preempted_by": job.preempted_by,
+            "reason": job.preemption_reason,
+            "gpus": job.gpus,
         },
         link=reverse("gpujob-detail", args=[job.pk]),
     )

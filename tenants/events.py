@@ -32,6 +32,7 @@ class EventKind(models.TextChoices):
     GPUS_IDLE = "gpus.idle", "GPUs idle"
     JOB_SUCCEEDED = "gpu_job.succeeded", "GPU job succeeded"
     JOB_FAILED = "gpu_job.failed", "GPU job failed"
+    JOB_PREEMPTED = "gpu_job.preempted", "GPU job preempted (its pods are stopped, it is requeued)"
     SESSION_IDLE = "session.idle", "Session idle, to be stopped"
     SESSION_STOPPED = "session.stopped", "Session stopped"
     SHARING_LAYOUT_CHANGED = (

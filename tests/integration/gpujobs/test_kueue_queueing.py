@@ -13,6 +13,7 @@ from django.utils import timezone
 from clusters.vocabulary import resource_flavor_name
 from gpujobs.models import GpuJob
 from tenants import quota as tenant_quota
+from tests import factories
 from tests.integration.conftest import wait_for
 from tests.integration.gpujobs.fixtures import (
     api_client_for,
@@ -21,6 +22,7 @@ from tests.integration.gpujobs.fixtures import (
     wait_for_state,
 )
 from tests.integration.gpujobs.kueue import A100, H100
+from webhooks.models import Delivery
 from workloads.pod_states import Reason
 
 pytestmark = [pytest.mark.devcluster]
@@ -55,6 +57,10 @@ def test_an_opportunistic_job_borrows_idle_gpus_and_gives_them_back_when_the_len
         assert job.queue_name == "opportunistic"
         assert job.admitted_at is not None
 
+    # The borrower's owner hears of a preemption at once (its pods get SIGTERM, then the
+    # termination grace period, to checkpoint).
+    hook = factories.WebhookFactory(team=borrower.team, events=["gpu_job.preempted"])
+
     # The lender wants its GPUs back.
     started = time.monotonic()
     guaranteed = submitted(
@@ -78,6 +84,14 @@ def test_an_opportunistic_job_borrows_idle_gpus_and_gives_them_back_when_the_len
         assert kube_job(batch, job).spec.suspend is True  # requeued, not lost
     assert guaranteed.queue_name == "guaranteed"
     assert took_running < 20, f"the lender waited {took_running:.1f}s for its GPUs"
+    notices = wait_for(
+        lambda: list(Delivery.objects.filter(webhook=hook, event="gpu_job.preempted")) or None,
+        what="the preemption notices",
+    )
+    assert sorted(d.payload["data"]["job_id"] for d in notices) == sorted(j.pk for j in borrowing)
+    assert {d.payload["data"]["preempted_by"] for d in notices} == {
+        f"job #{guaranteed.pk} of team {lender.team.slug} (guaranteed)"
+    }
 
 
 def queue_status(user, job) -> dict:

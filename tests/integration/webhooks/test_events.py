@@ -141,6 +141,35 @@ def test_a_job_that_succeeds_is_delivered_once(hook, team, cluster):
     assert [d.event for d in Delivery.objects.all()] == ["gpu_job.succeeded"]
 
 
+def test_a_preemption_is_delivered_once_with_who_preempted_the_job(hook, team, cluster):
+    job = _job(team, cluster)
+    GpuJob.objects.filter(pk=job.pk).update(priority="opportunistic", queue_name="opportunistic")
+    at = job.created_at + datetime.timedelta(minutes=5)
+    preempted = Observation(
+        state="pending",
+        reason="Preempted",
+        message="Preempted (to reclaim nominal quota); waiting in the queue again.",
+        preemptions=1,
+        preempted_at=at,
+        preemption_reason="to reclaim nominal quota",
+    )
+    for _ in range(2):  # the watcher sees the same preemption twice: one delivery
+        row = GpuJob.objects.filter(pk=job.pk).values(*OBSERVED_FIELDS).get()
+        record_observation(
+            row, preempted, kube_uid="uid-1", now=at, preemptor="job #9 of team lender"
+        )
+
+    (delivery,) = Delivery.objects.all()
+    assert delivery.event == "gpu_job.preempted"
+    data = delivery.payload["data"]
+    assert (data["job_id"], data["priority"], data["preemptions"]) == (job.pk, "opportunistic", 1)
+    assert data["preempted_by"] == "job #9 of team lender"
+    assert data["reason"] == "to reclaim nominal quota"
+    assert data["preempted_at"] == at.isoformat()
+    assert delivery.payload["title"].endswith("preempted on gpu-east by job #9 of team lender")
+    assert delivery.payload["link"].endswith(f"/jobs/{job.pk}/")
+
+
 def test_a_job_running_or_cancelled_is_not_delivered(hook, team, cluster):
     job = _job(team, cluster, state=GpuJob.State.PENDING)
     row = GpuJob.objects.filter(pk=job.pk).values(*OBSERVED_FIELDS).get()

@@ -8,7 +8,7 @@ class GpujobsConfig(AppConfig):
     def ready(self) -> None:
         # The tasks are registered in every process, so ``enqueue`` sends them by name.
         import gpujobs.tasks  # noqa: F401
-        from gpujobs import grant_history, selectors
+        from gpujobs import grant_history, member_holds, selectors
         from tenants import impact, review_history
         from workloads import holdings, member_limits
 
@@ -16,6 +16,7 @@ class GpujobsConfig(AppConfig):
         # whatever they hold).
         holdings.register("its unfinished jobs", selectors.gpus_held_by_jobs)
         member_limits.register("jobs", selectors.member_jobs_use)
+        member_limits.register_releaser(member_holds.release_after_commit)
         # A grant change's impact preview lists the team's jobs.
         impact.register("job", selectors.jobs_for_impact)
         # Beside each request to review: what the team did with its past grants.

@@ -2,10 +2,11 @@
 a cluster whose quota Kueue enforces: stored queued with reason ``MemberLimit`` and not sent to
 the cluster, then released, oldest first, once the member is under the limit again.
 
-A release runs when one of the member's jobs ends or is stopped (``enqueue_release``, after
-commit), and for every member with waiting jobs on each periodic resync (a lost message, a
-limit raised or lifted). It holds the team's row lock, as a submission does, so a release and a
-submission never both fit in the same room.
+A release runs when one of the member's jobs ends or is stopped, one of their sessions ends, or
+their limit changes (``release_after_commit``, registered in ``workloads.member_limits`` for
+the others), and for every member with waiting jobs on each periodic resync (a lost message).
+It holds the team's row lock, as a submission does, so a release and a submission never both
+fit in the same room.
 """
 
 from __future__ import annotations
@@ -37,14 +38,21 @@ def held_jobs():
     return GpuJob.objects.filter(state=State.QUEUED, reason=Reason.MEMBER_LIMIT)
 
 
-def release_after_commit(job: GpuJob) -> None:
-    """After ``job`` ended or was stopped: its member's jobs waiting for their own limit may go
-    now (a task, once the transaction commits; nothing when none waits)."""
-    team_id, cluster_id, user_id = job.team_id, job.cluster_id, job.submitted_by_id
+def release_after_commit(*, team_id: int, cluster_id: int, user_id: int) -> None:
+    """The member may have room again (one of their jobs or sessions ended, their limit
+    changed): their jobs waiting for it may go (a task, once the transaction commits; nothing
+    when none waits)."""
     if held_jobs().filter(team_id=team_id, cluster_id=cluster_id, submitted_by_id=user_id).exists():
         transaction.on_commit(
             lambda: enqueue_release(team_id=team_id, cluster_id=cluster_id, user_id=user_id)
         )
+
+
+def release_after_commit_of(job: GpuJob) -> None:
+    """``release_after_commit`` for the member of ``job``, which just ended or was stopped."""
+    release_after_commit(
+        team_id=job.team_id, cluster_id=job.cluster_id, user_id=job.submitted_by_id
+    )
 
 
 def release_held_jobs(*, team_id: int, cluster_id: int, user_id: int) -> list[int]:

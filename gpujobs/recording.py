@@ -23,6 +23,7 @@ from django.utils import timezone
 from gpujobs import member_holds, selectors
 from gpujobs.models import GpuJob
 from gpujobs.observe import FINAL_STATES, Observation
+from monitoring.models import Notification
 from tenants.events import EventKind, emit
 from workloads.pod_states import Reason
 
@@ -288,7 +289,7 @@ def emit_job_ended(job_id: int) -> None:
     job = GpuJob.objects.select_related("team", "cluster").filter(pk=job_id).first()
     if job is None or job.state not in ENDED_EVENTS:
         return
-    member_holds.release_after_commit(job)
+    member_holds.release_after_commit_of(job)
     ended = "succeeded" if job.state == State.SUCCEEDED else "failed"
     title = f"Job #{job.pk} {job.name} of {job.team.slug} {ended} on {job.cluster.name}"
     if job.state == State.FAILED and job.reason:
@@ -314,7 +315,8 @@ def emit_job_ended(job_id: int) -> None:
 
 
 def emit_job_preempted(job_id: int) -> None:
-    """Tell the team's listeners (webhooks) that Kueue preempted the job, as its row now says:
+    """Tell the team's listeners (webhooks) and the job's owner (a notification) that Kueue
+    preempted the job, as its row now says:
     its pods are being stopped (SIGTERM first, then the pod's termination grace period: time
     for a training loop to checkpoint) and it waits in the queue again. Sent once per
     preemption, when the watcher first records it."""
@@ -338,6 +340,18 @@ def emit_job_preempted(job_id: int) -> None:
             "reason": job.preemption_reason,
             "gpus": job.gpus,
         },
+        link=reverse("gpujob-detail", args=[job.pk]),
+    )
+    Notification.objects.create(
+        user=job.submitted_by,
+        team=job.team,
+        kind=Notification.Kind.JOB_PREEMPTED,
+        subject=f"Job {job.name} was preempted on {job.cluster.name}"[:200],
+        body=(
+            f"Kueue took back the GPUs job #{job.pk} borrowed{by}: its pods are stopped "
+            "(SIGTERM first, then their termination grace period) and it waits in the queue "
+            "again, to run once GPUs are free."
+        ),
         link=reverse("gpujob-detail", args=[job.pk]),
     )
 

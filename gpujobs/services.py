@@ -250,5 +250,5 @@ def job_cancel(*, actor: User, job: GpuJob) -> GpuJob:
         )
         job_id = locked.pk
         transaction.on_commit(lambda: enqueue_delete(job_id=job_id))
-        member_holds.release_after_commit(locked)
+        member_holds.release_after_commit_of(locked)
     return locked

@@ -7,10 +7,15 @@ from __future__ import annotations
 from interactive.models import InteractiveSession
 from monitoring.models import Notification
 from tenants.events import EventKind, emit
+from workloads import member_limits
 
 
 def session_stopped(session: InteractiveSession) -> None:
-    """Call inside the transaction that recorded the stop."""
+    """Call inside the transaction that recorded the stop. The owner's jobs waiting for their
+    own limit in the team may go now (``workloads.member_limits``)."""
+    member_limits.room_made(
+        team_id=session.team_id, cluster_id=session.cluster_id, user_id=session.owner_id
+    )
     link = f"/interactive/{session.pk}/"
     ended = "failed" if session.state == InteractiveSession.State.FAILED else "stopped"
     title = f"Session #{session.pk} {session.name} of {session.owner.get_username()} {ended}"

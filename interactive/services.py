@@ -30,8 +30,8 @@ from tenants.audit import audit
 from tenants.errors import InvalidTransition
 from tenants.models import AuditEvent, Team
 from workloads import queueing
-from workloads.permissions import can_run_workloads
 from workloads.member_limits import check_member_limit
+from workloads.permissions import can_run_workloads
 from workloads.quota import check_quota
 
 State = InteractiveSession.State

@@ -116,6 +116,7 @@ class Notification(models.Model):
         GRANT_ENDING = "grant_ending", "Grant ends soon"
         BUDGET_WARNING = "budget_warning", "Budget 80% spent"
         BUDGET_EXHAUSTED = "budget_exhausted", "Budget spent"
+        JOB_PREEMPTED = "job_preempted", "Job preempted"
 
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notifications"
@@ -147,6 +148,7 @@ class Notification(models.Model):
                         "grant_ending",
                         "budget_warning",
                         "budget_exhausted",
+                        "job_preempted",
                     ]
                 ),
                 name="notification_kind_valid",

@@ -7,7 +7,8 @@ A member's use is what their workloads hold: each workload kind that a person st
 module never imports those apps (as ``workloads.holdings`` for the team's quota).
 
 Beyond the limit, a job waits in the portal on a Kueue cluster (``gpujobs.member_holds``
-releases it once the member is under again) and is refused under quota only, as a session is
+releases it once the member is under again: ``room_made`` tells it when a session ends or a
+limit changes) and is refused under quota only, as a session is
 on either: ``over_limit`` says why, in words a member can act on.
 """
 
@@ -37,6 +38,24 @@ _counters: dict[str, Counter] = {}
 def register(what: str, counter: Counter) -> None:
     """Count ``counter`` against members' limits, named ``what`` in messages ("jobs")."""
     _counters[what] = counter
+
+
+# (team_id=, cluster_id=, user_id=) -> None: sends what waits for the member's limit, if any.
+Releaser = Callable[..., None]
+
+_releasers: list[Releaser] = []
+
+
+def register_releaser(release: Releaser) -> None:
+    """Be told when a member may have room again (``gpujobs.member_holds``)."""
+    _releasers.append(release)
+
+
+def room_made(*, team_id: int, cluster_id: int, user_id: int) -> None:
+    """A member's session ended or their limit changed: what waits for the limit may go. Call
+    inside the transaction of the change."""
+    for release in _releasers:
+        release(team_id=team_id, cluster_id=cluster_id, user_id=user_id)
 
 
 @dataclass(frozen=True)
@@ -157,6 +176,7 @@ def member_limit_set(
             limit = MemberLimit(team=team, user=user, cluster=cluster)
         limit.max_gpus, limit.max_running, limit.set_by = max_gpus, max_running, actor
         limit.save()
+        room_made(team_id=team.pk, cluster_id=cluster.pk, user_id=user.pk)
         audit(
             actor=actor,
             action=AuditEvent.Action.MEMBER_LIMIT_SET,
@@ -181,6 +201,7 @@ def member_limit_remove(*, actor: User, limit: MemberLimit) -> None:
             before=before,
             after=None,
         )
+        room_made(team_id=limit.team_id, cluster_id=limit.cluster_id, user_id=limit.user_id)
         limit.delete()
 
 

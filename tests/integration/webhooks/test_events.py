@@ -12,6 +12,7 @@ from gpujobs.models import GpuJob
 from gpujobs.observe import Observation
 from gpujobs.recording import OBSERVED_FIELDS, record_finished, record_observation
 from monitoring import grant_reminders
+from monitoring.models import Notification
 from tenants import quota
 from tests import factories
 from webhooks.models import Delivery
@@ -168,6 +169,10 @@ def test_a_preemption_is_delivered_once_with_who_preempted_the_job(hook, team, c
     assert data["preempted_at"] == at.isoformat()
     assert delivery.payload["title"].endswith("preempted on gpu-east by job #9 of team lender")
     assert delivery.payload["link"].endswith(f"/jobs/{job.pk}/")
+    # Its owner is told too, in the portal.
+    (notice,) = Notification.objects.filter(user=job.submitted_by)
+    assert notice.kind == "job_preempted"
+    assert "by job #9 of team lender" in notice.body
 
 
 def test_a_job_running_or_cancelled_is_not_delivered(hook, team, cluster):

@@ -14,6 +14,7 @@ from django.utils import timezone
 from clusters.models import QuotaMode
 from gpujobs import member_holds
 from gpujobs.models import GpuJob
+from interactive import services as interactive_services
 from tenants.models import AuditEvent
 from tests import factories
 from workloads import member_limits
@@ -202,3 +203,29 @@ def test_a_lead_sets_and_lifts_a_limit_from_the_team_page(client_as, lead, membe
     assert client.post(f"/teams/{team.slug}/member-limits/{stored.pk}/remove/").status_code == 302
     assert not MemberLimit.objects.exists()
     assert client_as(member).get(f"/teams/{team.slug}/member-limits/").status_code == 403
+
+
+def test_lifting_a_limit_or_ending_a_session_sends_for_the_waiting_jobs(
+    api, member, lead, team, cluster, grant, django_capture_on_commit_callbacks
+):
+    cluster.quota_mode = QuotaMode.KUEUE
+    cluster.save()
+    limited = limit(lead, team, member, cluster, max_running=1)
+    session = factories.InteractiveSessionFactory(
+        team=team, cluster=cluster, owner=member, state="running"
+    )
+    waiting = api.as_user(member).post("/api/v1/jobs/", job_body()).json()
+    assert waiting["reason"] == Reason.MEMBER_LIMIT
+
+    with django_capture_on_commit_callbacks() as ended:
+        interactive_services.session_stop(actor=member, session=session)
+    with django_capture_on_commit_callbacks() as lifted:
+        member_limits.member_limit_remove(actor=lead, limit=limited)
+
+    # Each asks for a release of the member's waiting jobs once it commits (besides its own
+    # work: the session's Job deleted).
+    for callbacks in (ended, lifted):
+        assert "release" in " ".join(repr(c) for c in callbacks), callbacks
+    assert member_holds.release_held_jobs(
+        team_id=team.pk, cluster_id=cluster.pk, user_id=member.pk
+    ) == [waiting["id"]]

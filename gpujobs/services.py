@@ -176,38 +176,35 @@ def _member_holds(
 ) -> dict[int, str]:
     """The jobs of the batch beyond the member's own limit (index -> why), which wait in the
     portal on a Kueue cluster (``member_holds``); under quota only the batch is refused (400).
-    Jobs count in order: once one waits, every later one does too."""
+    Jobs count in order."""
     limit = member_limits.limit_of(team=team, cluster=cluster, user=user)
     if limit is None:
         return {}
     use = member_limits.member_use(team=team, cluster=cluster, user=user)
     before = MemberUse()
     held: dict[int, str] = {}
-    earlier = member_holds.held_jobs().filter(team=team, cluster=cluster, submitted_by=user)
-    if earlier.exists():
-        # A new job never overtakes the member's jobs that wait already.
-        held = {-1: f"{member_limits.MEMBER_LIMIT_REACHED}: earlier jobs of yours wait first."}
+    # A new job never overtakes the member's jobs that wait already, nor one earlier in the
+    # batch: once one waits, every later one does, for the same reason.
+    waiting = None
+    if member_holds.held_jobs().filter(team=team, cluster=cluster, submitted_by=user).exists():
+        waiting = f"{member_limits.MEMBER_LIMIT_REACHED}: earlier jobs of yours wait first."
     for index, request in enumerate(job_requests):
-        if held:
-            reason = next(iter(held.values()))
-        else:
-            reason = member_limits.over_limit(
-                team=team,
-                cluster=cluster,
-                user=user,
-                gpus=request.gpus,
-                use=use,
-                before=before,
-                limit=limit,
-            )
+        reason = waiting or member_limits.over_limit(
+            team=team,
+            cluster=cluster,
+            user=user,
+            gpus=request.gpus,
+            use=use,
+            before=before,
+            limit=limit,
+        )
         if reason is None:
             before = MemberUse(before.gpus + request.gpus, before.running + 1)
             continue
         if not queueing.queue_for(cluster, request.priority):
             field = "gpus" if len(job_requests) == 1 else "jobs"
             raise ValidationError({field: reason})
-        held[index] = reason
-    held.pop(-1, None)
+        held[index] = waiting = reason
     return held
 
 

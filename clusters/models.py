@@ -347,6 +347,12 @@ class Cluster(models.Model):
         default=QuotaMode.QUOTA_ONLY,
         help_text="Kueue needs Kueue v0.17+ installed on the cluster.",
     )
+    borrowers_share_by_weight = models.BooleanField(
+        default=False,
+        help_text="Kueue mode: borrowers of idle GPUs preempt one another until the borrowed "
+        "GPUs are shared in proportion to the teams' fair-sharing weights. Off: first come, "
+        "first served, and only a lender taking its GPUs back preempts a borrower.",
+    )
     gateway_api = models.BooleanField(
         null=True,
         blank=True,

@@ -52,6 +52,7 @@ def kueue_cluster_state(cluster: Cluster) -> queue_manifests.KueueCluster:
         gpu_taint_key=cluster.gpu_taint_key,
         gpu_model_label=cluster.gpu_model_label,
         gpu_capacity={c.resource_name: c.capacity for c in capacities},
+        borrowers_share_by_weight=cluster.borrowers_share_by_weight,
     )
 
 

@@ -99,6 +99,8 @@ class KueueCluster:
     gpu_taint_key: str = ""
     gpu_model_label: str = ""
     gpu_capacity: tuple[tuple[str, int], ...] = ()  # GPUs per kind the portal plans with
+    # Borrowers preempt one another toward their weights (``Cluster.borrowers_share_by_weight``)
+    borrowers_share_by_weight: bool = False
 
 
 @dataclass(frozen=True)
@@ -120,6 +122,7 @@ def kueue_cluster(
     gpu_taint_key: str = "",
     gpu_model_label: str = "",
     gpu_capacity: dict[str, int] | None = None,
+    borrowers_share_by_weight: bool = False,
 ) -> KueueCluster:
     """A ``KueueCluster`` from any iterables (sorted, so equal inputs build equal objects)."""
     return KueueCluster(
@@ -130,6 +133,7 @@ def kueue_cluster(
         gpu_taint_key=gpu_taint_key,
         gpu_model_label=gpu_model_label,
         gpu_capacity=tuple(sorted((gpu_capacity or {}).items())),
+        borrowers_share_by_weight=borrowers_share_by_weight,
     )
 
 
@@ -336,7 +340,7 @@ def cluster_queue(
     preemption = (
         {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"}
         if kind == GUARANTEED
-        else {"reclaimWithinCohort": "Never", "withinClusterQueue": "Never"}
+        else {"reclaimWithinCohort": _borrowers_reclaim(cluster), "withinClusterQueue": "Never"}
     )
     return {
         "apiVersion": KUEUE_API_VERSION,
@@ -354,6 +358,15 @@ def cluster_queue(
             "resourceGroups": [group for group in groups if group is not None],
         },
     }
+
+
+def _borrowers_reclaim(cluster: KueueCluster) -> str:
+    """What an opportunistic queue may preempt in its cohort. Its workloads only ever borrow,
+    and under fair sharing Kueue preempts only borrowed GPUs, from the queues whose share
+    (borrowed GPUs over weight) is above the preemptor's: with ``Any`` the borrowers converge on
+    shares in proportion to their weights; with ``Never`` the first to borrow keeps what it
+    took until the lender wants it back."""
+    return "Any" if cluster.borrowers_share_by_weight else "Never"
 
 
 def local_queue(team: TeamOnCluster, rules: Policy, kind: str) -> dict:

@@ -26,6 +26,7 @@ AUDITED_FIELDS = {
         "name",
         "overcommit_ratio",
         "quota_mode",
+        "borrowers_share_by_weight",
         "gpu_node_selector",
         "gpu_taint_key",
         "user_prefix",

@@ -223,6 +223,13 @@ class QuotaModeForm(forms.Form):
     quota_mode = forms.ChoiceField(
         label="Quota mode", choices=QuotaMode.choices, widget=forms.RadioSelect
     )
+    borrowers_share_by_weight = forms.BooleanField(
+        label="Borrowers share idle GPUs by weight",
+        required=False,
+        help_text="Kueue mode: borrowers preempt one another until the borrowed GPUs are shared "
+        "in proportion to their teams' fair-sharing weights. Off: first come, first served; "
+        "only a lender taking its GPUs back preempts a borrower.",
+    )
 
 
 class ClusterRegistriesForm(forms.Form):

@@ -515,6 +515,10 @@ class AuditEvent(models.Model):
         CLUSTER_SETTINGS_CHANGED = "cluster.settings_changed", "cluster settings changed"
         CLUSTER_OVERCOMMIT_CHANGED = "cluster.overcommit_changed", "cluster overcommit changed"
         CLUSTER_QUOTA_MODE_CHANGED = "cluster.quota_mode_changed", "cluster quota mode changed"
+        CLUSTER_BORROWING_CHANGED = (
+            "cluster.borrowing_changed",
+            "cluster borrowing fairness changed",
+        )
         TEAM_QUEUE_POLICY_SET = "team_queue_policy.set", "team queue policy set"
         TEAM_OBJECT_LIMITS_SET = "team_object_limits.set", "team object limits set"
         QUOTA_REQUEST_CREATED = "quota_request.created", "quota request created"

@@ -60,6 +60,30 @@ def cluster_set_quota_mode(*, actor: User, cluster: Cluster, quota_mode: str) ->
     return locked
 
 
+def cluster_set_borrowers_share_by_weight(*, actor: User, cluster: Cluster, on: bool) -> Cluster:
+    """Whether borrowers of idle GPUs preempt one another toward their teams' weights
+    (``Cluster.borrowers_share_by_weight``): every team's opportunistic queue is made again."""
+    if not is_portal_admin(actor):
+        raise PermissionDenied("Only portal admins can change how a cluster's GPUs are borrowed.")
+    with transaction.atomic():
+        locked = Cluster.objects.select_for_update().get(pk=cluster.pk)
+        if locked.borrowers_share_by_weight == on:
+            return locked
+        before = snapshot(locked)
+        locked.borrowers_share_by_weight = on
+        locked.save(update_fields=["borrowers_share_by_weight"])
+        audit(
+            actor=actor,
+            action=Action.CLUSTER_BORROWING_CHANGED,
+            target=locked,
+            team=None,
+            before=before,
+            after=snapshot(locked),
+        )
+        request_reconcile_on_cluster_teams(cluster_id=locked.pk)
+    return locked
+
+
 def cluster_gpus(cluster: Cluster) -> int:
     """Every GPU the cluster has to plan with, of every kind: what no limit can exceed."""
     return sum(row.capacity for row in GpuCapacity.objects.filter(cluster=cluster))

@@ -4,6 +4,7 @@ each team's policy."""
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -32,17 +33,23 @@ def cluster_queueing(request: HttpRequest, name: str) -> HttpResponse:
         return _set_registries(request, cluster)
     form = QuotaModeForm(request.POST)
     if form.is_valid():
+        data = form.cleaned_data
         try:
-            cluster = queueing.cluster_set_quota_mode(
-                actor=request.user, cluster=cluster, quota_mode=form.cleaned_data["quota_mode"]
-            )
+            with transaction.atomic():
+                cluster = queueing.cluster_set_quota_mode(
+                    actor=request.user, cluster=cluster, quota_mode=data["quota_mode"]
+                )
+                cluster = queueing.cluster_set_borrowers_share_by_weight(
+                    actor=request.user, cluster=cluster, on=data["borrowers_share_by_weight"]
+                )
         except ValidationError as error:
             add_service_errors(form, error)
         else:
+            sharing = "by weight" if cluster.borrowers_share_by_weight else "first come"
             messages.success(
                 request,
-                f"{cluster.name} now enforces quota with {cluster.get_quota_mode_display()}; "
-                "every team on it is being moved.",
+                f"{cluster.name} now enforces quota with {cluster.get_quota_mode_display()}, "
+                f"borrowers sharing idle GPUs {sharing}; every team on it is being moved.",
             )
             return redirect("cluster-queueing", name=cluster.name)
     return _render(request, cluster, form=form)
@@ -91,7 +98,13 @@ def _render(
         "tenants/cluster_queueing.html",
         {
             "cluster": cluster,
-            "form": form or QuotaModeForm(initial={"quota_mode": cluster.quota_mode}),
+            "form": form
+            or QuotaModeForm(
+                initial={
+                    "quota_mode": cluster.quota_mode,
+                    "borrowers_share_by_weight": cluster.borrowers_share_by_weight,
+                }
+            ),
             "registries_form": registries_form or ClusterRegistriesForm.for_cluster(cluster),
             "state": ClusterState.objects.filter(cluster=cluster).first(),
             "teams": [(state, policies.get(state.team_id)) for state in team_states],

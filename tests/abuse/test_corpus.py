@@ -217,6 +217,14 @@ ENDPOINTS = [
         {"overcommit_ratio": F("number", FRACTIONS)},
     ),
     Endpoint(
+        "cluster-borrowing",
+        "patch",
+        lambda w: f"/api/v1/clusters/{w['cluster'].name}/",
+        "admin",
+        lambda w: {"borrowers_share_by_weight": True},
+        {"borrowers_share_by_weight": F("bool")},
+    ),
+    Endpoint(
         "cluster-registries",
         "patch",
         lambda w: f"/api/v1/clusters/{w['cluster'].name}/",

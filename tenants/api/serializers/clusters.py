@@ -76,6 +76,7 @@ class ClusterSerializer(serializers.ModelSerializer):
             "display_name",
             "overcommit_ratio",
             "quota_mode",
+            "borrowers_share_by_weight",
             "allowed_registries",
             "allow_all_registries",
             "gpus",
@@ -161,11 +162,17 @@ class ClusterSettingsSerializer(serializers.Serializer):
     allow_all_registries = TrueOrFalseField(
         required=False, help_text="Allow images from any registry, whatever the list says."
     )
+    borrowers_share_by_weight = TrueOrFalseField(
+        required=False,
+        help_text="Kueue mode: borrowers of idle GPUs preempt one another until the borrowed "
+        "GPUs are shared in proportion to the teams' fair-sharing weights (false: first come, "
+        "first served; only a lender taking its GPUs back preempts a borrower).",
+    )
 
     def validate(self, data: dict) -> dict:
         if not data:
             raise serializers.ValidationError(
-                "Give one or more of overcommit_ratio, quota_mode, allowed_registries, "
-                "allow_all_registries."
+                "Give one or more of overcommit_ratio, quota_mode, borrowers_share_by_weight, "
+                "allowed_registries, allow_all_registries."
             )
         return data

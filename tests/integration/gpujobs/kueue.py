@@ -161,10 +161,10 @@ def kueue_cluster(gpu_cluster, k8s, core, devcluster, celery_worker_process):
 
 @pytest.fixture
 def make_kueue_team(kueue_cluster, core, celery_worker_process):
-    """``make_kueue_team({A100: 4}, borrowing_limit=2)``: a team with a lead, a member and a
-    viewer, its queue policy, and one approved grant per model (the key "" for any model); the
-    worker's reconcile makes its namespace, queues and ResourceQuota ceiling (``kueue_cluster``
-    removes them at the end)."""
+    """``make_kueue_team({A100: 4}, borrowing_limit=2, fair_sharing_weight="3")``: a team with a
+    lead, a member and a viewer, its queue policy, and one approved grant per model (the key ""
+    for any model); the worker's reconcile makes its namespace, queues and ResourceQuota ceiling
+    (``kueue_cluster`` removes them at the end)."""
 
     def make(
         grants: dict[str, int],
@@ -172,16 +172,18 @@ def make_kueue_team(kueue_cluster, core, celery_worker_process):
         name: str = "team",
         borrowing_limit: int | None = None,
         lending_limit: int | None = None,
+        fair_sharing_weight: str = "1",
     ) -> GpuTeam:
         cluster = kueue_cluster.cluster
         team, users = team_with_members(name, prefix="kq")
-        if borrowing_limit is not None or lending_limit is not None:
+        if borrowing_limit is not None or lending_limit is not None or fair_sharing_weight != "1":
             queueing.team_queue_policy_set(
                 actor=kueue_cluster.admin,
                 team=team,
                 cluster=cluster,
                 borrowing_limit=borrowing_limit,
                 lending_limit=lending_limit,
+                fair_sharing_weight=fair_sharing_weight,
             )
         granted = []
         for model, gpus in grants.items():

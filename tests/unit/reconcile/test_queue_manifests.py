@@ -241,6 +241,21 @@ def test_the_opportunistic_queue_owns_nothing_borrows_up_to_the_limit_and_preemp
     }
 
 
+def test_borrowers_sharing_by_weight_may_preempt_in_the_cohort_but_never_their_own():
+    shared = opportunistic(
+        team(grants=[grant(4, A100)]), on=cluster(borrowers_share_by_weight=True)
+    )
+    lender = guaranteed(team(grants=[grant(4, A100)]), on=cluster(borrowers_share_by_weight=True))
+
+    # Under fair sharing Kueue preempts only borrowed GPUs, from queues above their share.
+    assert shared["spec"]["preemption"] == {
+        "reclaimWithinCohort": "Any",
+        "withinClusterQueue": "Never",
+    }
+    assert shared["spec"]["fairSharing"] == {"weight": "1"}
+    assert lender["spec"]["preemption"]["reclaimWithinCohort"] == "Any"
+
+
 def test_without_a_borrowing_limit_the_opportunistic_queue_borrows_without_one():
     quota = gpu_quota(opportunistic(team(grants=[grant(4, A100)])))
 

@@ -38,26 +38,15 @@ def cluster_set_quota_mode(*, actor: User, cluster: Cluster, quota_mode: str) ->
         raise ValidationError(
             {"quota_mode": f"Must be one of: {', '.join(QuotaMode.values)} ({quota_mode!r})."}
         )
-    with transaction.atomic():
-        # The cluster's row lock, as approvals take it: a grant approved during the switch is
-        # reconciled in one mode or the other, never half.
-        locked = Cluster.objects.select_for_update().get(pk=cluster.pk)
-        if locked.quota_mode == quota_mode:
-            return locked
-        before = snapshot(locked)
-        locked.quota_mode = quota_mode
-        locked.save(update_fields=["quota_mode"])
-        audit(
-            actor=actor,
-            action=Action.CLUSTER_QUOTA_MODE_CHANGED,
-            target=locked,
-            team=None,
-            before=before,
-            after=snapshot(locked),
-        )
-        request_cluster_reconcile_after_commit(cluster_id=locked.pk)
-        request_reconcile_on_cluster_teams(cluster_id=locked.pk)
-    return locked
+    # The cluster-wide objects (flavors, priority classes) follow the mode too.
+    return _change_cluster(
+        actor=actor,
+        cluster=cluster,
+        field="quota_mode",
+        value=quota_mode,
+        action=Action.CLUSTER_QUOTA_MODE_CHANGED,
+        cluster_wide=True,
+    )
 
 
 def cluster_set_borrowers_share_by_weight(*, actor: User, cluster: Cluster, on: bool) -> Cluster:
@@ -65,21 +54,40 @@ def cluster_set_borrowers_share_by_weight(*, actor: User, cluster: Cluster, on: 
     (``Cluster.borrowers_share_by_weight``): every team's opportunistic queue is made again."""
     if not is_portal_admin(actor):
         raise PermissionDenied("Only portal admins can change how a cluster's GPUs are borrowed.")
+    return _change_cluster(
+        actor=actor,
+        cluster=cluster,
+        field="borrowers_share_by_weight",
+        value=on,
+        action=Action.CLUSTER_BORROWING_CHANGED,
+        cluster_wide=False,
+    )
+
+
+def _change_cluster(
+    *, actor: User, cluster: Cluster, field: str, value, action: str, cluster_wide: bool
+) -> Cluster:
+    """Set one of the cluster's queueing fields, audited, and ask for a pass over every team
+    on it (and over its cluster-wide objects with ``cluster_wide``); nothing when it has that
+    value already. Under the cluster's row lock, as approvals take it: a grant approved during
+    the change is reconciled before or after it, never half."""
     with transaction.atomic():
         locked = Cluster.objects.select_for_update().get(pk=cluster.pk)
-        if locked.borrowers_share_by_weight == on:
+        if getattr(locked, field) == value:
             return locked
         before = snapshot(locked)
-        locked.borrowers_share_by_weight = on
-        locked.save(update_fields=["borrowers_share_by_weight"])
+        setattr(locked, field, value)
+        locked.save(update_fields=[field])
         audit(
             actor=actor,
-            action=Action.CLUSTER_BORROWING_CHANGED,
+            action=action,
             target=locked,
             team=None,
             before=before,
             after=snapshot(locked),
         )
+        if cluster_wide:
+            request_cluster_reconcile_after_commit(cluster_id=locked.pk)
         request_reconcile_on_cluster_teams(cluster_id=locked.pk)
     return locked
 

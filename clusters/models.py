@@ -202,6 +202,11 @@ class GpuUtilizationMetric(models.TextChoices):
     )
 
 
+MAX_FAIR_SHARE_HALF_LIFE_HOURS = 24 * 90
+MAX_BORROWER_MIN_RUNTIME_SECONDS = 24 * 3600
+MAX_PREEMPTION_GRACE_SECONDS = 3600
+
+
 class QuotaMode(models.TextChoices):
     """How a cluster enforces the grants: a fixed ResourceQuota per team, or Kueue queues that
     let jobs wait and let idle GPUs be borrowed (with the ResourceQuota as the hard ceiling)."""
@@ -352,6 +357,38 @@ class Cluster(models.Model):
         help_text="Kueue mode: borrowers of idle GPUs preempt one another until the borrowed "
         "GPUs are shared in proportion to the teams' fair-sharing weights. Off: first come, "
         "first served, and only a lender taking its GPUs back preempts a borrower.",
+    )
+    fair_share_half_life_hours = models.PositiveIntegerField(
+        default=0,
+        validators=[MaxValueValidator(MAX_FAIR_SHARE_HALF_LIFE_HOURS)],
+        help_text="Kueue mode: a team's weight for borrowing idle GPUs counts for less the more "
+        "its opportunistic jobs used lately, their GPU-hours halved every this many hours. "
+        "0: off, the weights alone decide.",
+    )
+    fair_share_usage_scale_gpu_hours = models.PositiveIntegerField(
+        default=100,
+        validators=[MinValueValidator(1), MaxValueValidator(1_000_000)],
+        help_text="The decayed GPU-hours that halve a team's weight: it borrows with its weight "
+        "divided by (1 + decayed GPU-hours / this).",
+    )
+    borrower_min_runtime_seconds = models.PositiveIntegerField(
+        default=0,
+        validators=[MaxValueValidator(MAX_BORROWER_MIN_RUNTIME_SECONDS)],
+        help_text="Kueue mode: an opportunistic job is not preempted before it has run this "
+        "long, unless a lender's guaranteed job has waited longer than the lender's bound. "
+        "0: borrowers may be preempted at once.",
+    )
+    lender_wait_bound_seconds = models.PositiveIntegerField(
+        default=1800,
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_BORROWER_MIN_RUNTIME_SECONDS)],
+        help_text="The longest a lender's guaranteed job waits for borrowers still within "
+        "their minimum run time: past it they lose their protection.",
+    )
+    preemption_grace_seconds = models.PositiveIntegerField(
+        default=30,
+        validators=[MaxValueValidator(MAX_PREEMPTION_GRACE_SECONDS)],
+        help_text="Kueue mode: how long a preempted opportunistic job's containers have between "
+        "SIGTERM and SIGKILL to save their work (the pods' termination grace period).",
     )
     gateway_api = models.BooleanField(
         null=True,

@@ -249,10 +249,15 @@ JOB_CONTROLLER_USERS = (
 GUARANTEED = "guaranteed"
 OPPORTUNISTIC = "opportunistic"
 LOCAL_QUEUES = (GUARANTEED, OPPORTUNISTIC)
+# The priority class of opportunistic work within its cluster's minimum run time: as high as
+# guaranteed work's, so that neither lenders nor other borrowers may preempt it
+# (``reconcile.queue_manifests``); the portal lowers it to opportunistic's once the time is up.
+PROTECTED_BORROWER = "opportunistic-protected"
 
 
 def priority_class_name(portal_name: str, kind: str) -> str:
-    """The cluster-wide WorkloadPriorityClass of guaranteed or opportunistic work."""
+    """The cluster-wide WorkloadPriorityClass of guaranteed, opportunistic or protected
+    borrowing work."""
     return f"{portal_name}-{kind}"
 
 

@@ -29,6 +29,7 @@ from clusters.kube import (
     AlreadyExists,
     ClusterUnreachable,
     Conflict,
+    Invalid,
     Kind,
     KubeClient,
     KubeError,
@@ -173,6 +174,31 @@ class WorkloadClient(KubeClient):
         except Conflict as error:
             # A uid precondition that fails: the Job of that name is another one now.
             if uid and error.status == 409:
+                return False
+            raise
+        return True
+
+    def relabel_job(self, namespace: str, name: str, *, key: str, old: str, new: str) -> bool:
+        """Change the Job's label ``key`` from ``old`` to ``new``, only if it still has ``old``
+        (a JSON Patch whose test fails changes nothing); False when the Job is gone or its
+        label is no longer ``old``."""
+        path = "/metadata/labels/" + key.replace("~", "~0").replace("/", "~1")
+        try:
+            self._call(
+                "PATCH",
+                JOBS.path(namespace=namespace, name=name),
+                what=describe("Job", name, namespace),
+                query=[("fieldManager", self.field_manager)],
+                body=[
+                    {"op": "test", "path": path, "value": old},
+                    {"op": "replace", "path": path, "value": new},
+                ],
+                content_type="application/json-patch+json",
+            )
+        except NotFound:
+            return False
+        except Invalid as error:
+            if error.status == 422:  # the test failed: someone else changed it first
                 return False
             raise
         return True

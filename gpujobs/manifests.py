@@ -25,7 +25,11 @@ What every Job gets:
 * on a cluster whose quota Kueue enforces (``JobSpec.queue``): ``spec.suspend: true``, the
   team's LocalQueue (``kueue.x-k8s.io/queue-name``: ``guaranteed`` or ``opportunistic``) and the
   matching WorkloadPriorityClass (``kueue.x-k8s.io/priority-class``) on the Job, so that the Job
-  waits in the queue until Kueue admits it (and un-suspends it, adding the flavor's node labels).
+  waits in the queue until Kueue admits it (and un-suspends it, adding the flavor's node labels);
+* opportunistic work there (``JobSpec.borrower``): the pod's termination grace period, the
+  seconds its containers have between SIGTERM and SIGKILL when Kueue preempts it
+  (``Cluster.preemption_grace_seconds``), and, where borrowers have a minimum run time, the
+  protected borrowers' priority class (``borrower_protection`` lowers it once that time is up).
 
 The containers, their resources and security context, and the GPU placement are any
 workload's (``workloads.manifests``).
@@ -42,6 +46,8 @@ from clusters.vocabulary import (
     JOB_ID_LABEL,
     JOB_NAME_ANNOTATION,
     MANAGED_BY_LABEL,
+    OPPORTUNISTIC,
+    PROTECTED_BORROWER,
     SUBMITTED_BY_ANNOTATION,
     TEAM_LABEL,
 )
@@ -78,6 +84,28 @@ class JobSpec:
     ttl_seconds_after_finished: int
     submitted_by: str = ""
     queue: str = ""
+    borrower: Borrower | None = None
+
+
+@dataclass(frozen=True)
+class Borrower:
+    """How opportunistic work is preempted on its cluster: the seconds between SIGTERM and
+    SIGKILL, and whether it starts protected for the cluster's minimum run time."""
+
+    grace_seconds: int
+    protected: bool = False
+
+
+def borrower_of(job: GpuJob) -> Borrower | None:
+    """The job's ``Borrower`` terms from its cluster's row; None unless it is opportunistic
+    work in a Kueue queue."""
+    if job.queue_name != OPPORTUNISTIC:
+        return None
+    cluster = job.cluster
+    return Borrower(
+        grace_seconds=cluster.preemption_grace_seconds,
+        protected=cluster.borrower_min_runtime_seconds > 0,
+    )
 
 
 def job_name(job_id: int) -> str:
@@ -102,9 +130,13 @@ def labels(spec: JobSpec, placement: Placement) -> dict[str, str]:
 
 
 def queue_labels(spec: JobSpec, placement: Placement) -> dict[str, str]:
-    """Kueue's labels on a queued Job: its LocalQueue and its WorkloadPriorityClass."""
+    """Kueue's labels on a queued Job: its LocalQueue and its WorkloadPriorityClass (a
+    protected borrower's, when it starts protected)."""
+    protected = spec.borrower is not None and spec.borrower.protected
     return kueue_labels(
-        queue=spec.queue, priority=spec.request.priority, portal_name=placement.portal_name
+        queue=spec.queue,
+        priority=PROTECTED_BORROWER if protected else spec.request.priority,
+        portal_name=placement.portal_name,
     )
 
 
@@ -149,6 +181,8 @@ def job_manifest(spec: JobSpec, placement: Placement) -> dict:
         "enableServiceLinks": False,
         "securityContext": pod_security_context(placement),
     }
+    if spec.borrower is not None:
+        pod_spec["terminationGracePeriodSeconds"] = spec.borrower.grace_seconds
     if job.preprocess is not None:
         if job.preprocess.mode == PreprocessMode.BEFORE:
             pod_spec["initContainers"] = [preprocess_container(spec)]
@@ -189,6 +223,7 @@ def stored_job_spec(job: GpuJob) -> JobSpec:
         ttl_seconds_after_finished=settings.GPUJOBS_TTL_SECONDS_AFTER_FINISHED,
         submitted_by=job.submitted_by.get_username(),
         queue=job.queue_name,
+        borrower=borrower_of(job),
     )
 
 

@@ -124,6 +124,12 @@ class GpuJob(models.Model):
     preemption_reason = models.CharField(
         max_length=200, blank=True, help_text="Why, in Kueue's words."
     )
+    preemption_stopped_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When its pods had stopped after its last preemption: told at preempted_at "
+        "(SIGTERM), stopped at the latest when the grace period was up (SIGKILL).",
+    )
 
     class Meta:
         ordering = ["-created_at", "-id"]

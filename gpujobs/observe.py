@@ -69,6 +69,9 @@ class Observation:
     preemption_reason: str = ""
     preemptor_job_uid: str = ""
     preemptor_queue: str = ""
+    # A queued Job Kueue suspended: whether none of its pods runs or terminates any more (a
+    # terminating pod is still Running; a deleted one is gone from ``pods``).
+    pods_stopped: bool = False
 
 
 def _condition(obj: dict, *types: str) -> dict | None:
@@ -181,7 +184,13 @@ def observe(
         return observation
     if observation.state not in FINAL_STATES and (job.get("spec") or {}).get("suspend"):
         reason, message = waiting_in_queue(workload, queue=queue)
-        observation = replace(observation, state=State.PENDING, reason=reason, message=message)
+        observation = replace(
+            observation,
+            state=State.PENDING,
+            reason=reason,
+            message=message,
+            pods_stopped=not any(status_of(p).get("phase") in ("Pending", "Running") for p in pods),
+        )
     return replace(observation, **kueue_facts(workload, gpu_resource=gpu_resource_of(job)))
 
 

@@ -63,6 +63,7 @@ OBSERVED_FIELDS = (
     "preemptions",
     "preempted_at",
     "preempted_by",
+    "preemption_stopped_at",
 )
 
 
@@ -113,7 +114,7 @@ def changes_to_record(
         changes["state_changed_at"] = now
     if observation.reason != row["reason"]:
         changes["reason"] = observation.reason
-    changes.update(_kueue_changes(row, observation, preemptor=preemptor))
+    changes.update(_kueue_changes(row, observation, preemptor=preemptor, now=now))
     who = changes.get("preempted_by", row["preempted_by"])
     message = observation.message
     if observation.reason == Reason.PREEMPTED:
@@ -155,7 +156,9 @@ def _facts_learned_late(row: dict, observation: Observation) -> dict:
     return changes
 
 
-def _kueue_changes(row: dict, observation: Observation, *, preemptor: str) -> dict:
+def _kueue_changes(
+    row: dict, observation: Observation, *, preemptor: str, now: datetime.datetime
+) -> dict:
     changes: dict[str, Any] = {}
     if observation.admitted_at and observation.admitted_at != row["admitted_at"]:
         changes["admitted_at"] = observation.admitted_at
@@ -171,6 +174,15 @@ def _kueue_changes(row: dict, observation: Observation, *, preemptor: str) -> di
         changes["preempted_by"] = preemptor[:300]
         if row["preemptions"] == 0 and not changes.get("preemptions"):
             changes["preemptions"] = 1  # Kueue counts it a moment later
+    preempted_at = changes.get("preempted_at", row["preempted_at"])
+    stopped_at = row["preemption_stopped_at"]
+    if (
+        preempted_at
+        and observation.reason == Reason.PREEMPTED
+        and observation.pods_stopped
+        and (stopped_at is None or stopped_at < preempted_at)
+    ):
+        changes["preemption_stopped_at"] = max(now, preempted_at)
     return changes
 
 
@@ -316,14 +328,15 @@ def emit_job_ended(job_id: int) -> None:
 
 def emit_job_preempted(job_id: int) -> None:
     """Tell the team's listeners (webhooks) and the job's owner (a notification) that Kueue
-    preempted the job, as its row now says:
-    its pods are being stopped (SIGTERM first, then the pod's termination grace period: time
-    for a training loop to checkpoint) and it waits in the queue again. Sent once per
-    preemption, when the watcher first records it."""
+    preempted the job, as its row now says: its pods are being stopped (SIGTERM first, SIGKILL
+    when the cluster's grace period is up: time for a training loop to checkpoint, given in
+    the event) and it waits in the queue again. Sent once per preemption, when the watcher
+    first records it."""
     job = GpuJob.objects.select_related("team", "cluster", "submitted_by").filter(pk=job_id).first()
     if job is None or job.preempted_at is None:
         return
     by = f" by {job.preempted_by}" if job.preempted_by else ""
+    grace = job.cluster.preemption_grace_seconds
     emit(
         team_id=job.team_id,
         kind=EventKind.JOB_PREEMPTED,
@@ -339,6 +352,8 @@ def emit_job_preempted(job_id: int) -> None:
             "preempted_by": job.preempted_by,
             "reason": job.preemption_reason,
             "gpus": job.gpus,
+            "grace_seconds": grace,
+            "stopped_by": (job.preempted_at + datetime.timedelta(seconds=grace)).isoformat(),
         },
         link=reverse("gpujob-detail", args=[job.pk]),
     )
@@ -348,9 +363,9 @@ def emit_job_preempted(job_id: int) -> None:
         kind=Notification.Kind.JOB_PREEMPTED,
         subject=f"Job {job.name} was preempted on {job.cluster.name}"[:200],
         body=(
-            f"Kueue took back the GPUs job #{job.pk} borrowed{by}: its pods are stopped "
-            "(SIGTERM first, then their termination grace period) and it waits in the queue "
-            "again, to run once GPUs are free."
+            f"Kueue took back the GPUs job #{job.pk} borrowed{by}: its containers got SIGTERM "
+            f"and have {grace} seconds to save their work before SIGKILL, and it waits in the "
+            "queue again, to run once GPUs are free."
         ),
         link=reverse("gpujob-detail", args=[job.pk]),
     )

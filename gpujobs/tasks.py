@@ -14,7 +14,8 @@ from django.conf import settings
 from django.db import OperationalError
 
 from clusters.kube import KubeError, TransientKubeError
-from gpujobs import cluster_jobs, enqueue, member_holds, selectors, tracker
+from clusters.models import Cluster, QuotaMode
+from gpujobs import borrower_protection, cluster_jobs, enqueue, member_holds, selectors, tracker
 
 logger = logging.getLogger(__name__)
 
@@ -91,3 +92,17 @@ def resync_jobs() -> dict:
         "clusters": clusters,
         "every": settings.GPUJOBS_RESYNC_SECONDS,
     }
+
+
+@shared_task(acks_late=True)
+def end_borrower_protection() -> dict[str, list[str] | str]:
+    """Lower the priority of protected borrowers whose minimum run time is up, or whose
+    lender waited too long, on every Kueue cluster (``borrower_protection``)."""
+    lowered: dict[str, list[str] | str] = {}
+    for cluster in Cluster.objects.filter(quota_mode=QuotaMode.KUEUE):
+        try:
+            lowered[cluster.name] = borrower_protection.end_protection(cluster)
+        except KubeError as error:
+            logger.warning("Borrower protection on cluster %s: %s", cluster.name, error)
+            lowered[cluster.name] = str(error)
+    return lowered

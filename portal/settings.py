@@ -295,6 +295,11 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
         "CELERY_BROKER_TRANSPORT_OPTIONS_UNACKED_RESTORE_INTERVAL", 10
     ),
 }
+# How often beat lowers the priority of borrowers whose minimum run time is up (the most a
+# borrower runs protected beyond it, and a lender waits beyond its bound).
+GPUJOBS_BORROWER_PROTECTION_CHECK_SECONDS = env_float(
+    "GPUJOBS_BORROWER_PROTECTION_CHECK_SECONDS", 15
+)
 # How often beat runs each periodic task below, in seconds.
 PORTAL_RECONCILE_SWEEP_SECONDS = env_float("PORTAL_RECONCILE_SWEEP_SECONDS", 300)
 PORTAL_INVENTORY_SYNC_SECONDS = env_float("PORTAL_INVENTORY_SYNC_SECONDS", 60)
@@ -359,6 +364,11 @@ CELERY_BEAT_SCHEDULE = {
     "resync-gpu-jobs": {
         "task": "gpujobs.tasks.resync_jobs",
         "schedule": GPUJOBS_RESYNC_SECONDS,
+    },
+    # Kueue mode: borrowers whose minimum run time is up may be preempted again.
+    "end-borrower-protection": {
+        "task": "gpujobs.tasks.end_borrower_protection",
+        "schedule": GPUJOBS_BORROWER_PROTECTION_CHECK_SECONDS,
     },
     # Inference services: reconcile every one (repairs hand edits, finishes deletions), and
     # bring their revisions' states in line from full lists (whatever the watcher missed).

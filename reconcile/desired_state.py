@@ -53,6 +53,7 @@ def kueue_cluster_state(cluster: Cluster) -> queue_manifests.KueueCluster:
         gpu_model_label=cluster.gpu_model_label,
         gpu_capacity={c.resource_name: c.capacity for c in capacities},
         borrowers_share_by_weight=cluster.borrowers_share_by_weight,
+        protects_borrowers=cluster.borrower_min_runtime_seconds > 0,
     )
 
 

@@ -11,8 +11,11 @@ Cluster-wide (labelled ``managed-by`` only, no team):
   name no model; and ``<portal>-cpu-memory``, without labels, for the CPU and memory every pod
   also asks for (Kueue admits a pod only when its ClusterQueue covers every resource it
   requests, including what the namespace's LimitRange adds);
-* the WorkloadPriorityClasses ``<portal>-guaranteed`` (1000) and ``<portal>-opportunistic``
-  (100) that the job side puts on Jobs;
+* the WorkloadPriorityClasses ``<portal>-guaranteed`` (1000), ``<portal>-opportunistic``
+  (100) and ``<portal>-opportunistic-protected`` (1000) that the job side puts on Jobs: the
+  last on borrowers within the cluster's minimum run time (``Cluster.borrower_min_runtime_
+  seconds``), whose queues then preempt only lower priorities (``_reclaim``), so that nobody
+  preempts a protected borrower until ``gpujobs.borrower_protection`` lowers it;
 * the cohort tree (``cohorts``), mirroring the departments: the root Cohort ``<portal>`` and one
   Cohort ``<portal>-department-<slug>`` per department a team of the cluster is in (and each
   of their ancestors), whose ``parentName`` is its parent department's cohort or the root. A
@@ -64,6 +67,7 @@ from clusters.vocabulary import (
     LOCAL_QUEUES,
     MANAGED_BY_LABEL,
     OPPORTUNISTIC,
+    PROTECTED_BORROWER,
     TEAM_LABEL,
     cluster_queue_name,
     cohort_name,
@@ -80,10 +84,12 @@ from tenants.models import MAX_CPU_CORES, MAX_MEMORY_GIB
 # The node label Kubernetes puts on every namespace: a queue takes only its team's namespace.
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 # Kueue admits higher values first and preempts lower ones for them.
-PRIORITY_VALUES = {GUARANTEED: 1000, OPPORTUNISTIC: 100}
+PRIORITY_VALUES = {GUARANTEED: 1000, OPPORTUNISTIC: 100, PROTECTED_BORROWER: 1000}
 PRIORITY_DESCRIPTIONS = {
     GUARANTEED: "Runs within the team's own quota; never preempted.",
     OPPORTUNISTIC: "May borrow GPUs other teams leave idle; preempted when they need them back.",
+    PROTECTED_BORROWER: "Borrows idle GPUs and is not preempted until it has run the cluster's "
+    "minimum run time (the portal then lowers it to opportunistic).",
 }
 
 
@@ -101,6 +107,8 @@ class KueueCluster:
     gpu_capacity: tuple[tuple[str, int], ...] = ()  # GPUs per kind the portal plans with
     # Borrowers preempt one another toward their weights (``Cluster.borrowers_share_by_weight``)
     borrowers_share_by_weight: bool = False
+    # Borrowers are protected for a minimum run time (``Cluster.borrower_min_runtime_seconds``)
+    protects_borrowers: bool = False
 
 
 @dataclass(frozen=True)
@@ -123,6 +131,7 @@ def kueue_cluster(
     gpu_model_label: str = "",
     gpu_capacity: dict[str, int] | None = None,
     borrowers_share_by_weight: bool = False,
+    protects_borrowers: bool = False,
 ) -> KueueCluster:
     """A ``KueueCluster`` from any iterables (sorted, so equal inputs build equal objects)."""
     return KueueCluster(
@@ -134,6 +143,7 @@ def kueue_cluster(
         gpu_model_label=gpu_model_label,
         gpu_capacity=tuple(sorted((gpu_capacity or {}).items())),
         borrowers_share_by_weight=borrowers_share_by_weight,
+        protects_borrowers=protects_borrowers,
     )
 
 
@@ -197,7 +207,7 @@ def priority_classes(cluster: KueueCluster) -> list[dict]:
             "value": PRIORITY_VALUES[kind],
             "description": PRIORITY_DESCRIPTIONS[kind],
         }
-        for kind in LOCAL_QUEUES
+        for kind in (*LOCAL_QUEUES, PROTECTED_BORROWER)
     ]
 
 
@@ -338,7 +348,7 @@ def cluster_queue(
     department (its slug; "" for none)."""
     groups = [_gpu_group(team, cluster, policy, kind), _cpu_memory_group(team, cluster, kind)]
     preemption = (
-        {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"}
+        {"reclaimWithinCohort": _reclaim(cluster), "withinClusterQueue": "LowerPriority"}
         if kind == GUARANTEED
         else {"reclaimWithinCohort": _borrowers_reclaim(cluster), "withinClusterQueue": "Never"}
     )
@@ -360,13 +370,20 @@ def cluster_queue(
     }
 
 
+def _reclaim(cluster: KueueCluster) -> str:
+    """What a queue may preempt of the borrowers in its cohort: any of them, or, where borrowers
+    are protected for a minimum run time, only those of lower priority than the preemptor:
+    borrowers whose protected priority (as high as guaranteed work's) the portal has lowered."""
+    return "LowerPriority" if cluster.protects_borrowers else "Any"
+
+
 def _borrowers_reclaim(cluster: KueueCluster) -> str:
     """What an opportunistic queue may preempt in its cohort. Its workloads only ever borrow,
     and under fair sharing Kueue preempts only borrowed GPUs, from the queues whose share
-    (borrowed GPUs over weight) is above the preemptor's: with ``Any`` the borrowers converge on
-    shares in proportion to their weights; with ``Never`` the first to borrow keeps what it
-    took until the lender wants it back."""
-    return "Any" if cluster.borrowers_share_by_weight else "Never"
+    (borrowed GPUs over weight) is above the preemptor's: with ``Any`` (or ``LowerPriority``,
+    see ``_reclaim``) the borrowers converge on shares in proportion to their weights; with
+    ``Never`` the first to borrow keeps what it took until the lender wants it back."""
+    return _reclaim(cluster) if cluster.borrowers_share_by_weight else "Never"
 
 
 def local_queue(team: TeamOnCluster, rules: Policy, kind: str) -> dict:

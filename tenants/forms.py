@@ -230,6 +230,33 @@ class QuotaModeForm(forms.Form):
         "in proportion to their teams' fair-sharing weights. Off: first come, first served; "
         "only a lender taking its GPUs back preempts a borrower.",
     )
+    fair_share_half_life_hours = forms.IntegerField(
+        label="Half-life of past use (hours)",
+        min_value=0,
+        help_text="A team's weight for borrowing counts for less the more its opportunistic "
+        "jobs used lately, their GPU-hours halved every this many hours. 0: weights alone.",
+    )
+    fair_share_usage_scale_gpu_hours = forms.IntegerField(
+        label="Use that halves a weight (GPU-hours)",
+        min_value=1,
+        help_text="A team borrows with its weight ÷ (1 + decayed GPU-hours ÷ this).",
+    )
+    borrower_min_runtime_seconds = forms.IntegerField(
+        label="Minimum run time of borrowers (seconds)",
+        min_value=0,
+        help_text="An opportunistic job is not preempted before it has run this long. 0: off.",
+    )
+    lender_wait_bound_seconds = forms.IntegerField(
+        label="Longest a lender waits (seconds)",
+        min_value=1,
+        help_text="A lender's guaranteed job waits at most this long for borrowers within their "
+        "minimum run time; then they may be preempted.",
+    )
+    preemption_grace_seconds = forms.IntegerField(
+        label="Grace period on preemption (seconds)",
+        min_value=0,
+        help_text="Between SIGTERM and SIGKILL, for a preempted job to save its work.",
+    )
 
 
 class ClusterRegistriesForm(forms.Form):

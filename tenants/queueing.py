@@ -42,42 +42,64 @@ def cluster_set_quota_mode(*, actor: User, cluster: Cluster, quota_mode: str) ->
     return _change_cluster(
         actor=actor,
         cluster=cluster,
-        field="quota_mode",
-        value=quota_mode,
+        changes={"quota_mode": quota_mode},
         action=Action.CLUSTER_QUOTA_MODE_CHANGED,
         cluster_wide=True,
     )
 
 
-def cluster_set_borrowers_share_by_weight(*, actor: User, cluster: Cluster, on: bool) -> Cluster:
-    """Whether borrowers of idle GPUs preempt one another toward their teams' weights
-    (``Cluster.borrowers_share_by_weight``): every team's opportunistic queue is made again."""
+# How a cluster's borrowers share idle GPUs and are preempted (``Cluster``'s fields).
+BORROWING_FIELDS = (
+    "borrowers_share_by_weight",
+    "fair_share_half_life_hours",
+    "fair_share_usage_scale_gpu_hours",
+    "borrower_min_runtime_seconds",
+    "lender_wait_bound_seconds",
+    "preemption_grace_seconds",
+)
+
+
+def cluster_set_borrowing(*, actor: User, cluster: Cluster, **changes) -> Cluster:
+    """How borrowers of the cluster's idle GPUs share them and are preempted: any of
+    ``BORROWING_FIELDS``, checked by the fields' own rules (one ValidationError naming every bad
+    field), audited as one change, and every team's queues made again."""
     if not is_portal_admin(actor):
         raise PermissionDenied("Only portal admins can change how a cluster's GPUs are borrowed.")
+    errors: dict[str, list[str]] = {}
+    for name, value in changes.items():
+        if name not in BORROWING_FIELDS:
+            raise TypeError(f"{name} is not a borrowing field")
+        try:
+            changes[name] = Cluster._meta.get_field(name).clean(value, cluster)
+        except ValidationError as error:
+            errors[name] = error.messages
+    if errors:
+        raise ValidationError(errors)
     return _change_cluster(
         actor=actor,
         cluster=cluster,
-        field="borrowers_share_by_weight",
-        value=on,
+        changes=changes,
         action=Action.CLUSTER_BORROWING_CHANGED,
         cluster_wide=False,
     )
 
 
 def _change_cluster(
-    *, actor: User, cluster: Cluster, field: str, value, action: str, cluster_wide: bool
+    *, actor: User, cluster: Cluster, changes: dict, action: str, cluster_wide: bool
 ) -> Cluster:
-    """Set one of the cluster's queueing fields, audited, and ask for a pass over every team
-    on it (and over its cluster-wide objects with ``cluster_wide``); nothing when it has that
-    value already. Under the cluster's row lock, as approvals take it: a grant approved during
+    """Set some of the cluster's queueing fields, audited, and ask for a pass over every team
+    on it (and over its cluster-wide objects with ``cluster_wide``); nothing when it has those
+    values already. Under the cluster's row lock, as approvals take it: a grant approved during
     the change is reconciled before or after it, never half."""
     with transaction.atomic():
         locked = Cluster.objects.select_for_update().get(pk=cluster.pk)
-        if getattr(locked, field) == value:
+        changed = {f: v for f, v in changes.items() if getattr(locked, f) != v}
+        if not changed:
             return locked
         before = snapshot(locked)
-        setattr(locked, field, value)
-        locked.save(update_fields=[field])
+        for field, value in changed.items():
+            setattr(locked, field, value)
+        locked.save(update_fields=list(changed))
         audit(
             actor=actor,
             action=action,

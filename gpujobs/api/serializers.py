@@ -150,6 +150,7 @@ class GpuJobSerializer(serializers.ModelSerializer):
             "preempted_at",
             "preempted_by",
             "preemption_reason",
+            "preemption_stopped_at",
             "queue_status",
         ]
         read_only_fields = fields

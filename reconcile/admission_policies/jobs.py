@@ -8,7 +8,9 @@ from clusters.vocabulary import (
     KUEUE_MANAGER_USER,
     KUEUE_PRIORITY_CLASS_LABEL,
     KUEUE_QUEUE_LABEL,
+    PROTECTED_BORROWER,
     admission_policy_name,
+    priority_class_name,
 )
 from reconcile.admission_policies.cel import (
     cel_string,
@@ -26,6 +28,20 @@ def _queue_labels_changed() -> str:
         f"{label('object', key)} != {label('oldObject', key)}"
         for key in (KUEUE_QUEUE_LABEL, KUEUE_PRIORITY_CLASS_LABEL)
     )
+
+
+def _no_protection_raised(rules: ClusterRules) -> dict:
+    """A Job starts protected from preemption or never is: the portal lowers a protected
+    borrower's priority once its minimum run time is up, and nobody may raise it back."""
+    name = priority_class_name(rules.portal_name, PROTECTED_BORROWER)
+    protected, priority = cel_string(name), KUEUE_PRIORITY_CLASS_LABEL
+    return {
+        "expression": f"request.operation != 'UPDATE' || {label('object', priority)} != "
+        f"{protected} || {label('oldObject', priority)} == {protected}",
+        "message": f"A Job is protected from preemption ({priority}={name}) from its "
+        "creation only, for the cluster's minimum run time.",
+        "reason": "Forbidden",
+    }
 
 
 def jobs_policy(rules: ClusterRules) -> dict:
@@ -60,6 +76,7 @@ def jobs_policy(rules: ClusterRules) -> dict:
                 "message": "Only Kueue un-suspends a queued Job, when it admits it.",
                 "reason": "Forbidden",
             },
+            _no_protection_raised(rules),
         ]
     return policy_object(
         rules,

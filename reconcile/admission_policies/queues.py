@@ -4,13 +4,20 @@
 from __future__ import annotations
 
 from clusters.vocabulary import (
+    GUARANTEED,
     KUEUE_PRIORITY_CLASS_LABEL,
     KUEUE_QUEUE_LABEL,
     LOCAL_QUEUES,
+    OPPORTUNISTIC,
+    PROTECTED_BORROWER,
     priority_class_name,
 )
 from reconcile.admission_policies.cel import cel_list, cel_string, label
 from reconcile.admission_policies.rules import ClusterRules
+
+# The priority classes work in each queue may carry: a protected borrower's is opportunistic
+# work's within its minimum run time (``reconcile.queue_manifests``).
+QUEUE_CLASSES = {GUARANTEED: (GUARANTEED,), OPPORTUNISTIC: (OPPORTUNISTIC, PROTECTED_BORROWER)}
 
 
 def queue_validations(rules: ClusterRules, obj: str, what: str) -> list[dict]:
@@ -19,8 +26,8 @@ def queue_validations(rules: ClusterRules, obj: str, what: str) -> list[dict]:
     queue = label(obj, KUEUE_QUEUE_LABEL)
     priority = label(obj, KUEUE_PRIORITY_CLASS_LABEL)
     classes = " || ".join(
-        f"({queue} == {cel_string(kind)} && {priority} == "
-        f"{cel_string(priority_class_name(rules.portal_name, kind))})"
+        f"({queue} == {cel_string(kind)} && {priority} in "
+        f"{cel_list([priority_class_name(rules.portal_name, c) for c in QUEUE_CLASSES[kind]])})"
         for kind in LOCAL_QUEUES
     )
     return [
@@ -33,7 +40,8 @@ def queue_validations(rules: ClusterRules, obj: str, what: str) -> list[dict]:
             "expression": f"{priority} == '' || {classes}",
             "message": f"The priority of queued work is its queue's: {KUEUE_PRIORITY_CLASS_LABEL}="
             + ", =".join(
-                f"{priority_class_name(rules.portal_name, kind)} in the {kind} queue"
+                " or =".join(priority_class_name(rules.portal_name, c) for c in QUEUE_CLASSES[kind])
+                + f" in the {kind} queue"
                 for kind in LOCAL_QUEUES
             )
             + ", or none.",

@@ -39,8 +39,10 @@ def cluster_queueing(request: HttpRequest, name: str) -> HttpResponse:
                 cluster = queueing.cluster_set_quota_mode(
                     actor=request.user, cluster=cluster, quota_mode=data["quota_mode"]
                 )
-                cluster = queueing.cluster_set_borrowers_share_by_weight(
-                    actor=request.user, cluster=cluster, on=data["borrowers_share_by_weight"]
+                cluster = queueing.cluster_set_borrowing(
+                    actor=request.user,
+                    cluster=cluster,
+                    **{field: data[field] for field in queueing.BORROWING_FIELDS},
                 )
         except ValidationError as error:
             add_service_errors(form, error)
@@ -102,7 +104,7 @@ def _render(
             or QuotaModeForm(
                 initial={
                     "quota_mode": cluster.quota_mode,
-                    "borrowers_share_by_weight": cluster.borrowers_share_by_weight,
+                    **{field: getattr(cluster, field) for field in queueing.BORROWING_FIELDS},
                 }
             ),
             "registries_form": registries_form or ClusterRegistriesForm.for_cluster(cluster),

@@ -4,7 +4,13 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.fields import empty
 
-from clusters.models import Cluster, QuotaMode
+from clusters.models import (
+    MAX_BORROWER_MIN_RUNTIME_SECONDS,
+    MAX_FAIR_SHARE_HALF_LIFE_HOURS,
+    MAX_PREEMPTION_GRACE_SECONDS,
+    Cluster,
+    QuotaMode,
+)
 from clusters.vocabulary import DEFAULT_GPU_RESOURCE
 from core.fields import StringField
 from tenants.cluster_settings import MAX_ALLOWED_REGISTRIES, MAX_REGISTRY_ENTRY_LENGTH
@@ -77,6 +83,11 @@ class ClusterSerializer(serializers.ModelSerializer):
             "overcommit_ratio",
             "quota_mode",
             "borrowers_share_by_weight",
+            "fair_share_half_life_hours",
+            "fair_share_usage_scale_gpu_hours",
+            "borrower_min_runtime_seconds",
+            "lender_wait_bound_seconds",
+            "preemption_grace_seconds",
             "allowed_registries",
             "allow_all_registries",
             "gpus",
@@ -169,10 +180,34 @@ class ClusterSettingsSerializer(serializers.Serializer):
         "first served; only a lender taking its GPUs back preempts a borrower).",
     )
 
+    fair_share_half_life_hours = serializers.IntegerField(
+        required=False,
+        help_text="Kueue mode: a team's weight for borrowing counts for less the more its "
+        "opportunistic jobs used lately, their GPU-hours halved every this many hours "
+        f"(0: off, the weights alone; at most {MAX_FAIR_SHARE_HALF_LIFE_HOURS}).",
+    )
+    fair_share_usage_scale_gpu_hours = serializers.IntegerField(
+        required=False,
+        help_text="A team borrows with its weight / (1 + decayed GPU-hours / this); 1 or more.",
+    )
+    borrower_min_runtime_seconds = serializers.IntegerField(
+        required=False,
+        help_text="Kueue mode: an opportunistic job is not preempted before it has run this "
+        "long, unless a lender's guaranteed job has waited longer than "
+        f"lender_wait_bound_seconds (0: off; at most {MAX_BORROWER_MIN_RUNTIME_SECONDS}).",
+    )
+    lender_wait_bound_seconds = serializers.IntegerField(
+        required=False,
+        help_text="The longest a lender's guaranteed job waits for borrowers within their "
+        "minimum run time (1 or more).",
+    )
+    preemption_grace_seconds = serializers.IntegerField(
+        required=False,
+        help_text="Kueue mode: seconds between SIGTERM and SIGKILL for a preempted "
+        f"opportunistic job's containers (at most {MAX_PREEMPTION_GRACE_SECONDS}).",
+    )
+
     def validate(self, data: dict) -> dict:
         if not data:
-            raise serializers.ValidationError(
-                "Give one or more of overcommit_ratio, quota_mode, borrowers_share_by_weight, "
-                "allowed_registries, allow_all_registries."
-            )
+            raise serializers.ValidationError(f"Give one or more of {', '.join(self.fields)}.")
         return data

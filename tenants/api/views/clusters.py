@@ -62,8 +62,8 @@ class ClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalVie
             cluster = queueing.cluster_set_quota_mode(
                 actor=request.user, cluster=cluster, quota_mode=data["quota_mode"]
             )
-        if "borrowers_share_by_weight" in data:
-            cluster = queueing.cluster_set_borrowers_share_by_weight(
-                actor=request.user, cluster=cluster, on=data["borrowers_share_by_weight"]
+        if borrowing := {f: data[f] for f in queueing.BORROWING_FIELDS if f in data}:
+            cluster = queueing.cluster_set_borrowing(
+                actor=request.user, cluster=cluster, **borrowing
             )
         return cluster

@@ -26,8 +26,8 @@ def running(team) -> int:
 def test_two_borrowers_of_weights_1_and_3_hold_idle_gpus_in_that_proportion(
     make_kueue_team, running_services, kueue_cluster
 ):
-    cluster = queueing.cluster_set_borrowers_share_by_weight(
-        actor=kueue_cluster.admin, cluster=kueue_cluster.cluster, on=True
+    cluster = queueing.cluster_set_borrowing(
+        actor=kueue_cluster.admin, cluster=kueue_cluster.cluster, borrowers_share_by_weight=True
     )
     make_kueue_team({A100: 8}, name="lender")  # idle: lends all 8
     one = make_kueue_team({H100: 1}, name="weight-one", fair_sharing_weight="1")

@@ -50,3 +50,17 @@ def cluster_change_form(cluster, **changes) -> dict:
         )
     data.update(changes)
     return data
+
+
+def queueing_form(quota_mode: str, **fields) -> dict:
+    """The cluster queueing page's settings form as a browser sends it: ``quota_mode`` and
+    every borrowing field at its default, but for ``fields`` (a checkbox: "on", or left out)."""
+    sent = {
+        "quota_mode": quota_mode,
+        "fair_share_half_life_hours": 0,
+        "fair_share_usage_scale_gpu_hours": 100,
+        "borrower_min_runtime_seconds": 0,
+        "lender_wait_bound_seconds": 1800,
+        "preemption_grace_seconds": 30,
+    }
+    return {**sent, **fields}

@@ -7,7 +7,12 @@ from django.utils import timezone
 from clusters.models import Cluster
 from tenants.models import AuditEvent, QuotaRequest, TeamCluster, TeamQueuePolicy
 from tests import factories
-from tests.integration.pages.helpers import field_error_html, get_ok, messages_text
+from tests.integration.pages.helpers import (
+    field_error_html,
+    get_ok,
+    messages_text,
+    queueing_form,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -183,18 +188,18 @@ def test_an_admin_switches_the_cluster_to_kueue_and_back(client_as, admin, clust
     page = get_ok(client, url).content.decode()
     assert "Quota only (ResourceQuota)" in page
 
-    switched = client.post(url, {"quota_mode": "kueue"}, follow=True)
+    switched = client.post(url, queueing_form("kueue"), follow=True)
 
     assert Cluster.objects.get(pk=cluster.pk).quota_mode == "kueue"
     assert "every team on it is being moved" in messages_text(switched)[0]
     assert TeamCluster.objects.get(pk=on_cluster.pk).status == "pending"
-    client.post(url, {"quota_mode": "quota"})
+    client.post(url, queueing_form("quota"))
     assert Cluster.objects.get(pk=cluster.pk).quota_mode == "quota"
     assert AuditEvent.objects.filter(action="cluster.quota_mode_changed").count() == 2
 
 
 def test_an_unknown_mode_is_a_form_error(client_as, admin, cluster):
-    response = client_as(admin).post(f"/clusters/{cluster.name}/queueing/", {"quota_mode": "x"})
+    response = client_as(admin).post(f"/clusters/{cluster.name}/queueing/", queueing_form("x"))
 
     assert response.status_code == 200
     assert field_error_html(response, "id_quota_mode")
@@ -207,7 +212,7 @@ def test_only_admins_see_or_switch_the_mode(client_as, request, cluster, user_fi
 
     assert client.get(f"/clusters/{cluster.name}/queueing/").status_code == 403
     assert (
-        client.post(f"/clusters/{cluster.name}/queueing/", {"quota_mode": "kueue"}).status_code
+        client.post(f"/clusters/{cluster.name}/queueing/", queueing_form("kueue")).status_code
         == 403
     )
     assert Cluster.objects.get(pk=cluster.pk).quota_mode == "quota"

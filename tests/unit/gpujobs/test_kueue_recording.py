@@ -29,6 +29,7 @@ def row(**kwargs):
         "preemptions": 0,
         "preempted_at": None,
         "preempted_by": "",
+        "preemption_stopped_at": None,
     }
     values.update(kwargs)
     return values
@@ -76,6 +77,33 @@ def test_the_same_preemption_seen_again_changes_nothing():
     )
 
     assert changes_to_record(seen, preempted(), kube_uid="uid-1", now=NOW, preemptor="x") == {}
+
+
+def test_a_preempted_jobs_stop_is_recorded_once_its_pods_are_gone():
+    warned = row(
+        state="pending", reason=Reason.PREEMPTED, preemptions=1, preempted_at=EARLIER,
+        preempted_by="job #9",
+    )  # fmt: skip
+    terminating = preempted(preempted_at=EARLIER, pods_stopped=False)
+    gone = preempted(preempted_at=EARLIER, pods_stopped=True)
+
+    assert "preemption_stopped_at" not in changes_to_record(
+        warned, terminating, kube_uid="uid-1", now=NOW
+    )
+    assert changes_to_record(warned, gone, kube_uid="uid-1", now=NOW)["preemption_stopped_at"] == (
+        NOW
+    )
+    stopped = {**warned, "preemption_stopped_at": EARLIER + datetime.timedelta(seconds=10)}
+    assert "preemption_stopped_at" not in changes_to_record(
+        stopped, gone, kube_uid="uid-1", now=NOW
+    )
+    # A later preemption is stopped anew.
+    again = preempted(preempted_at=NOW, preemptions=2, pods_stopped=True)
+    later = NOW + datetime.timedelta(seconds=30)
+    assert (
+        changes_to_record(stopped, again, kube_uid="uid-1", now=later)["preemption_stopped_at"]
+        == later
+    )
 
 
 def test_a_later_admission_keeps_the_last_preemption_and_counts_more():

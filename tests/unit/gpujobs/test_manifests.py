@@ -288,7 +288,7 @@ def test_pods_run_as_non_root_where_the_cluster_enforces_restricted():
     }
 
 
-def queued(*, queue="opportunistic", priority="opportunistic") -> dict:
+def queued(*, queue="opportunistic", priority="opportunistic", borrower=None) -> dict:
     base = spec(priority=priority)
     queued_spec = JobSpec(
         job_id=base.job_id,
@@ -296,6 +296,7 @@ def queued(*, queue="opportunistic", priority="opportunistic") -> dict:
         request=base.request,
         ttl_seconds_after_finished=base.ttl_seconds_after_finished,
         queue=queue,
+        borrower=borrower,
     )
     return manifests.job_manifest(queued_spec, PLACEMENT)
 
@@ -307,6 +308,21 @@ def test_a_queued_job_is_suspended_in_the_teams_local_queue_at_its_priority_clas
     assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "opportunistic"
     assert job["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "gpu-portal-opportunistic"
     assert "kueue.x-k8s.io/queue-name" not in job["spec"]["template"]["metadata"]["labels"]
+
+
+def test_a_borrower_gets_the_clusters_grace_period_and_starts_protected_where_it_has_one():
+    plain = queued(borrower=manifests.Borrower(grace_seconds=120))
+    protected = queued(borrower=manifests.Borrower(grace_seconds=0, protected=True))
+
+    assert pod_spec(plain)["terminationGracePeriodSeconds"] == 120
+    assert plain["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == (
+        "gpu-portal-opportunistic"
+    )
+    assert pod_spec(protected)["terminationGracePeriodSeconds"] == 0
+    assert protected["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == (
+        "gpu-portal-opportunistic-protected"
+    )
+    assert "terminationGracePeriodSeconds" not in pod_spec(queued(queue="guaranteed"))
 
 
 def test_a_job_under_quota_only_has_no_queue_and_is_not_suspended():

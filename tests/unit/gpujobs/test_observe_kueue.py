@@ -146,6 +146,9 @@ def test_a_preempted_workload_says_why_and_names_its_preemptor():
     assert seen.preempted_at == datetime.datetime(2026, 12, 1, 0, 19, 27, tzinfo=datetime.UTC)
     assert seen.preemptor_job_uid == "d39434f1-fd8c"
     assert seen.preemptor_queue == "gpu-portal-vision"
+    # Its pod is still terminating (Running, with its grace period): not stopped yet.
+    assert seen.pods_stopped is False
+    assert observe(job(queue="opportunistic"), [], [], preempted).pods_stopped is True
 
 
 def test_a_job_admitted_again_runs_and_keeps_its_count_of_preemptions():

@@ -30,6 +30,7 @@ def row(**kwargs):
         "preemptions": 0,
         "preempted_at": None,
         "preempted_by": "",
+        "preemption_stopped_at": None,
     }
     values.update(kwargs)
     return values

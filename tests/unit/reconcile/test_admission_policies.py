@@ -169,7 +169,7 @@ def test_a_refusal_names_the_queues_and_the_portal():
     (queue,) = [
         v
         for v in spec["validations"]
-        if "queue-name" in v["expression"] and "in [" in v["expression"]
+        if "queue-name" in v["expression"] and v["message"].startswith("On this cluster")
     ]
     message = queue["message"]
     assert "kueue.x-k8s.io/queue-name=guaranteed" in message
@@ -181,9 +181,20 @@ def test_the_priority_label_must_be_its_queues():
     spec = policies(KUEUE_RULES)["gpu-portal-team-jobs"]["spec"]
 
     (priority,) = [v for v in spec["validations"] if "priority of queued work" in v["message"]]
-    assert "== 'gpu-portal-guaranteed'" in priority["expression"]
-    assert "== 'gpu-portal-opportunistic'" in priority["expression"]
+    assert "in ['gpu-portal-guaranteed']" in priority["expression"]
+    assert (
+        "in ['gpu-portal-opportunistic', 'gpu-portal-opportunistic-protected']"
+        in priority["expression"]
+    )
     assert "gpu-portal-guaranteed in the guaranteed queue" in priority["message"]
+
+
+def test_a_job_is_protected_from_its_creation_or_never():
+    spec = policies(KUEUE_RULES)["gpu-portal-team-jobs"]["spec"]
+
+    (rule,) = [v for v in spec["validations"] if "protected from preemption" in v["message"]]
+    assert rule["expression"].startswith("request.operation != 'UPDATE' || ")
+    assert "'gpu-portal-opportunistic-protected'" in rule["expression"]
 
 
 def test_the_templates_policy_covers_every_pod_controller_but_jobs_and_ignores_scaling():

@@ -100,14 +100,45 @@ def test_flavor_names_are_dns_names_of_the_model():
     assert resource_flavor_name("gpu-portal", "") == "gpu-portal-any-gpu"
 
 
-def test_two_priority_classes_guaranteed_above_opportunistic():
+def test_three_priority_classes_guaranteed_and_protected_above_opportunistic():
     classes = {
         o["metadata"]["name"]: o["value"]
         for o in queue_manifests.cluster_objects(cluster())
         if o["kind"] == "WorkloadPriorityClass"
     }
 
-    assert classes == {"gpu-portal-guaranteed": 1000, "gpu-portal-opportunistic": 100}
+    assert classes == {
+        "gpu-portal-guaranteed": 1000,
+        "gpu-portal-opportunistic": 100,
+        "gpu-portal-opportunistic-protected": 1000,
+    }
+
+
+@pytest.mark.parametrize(
+    ("by_weight", "protects", "lenders", "borrowers"),
+    [
+        (False, False, "Any", "Never"),
+        (True, False, "Any", "Any"),
+        (False, True, "LowerPriority", "Never"),
+        (True, True, "LowerPriority", "LowerPriority"),
+    ],
+)
+def test_with_protected_borrowers_queues_preempt_only_lower_priorities(
+    by_weight, protects, lenders, borrowers
+):
+    kueue = queue_manifests.kueue_cluster(
+        portal_name="gpu-portal",
+        gpu_resources=["nvidia.com/gpu"],
+        borrowers_share_by_weight=by_weight,
+        protects_borrowers=protects,
+    )
+    queues = {
+        kind: queue_manifests.cluster_queue(team(), kueue, QueuePolicy(), RULES, kind)
+        for kind in ("guaranteed", "opportunistic")
+    }
+
+    assert queues["guaranteed"]["spec"]["preemption"]["reclaimWithinCohort"] == lenders
+    assert queues["opportunistic"]["spec"]["preemption"]["reclaimWithinCohort"] == borrowers
 
 
 def test_cluster_wide_objects_carry_the_portal_label_and_no_team():

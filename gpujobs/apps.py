@@ -8,7 +8,8 @@ class GpujobsConfig(AppConfig):
     def ready(self) -> None:
         # The tasks are registered in every process, so ``enqueue`` sends them by name.
         import gpujobs.tasks  # noqa: F401
-        from gpujobs import grant_history, member_holds, selectors
+        from gpujobs import fair_share_reads, grant_history, member_holds, selectors
+        from reconcile import desired_state
         from tenants import impact, review_history
         from workloads import holdings, member_limits
 
@@ -21,3 +22,6 @@ class GpujobsConfig(AppConfig):
         impact.register("job", selectors.jobs_for_impact)
         # Beside each request to review: what the team did with its past grants.
         review_history.register(grant_history.grant_histories)
+        # Usage-decayed fair sharing: the opportunistic jobs' decayed use lowers the weight each
+        # team's opportunistic queue borrows with.
+        desired_state.register_usage_reader(fair_share_reads.decayed_use_by_team)

@@ -10,13 +10,14 @@ rather than once a team.
 from __future__ import annotations
 
 import datetime
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from django.conf import settings
 from django.utils import timezone
 
 from clusters.models import Cluster, GpuCapacity, GpuModelCapacity, QuotaMode
-from reconcile import manifests, queue_manifests
+from reconcile import fair_share, manifests, queue_manifests
 from tenants.models import (
     ClusterState,
     Membership,
@@ -59,23 +60,65 @@ def kueue_cluster_state(cluster: Cluster) -> queue_manifests.KueueCluster:
 
 def queue_policy(*, team: Team, cluster: Cluster) -> queue_manifests.QueuePolicy:
     """The team's borrowing, lending and weight on the cluster (the defaults without a row)."""
-    return queue_policies(team_ids=[team.pk], cluster=cluster).get(
-        team.pk, queue_manifests.QueuePolicy()
-    )
+    return queue_policies(team_ids=[team.pk], cluster=cluster)[team.pk]
 
 
 def queue_policies(
-    *, team_ids: list[int], cluster: Cluster
+    *, team_ids: list[int], cluster: Cluster, now: datetime.datetime | None = None
 ) -> dict[int, queue_manifests.QueuePolicy]:
-    """``queue_policy`` of the teams that have a row, by team id (one query)."""
-    return {
-        row.team_id: queue_manifests.QueuePolicy(
+    """``queue_policy`` of every team of ``team_ids``, by team id: one query, and with the
+    cluster's usage-decayed fair sharing on (``Cluster.fair_share_half_life_hours``) the teams'
+    decayed use from the registered reader (``register_usage_reader``; one more), which lowers
+    each opportunistic queue's weight (``reconcile.fair_share``)."""
+    policies = {pk: queue_manifests.QueuePolicy() for pk in team_ids}
+    for row in TeamQueuePolicy.objects.filter(team_id__in=team_ids, cluster=cluster):
+        policies[row.team_id] = queue_manifests.QueuePolicy(
             borrowing_limit=row.borrowing_limit,
             lending_limit=row.lending_limit,
             fair_sharing_weight=row.fair_sharing_weight,
         )
-        for row in TeamQueuePolicy.objects.filter(team_id__in=team_ids, cluster=cluster)
+    uses = decayed_uses(team_ids=team_ids, cluster=cluster, now=now)
+    if uses is None:
+        return policies
+    return {
+        pk: replace(
+            policy,
+            borrowing_weight=fair_share.borrowing_weight(
+                policy.fair_sharing_weight,
+                decayed_use=fair_share.rounded_use(uses.get(pk, 0.0)),
+                scale_gpu_hours=cluster.fair_share_usage_scale_gpu_hours,
+            ),
+        )
+        for pk, policy in policies.items()
     }
+
+
+# (cluster=, team_ids=, now=) -> decayed GPU-hours of opportunistic jobs by team id (teams
+# without use may be left out). The job side registers it (``gpujobs.apps``): this app never
+# imports the apps that run work (the pattern of ``tenants.impact``).
+UsageReader = Callable[..., dict[int, float]]
+_usage_readers: list[UsageReader] = []
+
+
+def register_usage_reader(reader: UsageReader) -> None:
+    """Count ``reader``'s decayed use in the teams' borrowing weights."""
+    if reader not in _usage_readers:
+        _usage_readers.append(reader)
+
+
+def decayed_uses(
+    *, team_ids: list[int], cluster: Cluster, now: datetime.datetime | None = None
+) -> dict[int, float] | None:
+    """The teams' decayed use on the cluster, summed over the registered readers; None when the
+    cluster's usage-decayed fair sharing is off."""
+    if not cluster.fair_share_half_life_hours:
+        return None
+    now = now or timezone.now()
+    total: dict[int, float] = {}
+    for reader in _usage_readers:
+        for pk, use in reader(cluster=cluster, team_ids=team_ids, now=now).items():
+            total[pk] = total.get(pk, 0.0) + use
+    return total
 
 
 @dataclass(frozen=True)

@@ -119,6 +119,15 @@ class QueuePolicy:
     borrowing_limit: int | None = None
     lending_limit: int | None = None
     fair_sharing_weight: Decimal = Decimal(1)
+    # The opportunistic queue's weight, lowered by the team's decayed use
+    # (``reconcile.fair_share``); None: the plain weight.
+    borrowing_weight: Decimal | None = None
+
+    def weight(self, kind: str) -> Decimal:
+        """The ``fairSharing.weight`` of the team's queue for ``kind`` of work."""
+        if kind == OPPORTUNISTIC and self.borrowing_weight is not None:
+            return self.borrowing_weight
+        return self.fair_sharing_weight
 
 
 def kueue_cluster(
@@ -363,7 +372,7 @@ def cluster_queue(
             "cohortName": team_cohort(rules.portal_name, department),
             "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: team.namespace}},
             "queueingStrategy": "BestEffortFIFO",
-            "fairSharing": {"weight": _weight(policy.fair_sharing_weight)},
+            "fairSharing": {"weight": _weight(policy.weight(kind))},
             "preemption": preemption,
             "resourceGroups": [group for group in groups if group is not None],
         },

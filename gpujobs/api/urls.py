@@ -1,10 +1,10 @@
-"""The job API under /api/v1/jobs/, and a team's queue under /api/v1/teams/{slug}/queue/
-(included by portal/urls.py)."""
+"""The job API under /api/v1/jobs/, and a team's queue and fair share of idle GPUs under
+/api/v1/teams/{slug}/queue/ and /fair-share/ (included by portal/urls.py)."""
 
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-from gpujobs.api import views
+from gpujobs.api import fair_share, views
 
 router = DefaultRouter()
 router.include_root_view = False
@@ -13,5 +13,10 @@ router.register("jobs", views.GpuJobViewSet, basename="gpu-job")
 
 urlpatterns = [
     path("teams/<slug:team_slug>/queue/", views.TeamQueueView.as_view(), name="team-queue"),
+    path(
+        "teams/<slug:team_slug>/fair-share/",
+        fair_share.TeamFairShareView.as_view(),
+        name="team-fair-share",
+    ),
     *router.urls,
 ]

@@ -132,30 +132,41 @@ def _measured(
     team_ids: set[int], cluster_ids: set[int], *, now: datetime.datetime
 ) -> tuple[dict[tuple[int, int, int], tuple[float | None, float | None]], dict[int, str]]:
     """(window days, team id, cluster id) -> held and used GPU-hours from the usage report;
-    and cluster id -> why its Prometheus could not say."""
+    and cluster id -> why its Prometheus could not say. One report per stretch between two
+    windows' starts (the last 30 days, then the 60 before them), each window the sum of the
+    stretches it covers: no time is measured twice."""
     teams = Team.objects.filter(pk__in=team_ids)
     clusters = Cluster.objects.filter(pk__in=cluster_ids)
     slugs = dict(teams.values_list("slug", "pk"))
     cluster_names = dict(clusters.values_list("name", "pk"))
     measured: dict[tuple[int, int, int], tuple[float | None, float | None]] = {}
     errors: dict[int, str] = {}
-    for days in WINDOWS_DAYS:
+    so_far: dict[tuple[int, int], tuple[float | None, float | None]] = {}
+    end = now
+    for days in sorted(WINDOWS_DAYS):
+        start = now - datetime.timedelta(days=days)
         report = teams_usage_report(
-            teams=teams,
-            every_team=False,
-            start=now - datetime.timedelta(days=days),
-            end=now,
-            clusters=clusters,
-            now=now,
+            teams=teams, every_team=False, start=start, end=end, clusters=clusters, now=now
         )
+        end = start
         for name, error in report.errors.items():
             errors[cluster_names[name]] = error
-        for row in report.rows:
-            measured[(days, slugs[row.team_slug], cluster_names[row.cluster])] = (
+        stretch = {
+            (slugs[row.team_slug], cluster_names[row.cluster]): (
                 row.held_gpu_hours,
                 row.used_gpu_hours,
             )
+            for row in report.rows
+        }
+        for key in so_far.keys() | stretch.keys():
+            before, more = so_far.get(key, (0.0, 0.0)), stretch.get(key, (0.0, 0.0))
+            so_far[key] = (_plus(before[0], more[0]), _plus(before[1], more[1]))
+            measured[(days, *key)] = so_far[key]
     return measured, errors
+
+
+def _plus(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a + b
 
 
 def _waits(

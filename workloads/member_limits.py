@@ -189,7 +189,7 @@ def member_limit_set(
 
 
 def member_limit_remove(*, actor: User, limit: MemberLimit) -> None:
-    """Lift a member's limit; audited. Their waiting jobs are released by the next pass."""
+    """Lift a member's limit; audited. Their jobs waiting for it are released after commit."""
     _check_may_set(actor, limit.team)
     with transaction.atomic():
         before = _snapshot(limit)

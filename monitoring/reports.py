@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from core import spreadsheets
+from core.ratios import percent_of
 from monitoring.gpu_shares import gpu_share
 
 BUCKETS = ("day", "week", "month", "total")
@@ -227,15 +228,11 @@ class UsageRow:
     @property
     def utilisation_percent(self) -> float | None:
         """Used as a share of held: how busy the GPUs the team held really were."""
-        if not self.held_gpu_hours or self.used_gpu_hours is None:
-            return None
-        return 100 * self.used_gpu_hours / self.held_gpu_hours
+        return percent_of(self.used_gpu_hours, self.held_gpu_hours)
 
     @property
     def held_of_granted_percent(self) -> float | None:
-        if not self.granted_gpu_hours or self.held_gpu_hours is None:
-            return None
-        return 100 * self.held_gpu_hours / self.granted_gpu_hours
+        return percent_of(self.held_gpu_hours, self.granted_gpu_hours)
 
 
 CSV_HEADER = [

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from core.ratios import percent_of
+
 # The windows each request is shown against, in days, shortest first.
 WINDOWS_DAYS = (30, 90)
 
@@ -46,16 +48,12 @@ class UseWindow:
     @property
     def utilisation_percent(self) -> float | None:
         """Used of held: how busy the GPUs it held were."""
-        if not self.held_gpu_hours or self.used_gpu_hours is None:
-            return None
-        return 100 * self.used_gpu_hours / self.held_gpu_hours
+        return percent_of(self.used_gpu_hours, self.held_gpu_hours)
 
     @property
     def held_percent(self) -> float | None:
         """Held of granted: how much of what it was granted it held."""
-        if not self.granted_gpu_hours or self.held_gpu_hours is None:
-            return None
-        return 100 * self.held_gpu_hours / self.granted_gpu_hours
+        return percent_of(self.held_gpu_hours, self.granted_gpu_hours)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """deploy/rbac.yaml lets the portal run GPU jobs (read the team's namespace to check it is the
-portal's; create and delete Jobs; follow Jobs, pods and events, and Kueue's Workloads; read logs
-and Kueue's queues; hold the watcher's Leases in its own namespace) and no more: it never creates
-or changes pods, nor execs into them, nor changes what Kueue decided about a Workload, nor
+portal's; create and delete Jobs, and patch them to lower a protected borrower's priority
+label; follow Jobs, pods and events, and Kueue's Workloads; read logs and Kueue's queues; hold
+the watcher's Leases in its own namespace) and no more: it never creates or changes pods, nor
+execs into them, nor replaces a Job, nor changes what Kueue decided about a Workload, nor
 touches another Lease. Every cluster test of jobs runs with exactly these credentials."""
 
 import pytest
@@ -27,6 +28,7 @@ def portal_api(portal_kubeconfig):
         ("get", "namespaces", "", "", None),
         ("create", "jobs", "batch", "", "any-team"),
         ("delete", "jobs", "batch", "", "any-team"),
+        ("patch", "jobs", "batch", "", "any-team"),  # borrower protection's priority label
         ("watch", "jobs", "batch", "", None),
         ("list", "pods", "", "", None),
         ("watch", "pods", "", "", None),
@@ -55,7 +57,6 @@ def test_the_portal_may_do_what_gpu_jobs_need(
         ("create", "pods", "", "exec"),
         ("create", "pods", "", "attach"),
         ("update", "jobs", "batch", ""),
-        ("patch", "jobs", "batch", ""),
         ("create", "cronjobs", "batch", ""),
         ("create", "events", "", ""),
         ("patch", "workloads", "kueue.x-k8s.io", ""),

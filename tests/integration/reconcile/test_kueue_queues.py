@@ -97,6 +97,7 @@ def test_an_a100_grant_gives_nominal_quota_on_the_a100_flavor_and_the_team_its_t
     assert portal.objects.names("workloadpriorityclasses") == [
         f"{portal.name}-guaranteed",
         f"{portal.name}-opportunistic",
+        f"{portal.name}-opportunistic-protected",
     ]
     # No policy: borrows without limit, so the quota's ceiling is the cluster's 48 GPUs.
     assert gpu_quota_of(core, portal, team.slug) == "48"

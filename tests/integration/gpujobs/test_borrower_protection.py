@@ -39,7 +39,7 @@ pytestmark = [pytest.mark.devcluster]
 State = GpuJob.State
 # The devcluster deletes this pod when its termination grace period is up (kwok-stages.yaml).
 STOPS_AFTER_GRACE = {"devcluster.gpuportal.io/use-termination-grace": "true"}
-MIN_RUNTIME = 25
+MIN_RUNTIME = 15
 GRACE = 6
 
 
@@ -155,14 +155,14 @@ def test_a_lender_waiting_past_the_bound_takes_its_gpus_back_from_a_protected_bo
         actor=kueue_cluster.admin,
         cluster=kueue_cluster.cluster,
         borrower_min_runtime_seconds=3600,
-        lender_wait_bound_seconds=8,
+        lender_wait_bound_seconds=6,
         preemption_grace_seconds=0,
     )
     lender, _, borrowing = borrow_and_lend(make_kueue_team, cluster)
 
     mine = submitted(submit(lender.member, lender.team, cluster, name="mine", gpu_model=A100))
     mine = wait_for_job(mine.pk, lambda j: j.submitted_at is not None, what="the lender's job")
-    while (timezone.now() - mine.submitted_at).total_seconds() < 5:
+    while (timezone.now() - mine.submitted_at).total_seconds() < 4:
         assert check_protection(cluster) == []
         time.sleep(1)
     assert GpuJob.objects.get(pk=mine.pk).state == State.PENDING
@@ -172,6 +172,6 @@ def test_a_lender_waiting_past_the_bound_takes_its_gpus_back_from_a_protected_bo
     preempted = wait_for_job(
         borrowing.pk, lambda j: j.preempted_at is not None, timeout=30, what="the preemption"
     )
-    assert preempted.preempted_at - mine.submitted_at >= datetime.timedelta(seconds=7)
+    assert preempted.preempted_at - mine.submitted_at >= datetime.timedelta(seconds=5)
     assert preempted.preempted_at - preempted.started_at < datetime.timedelta(seconds=3600)
     wait_for_state(mine.pk, State.RUNNING, timeout=60)

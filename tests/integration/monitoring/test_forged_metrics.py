@@ -110,7 +110,9 @@ def lead(team):
     return member_of(team, "vic-lead", Membership.Role.LEAD)
 
 
-def test_the_forged_series_is_really_in_prometheus_under_another_job(devcluster, forged):
+def test_the_forged_series_is_really_in_prometheus_under_another_job(devcluster, forged, db):
+    # ``db``: pytest-django runs the tests without a database after the others, which would
+    # make the module's ``forged`` (a minute's wait) twice.
     (series,) = devcluster.prometheus_query(
         f'{promql.GPU_UTIL}{{namespace="{forged.namespace}",pod="forged-job"}}'
     )

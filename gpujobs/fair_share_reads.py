@@ -7,7 +7,9 @@ whatever the number of clusters, teams and jobs.
 
 A job's use is its GPUs (whole-GPU equivalents, ``monitoring.gpu_shares``) from ``started_at``
 to ``finished_at`` (a running job: to now; one preempted and waiting again: to when it was
-preempted). The arithmetic is ``reconcile.fair_share``'s, the words ``gpujobs.fair_share``'s.
+preempted). The arithmetic is ``reconcile.fair_share``'s, the words ``gpujobs.fair_share``'s; the
+weights shown are the ones the reconcile writes (``reconcile.desired_state.lowered_by_use``),
+from the same decayed use (``_decayed_use``).
 """
 
 from __future__ import annotations
@@ -15,13 +17,13 @@ from __future__ import annotations
 import datetime
 from collections import defaultdict
 from dataclasses import dataclass
-from decimal import Decimal
 
 from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import Q
 from django.utils import timezone
 
 from clusters.models import Cluster, QuotaMode
+from clusters.vocabulary import OPPORTUNISTIC
 from gpujobs import fair_share as words
 from gpujobs.models import GpuJob
 from gpujobs.observe import ACTIVE_STATES, FINAL_STATES
@@ -30,8 +32,8 @@ from monitoring.gpu_shares import gpu_share
 from monitoring.parts import Chart
 from monitoring.permissions import can_see_clusters
 from monitoring.prometheus import Series
-from reconcile import fair_share
-from tenants.models import Team, TeamCluster, TeamQueuePolicy
+from reconcile import desired_state, fair_share
+from tenants.models import Team, TeamCluster
 
 State = GpuJob.State
 WAITING_STATES = {State.QUEUED, State.SUBMITTED, State.PENDING}
@@ -85,11 +87,24 @@ def decayed_use_by_team(
 ) -> dict[int, float]:
     """Each team's decayed GPU-hours of opportunistic jobs on the cluster (one query; teams
     without use left out). The reconcile's reader (``gpujobs.apps``)."""
+    since = fair_share.horizon(now=now, half_life_hours=cluster.fair_share_half_life_hours)
+    rows = _opportunistic_rows(clusters=[cluster], since=since, team_ids=team_ids)
+    return _decayed_use(rows, cluster=cluster, now=now)
+
+
+def _decayed_use(rows: list[dict], *, cluster: Cluster, now: datetime.datetime) -> dict[int, float]:
+    """Each team's decayed GPU-hours from the cluster's opportunistic job ``rows`` (as
+    ``_opportunistic_rows`` reads them), counting the ones unfinished or finished since the
+    horizon; teams without use left out. The reconcile's reader and the explainer both count by
+    it, so the explainer shows the weights the reconcile writes."""
     half_life = cluster.fair_share_half_life_hours
     since = fair_share.horizon(now=now, half_life_hours=half_life)
     uses: dict[int, list[fair_share.Use]] = defaultdict(list)
-    for row in _opportunistic_rows(clusters=[cluster], since=since, team_ids=team_ids):
-        if (use := _use(row)) is not None:
+    for row in rows:
+        recent = row["state"] in ACTIVE_STATES or (
+            row["finished_at"] is not None and row["finished_at"] >= since
+        )
+        if recent and (use := _use(row)) is not None:
             uses[row["team_id"]].append(use)
     return {
         pk: fair_share.decayed_gpu_hours(team_uses, now=now, half_life_hours=half_life)
@@ -151,10 +166,9 @@ def team_fair_share(
     )
     if not kueue:
         return []
-    weights = {
-        (p.cluster_id, p.team_id): p.fair_sharing_weight
-        for p in TeamQueuePolicy.objects.filter(cluster__in=kueue)
-    }
+    policies = desired_state.stored_queue_policies(
+        team_ids=sorted({row.team_id for row in rows}), clusters=kueue
+    )
     longest = max(c.fair_share_half_life_hours for c in kueue)
     since = fair_share.horizon(now=now, half_life_hours=longest) - datetime.timedelta(
         days=HISTORY_DAYS
@@ -168,7 +182,7 @@ def team_fair_share(
             team=team,
             cluster=cluster,
             teams=[row.team for row in by_cluster[cluster.pk]],
-            weights=weights,
+            policies=policies[cluster.pk],
             jobs=jobs[cluster.pk],
             now=now,
             names_shown=names_shown,
@@ -177,10 +191,13 @@ def team_fair_share(
     ]
 
 
-def _standing(*, team, cluster, teams, weights, jobs, now, names_shown) -> ClusterFairShare:
+def _standing(*, team, cluster, teams, policies, jobs, now, names_shown) -> ClusterFairShare:
     half_life = cluster.fair_share_half_life_hours
     scale = cluster.fair_share_usage_scale_gpu_hours
-    horizon = fair_share.horizon(now=now, half_life_hours=half_life)
+    decayed_use = _decayed_use(jobs, cluster=cluster, now=now) if half_life else None
+    policies = desired_state.lowered_by_use(
+        {other.pk: policies[other.pk] for other in teams}, cluster=cluster, uses=decayed_use
+    )
     uses: dict[int, list[fair_share.Use]] = defaultdict(list)
     borrowed: dict[int, float] = defaultdict(float)
     waiting: dict[int, list[dict]] = defaultdict(list)
@@ -193,24 +210,17 @@ def _standing(*, team, cluster, teams, weights, jobs, now, names_shown) -> Clust
             uses[row["team_id"]].append(use)
     borrowers = []
     for other in teams:
-        weight = weights.get((cluster.pk, other.pk), Decimal(1))
-        decayed = None
-        effective = weight
-        if half_life:
-            recent = [u for u in uses[other.pk] if (u.end or now) >= horizon]
-            decayed = fair_share.rounded_use(
-                fair_share.decayed_gpu_hours(recent, now=now, half_life_hours=half_life)
-            )
-            effective = fair_share.borrowing_weight(
-                weight, decayed_use=decayed, scale_gpu_hours=scale
-            )
+        policy = policies[other.pk]
+        decayed = (
+            None if decayed_use is None else fair_share.rounded_use(decayed_use.get(other.pk, 0.0))
+        )
         head = waiting[other.pk][0] if waiting[other.pk] else None
         borrowers.append(
             words.Borrower(
                 team_id=other.pk,
                 name=other.slug if names_shown or other.pk == team.pk else words.ANOTHER_TEAM,
-                weight=weight,
-                borrowing_weight=effective,
+                weight=policy.fair_sharing_weight,
+                borrowing_weight=policy.weight(OPPORTUNISTIC),
                 decayed_use=decayed,
                 borrowed=borrowed[other.pk],
                 waiting=len(waiting[other.pk]),

@@ -70,14 +70,38 @@ def queue_policies(
     cluster's usage-decayed fair sharing on (``Cluster.fair_share_half_life_hours``) the teams'
     decayed use from the registered reader (``register_usage_reader``; one more), which lowers
     each opportunistic queue's weight (``reconcile.fair_share``)."""
-    policies = {pk: queue_manifests.QueuePolicy() for pk in team_ids}
-    for row in TeamQueuePolicy.objects.filter(team_id__in=team_ids, cluster=cluster):
-        policies[row.team_id] = queue_manifests.QueuePolicy(
+    policies = stored_queue_policies(team_ids=team_ids, clusters=[cluster])[cluster.pk]
+    uses = decayed_uses(team_ids=team_ids, cluster=cluster, now=now)
+    return lowered_by_use(policies, cluster=cluster, uses=uses)
+
+
+def stored_queue_policies(
+    *, team_ids: list[int], clusters: list[Cluster]
+) -> dict[int, dict[int, queue_manifests.QueuePolicy]]:
+    """The policies of ``team_ids`` on each of ``clusters``, by cluster id and then team id, as
+    ``TeamQueuePolicy`` holds them (the defaults without a row), before any decayed use: one
+    query, whatever the number of clusters and teams."""
+    policies = {c.pk: {pk: queue_manifests.QueuePolicy() for pk in team_ids} for c in clusters}
+    for row in TeamQueuePolicy.objects.filter(team_id__in=team_ids, cluster__in=clusters):
+        policies[row.cluster_id][row.team_id] = queue_manifests.QueuePolicy(
             borrowing_limit=row.borrowing_limit,
             lending_limit=row.lending_limit,
             fair_sharing_weight=row.fair_sharing_weight,
         )
-    uses = decayed_uses(team_ids=team_ids, cluster=cluster, now=now)
+    return policies
+
+
+def lowered_by_use(
+    policies: dict[int, queue_manifests.QueuePolicy],
+    *,
+    cluster: Cluster,
+    uses: dict[int, float] | None,
+) -> dict[int, queue_manifests.QueuePolicy]:
+    """``policies`` (by team id) on ``cluster`` with each opportunistic queue's weight lowered
+    by the team's decayed GPU-hours in ``uses`` (teams left out: none; None: the cluster's
+    usage decay is off, the plain weights). The one place of this arithmetic: the reconcile
+    writes these weights and the fair-share explainer (``gpujobs.fair_share_reads``) shows
+    them. No query."""
     if uses is None:
         return policies
     return {

@@ -1,7 +1,8 @@
 """``{% load fair_share %}{% team_fair_share team %}``: the team's standing for idle GPUs on
 each of its Kueue clusters, for the team page; ``{% job_fair_share job %}``: the same for the
 cluster of a waiting opportunistic job, for its page. Template tags, so the tenants app needs
-no import of this one."""
+no import of this one. The section loads the chart scripts itself on the team page, which
+charts nothing else; the job page loads them in its head for its own charts."""
 
 from django import template
 
@@ -23,6 +24,7 @@ def team_fair_share(context, team):
             user=context["request"].user, team=team, clusters=clusters
         ),
         "heading": "Fair share of idle GPUs",
+        "load_chart_scripts": True,
     }
 
 
@@ -34,4 +36,9 @@ def job_fair_share(context, job):
         standings = fair_share_reads.team_fair_share(
             user=context["request"].user, team=job.team, clusters=[job.cluster]
         )
-    return {"team": job.team, "standings": standings, "heading": "Its team's turn for an idle GPU"}
+    return {
+        "team": job.team,
+        "standings": standings,
+        "heading": "Its team's turn for an idle GPU",
+        "load_chart_scripts": False,
+    }

@@ -104,6 +104,19 @@ def test_a_waiting_opportunistic_job_page_shows_its_team_turn(client_as, member,
     assert "vision is 2nd of 2 waiting teams" in page
 
 
+@pytest.mark.parametrize("page", ["job", "team"])
+def test_a_page_with_the_fair_share_loads_the_chart_scripts_once(
+    client_as, member, borrowers, page
+):
+    url = f"/jobs/{borrowers.pk}/" if page == "job" else "/teams/vision/"
+
+    html = client_as(member).get(url).content.decode()
+
+    assert 'data-testid="chart-fair-share-' in html
+    assert html.count('<script src="/static/plotly/plotly.min.js" defer></script>') == 1
+    assert html.count('<script src="/static/monitoring/charts.js" defer></script>') == 1
+
+
 def test_a_guaranteed_job_page_has_no_fair_share(client_as, member, cluster, team, borrowers):
     job = factories.GpuJobFactory(team=team, cluster=cluster, state=State.PENDING)
 

@@ -81,6 +81,39 @@ class GrantHistorySerializer(serializers.Serializer):
     error = serializers.CharField(help_text="Why held and used hours are missing, if they are.")
 
 
+def _float_or_none(value: float | None) -> float | None:
+    return None if value is None else float(value)
+
+
+def grant_history_data(history: review_history.GrantHistory) -> dict:
+    """What ``GrantHistorySerializer`` writes for ``history``, written directly: a review queue
+    page of 1,000 requests would build 4,000 nested serializers for it, a third of the page's
+    time (profiled at 500 teams; ``make bench-scale``). The serializer stays the schema; a test
+    holds the two equal."""
+    return {
+        "windows": [
+            {
+                "days": int(w.days),
+                "granted_gpu_hours": float(w.granted_gpu_hours),
+                "hours_in_force": float(w.hours_in_force),
+                "held_gpu_hours": _float_or_none(w.held_gpu_hours),
+                "used_gpu_hours": _float_or_none(w.used_gpu_hours),
+                "held_percent": _float_or_none(w.held_percent),
+                "utilisation_percent": _float_or_none(w.utilisation_percent),
+                "jobs": int(w.jobs),
+                "jobs_waited": int(w.jobs_waited),
+                "waited_minutes": int(w.waited_minutes),
+            }
+            for w in history.windows
+        ],
+        "suggestion": {
+            "gpus": int(history.suggestion.gpus),
+            "arithmetic": str(history.suggestion.arithmetic),
+        },
+        "error": str(history.error),
+    }
+
+
 class ReviewQueueItemSerializer(QuotaRequestSerializer):
     """A pending request beside its cluster's figures for the requested GPU kind, for the
     requested model (when it names one) and for every model of the kind."""
@@ -149,7 +182,7 @@ class ReviewQueueItemSerializer(QuotaRequestSerializer):
             (history,) = review_history.histories([review_history.ask_of(quota_request)])
         else:
             history = histories[quota_request.pk]
-        return None if history is None else GrantHistorySerializer(history).data
+        return None if history is None else grant_history_data(history)
 
     @extend_schema_field(DelegationSerializer(allow_null=True))
     def get_delegation(self, quota_request) -> dict | None:

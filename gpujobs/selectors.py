@@ -70,35 +70,48 @@ def model_capacities(*, cluster: Cluster, gpu_resource: str) -> list[GpuModelCap
     )
 
 
-def team_page_jobs(user: User | AnonymousUser, *, team: Team, finished: int) -> list[GpuJob]:
-    """The team's unfinished jobs and its ``finished`` most recent finished ones, newest first,
-    in one query."""
-    recent = (
-        GpuJob.objects.filter(team=team)
-        .exclude(state__in=ACTIVE_STATES)
-        .order_by("-created_at", "-id")
-        .values("pk")[:finished]
-    )
+def team_page_jobs(
+    user: User | AnonymousUser, *, team: Team, unfinished: int, finished: int
+) -> list[GpuJob]:
+    """The team's ``unfinished`` newest unfinished jobs and its ``finished`` newest finished
+    ones, newest first, in one query: a team page stays the same size however many jobs the
+    team has waiting (``gpus_in_use`` counts them all)."""
+    visible = jobs_visible_to(user).filter(team=team)
+    newest = ("-created_at", "-id")
+    shown_unfinished = visible.filter(state__in=ACTIVE_STATES).order_by(*newest).values("pk")
+    shown_finished = visible.exclude(state__in=ACTIVE_STATES).order_by(*newest).values("pk")
     return list(
-        jobs_visible_to(user)
-        .filter(team=team)
-        .filter(Q(state__in=ACTIVE_STATES) | Q(pk__in=recent))
-        .order_by("-created_at", "-id")
+        visible.filter(
+            Q(pk__in=shown_unfinished[:unfinished]) | Q(pk__in=shown_finished[:finished])
+        ).order_by(*newest)
     )
 
 
-def gpus_in_use(jobs: list[GpuJob]) -> list[dict]:
-    """Per cluster and GPU kind: GPUs held by running jobs, and asked for by waiting ones."""
-    rows: dict[tuple[str, str], dict] = {}
-    for job in jobs:
-        if job.state not in ACTIVE_STATES:
-            continue
-        key = (job.cluster.name, job.gpu_resource)
-        entry = rows.setdefault(
-            key, {"cluster": key[0], "gpu_resource": key[1], "running": 0, "waiting": 0}
+def gpus_in_use(user: User | AnonymousUser, *, team: Team) -> list[dict]:
+    """Per cluster and GPU kind, over every unfinished job of the team the user may see: GPUs
+    held by running jobs and asked for by waiting ones, and how many jobs each (one query)."""
+    running = Q(state=GpuJob.State.RUNNING)
+    rows = (
+        jobs_visible_to(user)
+        .filter(team=team, state__in=ACTIVE_STATES)
+        .values("cluster__name", "gpu_resource")
+        .annotate(
+            running=Sum("gpus", filter=running, default=0),
+            waiting=Sum("gpus", filter=~running, default=0),
+            jobs=Count("pk"),
         )
-        entry["running" if job.state == "running" else "waiting"] += job.gpus
-    return [rows[key] for key in sorted(rows)]
+        .order_by("cluster__name", "gpu_resource")
+    )
+    return [
+        {
+            "cluster": row["cluster__name"],
+            "gpu_resource": row["gpu_resource"],
+            "running": row["running"],
+            "waiting": row["waiting"],
+            "jobs": row["jobs"],
+        }
+        for row in rows
+    ]
 
 
 def namespace_on_its_way(*, team_id: int, cluster_id: int) -> bool:

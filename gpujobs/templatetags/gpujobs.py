@@ -5,22 +5,45 @@ Template tags, so the tenants and monitoring apps need no import of this one."""
 
 from django import template
 
+from clusters.models import QuotaMode
 from gpujobs import queue_reads, selectors
+from gpujobs.observe import ACTIVE_STATES
 from tenants.models import Membership
+from workloads import queueing
 from workloads.permissions import can_run_workloads
 
 register = template.Library()
 
+# A team page shows this many of the team's newest unfinished jobs and of its finished ones:
+# a team with a thousand jobs waiting gets the same page as one with ten (the counts above the
+# table, and the job list, have them all).
+UNFINISHED_JOBS_SHOWN = 50
 FINISHED_JOBS_SHOWN = 5
 SUBMITTING_ROLES = {Membership.Role.LEAD.label, Membership.Role.MEMBER.label}
 
 
 @register.inclusion_tag("gpujobs/_team_jobs.html", takes_context=True)
 def team_jobs(context, team):
-    """Every unfinished job of the team and its latest finished ones (one query), and whether
-    the viewer may submit (from the role the team page already read, when it did)."""
+    """The team's newest unfinished jobs and its latest finished ones (one query), the GPUs and
+    jobs of all its unfinished ones (one), and whether the viewer may submit (from the role the
+    team page already read, when it did)."""
     user = context["request"].user
-    jobs = selectors.team_page_jobs(user, team=team, finished=FINISHED_JOBS_SHOWN)
+    jobs = selectors.team_page_jobs(
+        user, team=team, unfinished=UNFINISHED_JOBS_SHOWN, finished=FINISHED_JOBS_SHOWN
+    )
+    in_use = selectors.gpus_in_use(user, team=team)
+    unfinished = [j for j in jobs if not j.is_final]
+    unfinished_in_all = sum(row["jobs"] for row in in_use)
+    clusters = _clusters(context)
+    on_kueue = clusters is None or any(queueing.kueue_mode(c) for c in clusters)
+    if unfinished_in_all > len(unfinished) and on_kueue:
+        # The Kueue queues count every waiting job, not the page's newest: read those (one
+        # query, on a team page with more unfinished jobs than it shows).
+        unfinished = list(
+            selectors.jobs_visible_to(user).filter(
+                team=team, state__in=ACTIVE_STATES, cluster__quota_mode=QuotaMode.KUEUE
+            )
+        )
     if "role" in context:
         can_submit = context["role"] in SUBMITTING_ROLES
     else:
@@ -28,11 +51,14 @@ def team_jobs(context, team):
     return {
         "team": team,
         "jobs": jobs,
-        "in_use": selectors.gpus_in_use(jobs),
+        "in_use": in_use,
+        "unfinished_shown": sum(1 for j in jobs if not j.is_final),
+        # A queue's waiting table shows as many, in Kueue's order.
+        "jobs_shown": UNFINISHED_JOBS_SHOWN,
+        "waiting_slice": f":{UNFINISHED_JOBS_SHOWN}",
+        "unfinished_in_all": unfinished_in_all,
         "can_submit": can_submit,
-        "queues": queue_reads.team_queues(
-            team=team, jobs=[j for j in jobs if not j.is_final], clusters=_clusters(context)
-        ),
+        "queues": queue_reads.team_queues(team=team, jobs=unfinished, clusters=clusters),
     }
 
 

@@ -9,6 +9,7 @@ import pytest
 from django.utils import timezone
 
 from gpujobs.models import GpuJob
+from gpujobs.templatetags import gpujobs as gpujob_tags
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -342,6 +343,49 @@ def test_team_page_shows_its_jobs_and_gpus_in_use(client_as, lead, member, team,
     in_use = html.split('data-testid="gpus-in-use"')[1].split("</table>")[0]
     assert '<td class="num">3</td><td class="num">2</td>' in in_use
     assert f'href="/jobs/new/?team={team.slug}"' in html
+
+
+def test_a_team_page_shows_the_newest_unfinished_jobs_and_counts_them_all(
+    client_as, lead, member, team, cluster, django_assert_max_num_queries
+):
+    shown = gpujob_tags.UNFINISHED_JOBS_SHOWN
+    client = client_as(lead)
+    for i in range(shown):
+        job(team, cluster, member, name=f"waiter-{i}", state="pending", gpus=2)
+    client.get(f"/teams/{team.slug}/")
+    with django_assert_max_num_queries(100) as at_the_limit:
+        client.get(f"/teams/{team.slug}/")
+    job(team, cluster, member, name="newest", state="running", gpus=3)
+    GpuJob.objects.bulk_create(
+        [
+            GpuJob(
+                team=team,
+                cluster=cluster,
+                submitted_by=member,
+                name=f"older-{i}",
+                image="registry.example.com/x:1",
+                max_runtime_seconds=60,
+                state="queued",
+                gpus=1,
+            )
+            for i in range(20)
+        ]
+    )
+    GpuJob.objects.filter(name__startswith="older-").update(
+        created_at=timezone.now() - datetime.timedelta(days=1)
+    )
+
+    with django_assert_max_num_queries(len(at_the_limit.captured_queries)):
+        html = client.get(f"/teams/{team.slug}/").content.decode()
+
+    table = html.split('data-testid="jobs"')[1].split("</table>")[0]
+    assert table.count('data-testid="job-row-') == shown
+    assert "newest" in table
+    assert "older-" not in table
+    note = html.split('data-testid="team-jobs-shown"')[1].split("</p>")[0]
+    assert f"The newest {shown} of the team's {shown + 21} unfinished jobs" in note
+    in_use = html.split('data-testid="gpus-in-use"')[1].split("</table>")[0]
+    assert f'<td class="num">3</td><td class="num">{2 * shown + 20}</td>' in in_use
 
 
 def test_team_page_without_jobs(client_as, viewer, team):

@@ -1,7 +1,7 @@
 # The README's commands. `make demo` runs the portal; `make test` runs the whole suite;
 # `make test-fast` runs every test that needs no service, on SQLite in memory, in seconds;
 # `make test-abuse` the bad-input suites the same way, in minutes.
-.PHONY: demo test test-fast test-abuse bench lint format docs docs-screenshots services-up services-down devcluster-build keycloak-build devcluster-up devcluster-down
+.PHONY: demo test test-fast test-abuse bench bench-scale lint format docs docs-screenshots services-up services-down devcluster-build keycloak-build devcluster-up devcluster-down
 
 demo:
 	scripts/demo.sh
@@ -18,6 +18,11 @@ test-abuse:
 
 bench:
 	scripts/bench.sh
+
+# The benchmarks again at a company's scale (5,000 GPUs, 500 teams, 200,000 jobs: tests/bench/
+# scale.py), into bench-results/scale.md and the summary beside the lab's rows. Hours; not in CI.
+bench-scale:
+	scripts/bench.sh --scale
 
 lint:
 	.venv/bin/ruff check .

@@ -7,14 +7,24 @@
 # scripts/bench.sh web_load monitoring  only these (tests/bench/bench_<name>.py): their rows
 #                                       replace their previous ones, the others' stay; say
 #                                       how the copy was made in bench-results/PROVENANCE.md
+# scripts/bench.sh --scale [NAME...]    `make bench-scale`: those that run at a company's scale
+#                                       (tests/bench/scale.py), at that scale; their rows go
+#                                       beside the lab's, and into bench-results/scale.md
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+scale=""
+if [ "${1:-}" = "--scale" ]; then
+  scale=1
+  shift
+fi
 
 # Those that run pods on simulated nodes of their own (gpujobs, serving, kueue) do so under portal
 # names of their own: the admission policies that reconciling teams under the default name
 # (reconcile, monitoring) installs on the shared devcluster refuse GPU pods placed off
 # `hardware-type=gpu`, as the benchmarks' own nodes are, but only in that name's namespaces.
 ALL="api_lists calendar statements gpujobs serving watcher_memory kueue gpu_sharing reconcile monitoring web_load"
+[ -z "$scale" ] || ALL="$(python3 tests/bench/scale.py benchmarks)"
 benchmarks="${*:-$ALL}"
 for name in $benchmarks; do
   [ -f "tests/bench/bench_$name.py" ] || { echo "bench: no benchmark $name (one of: $ALL)" >&2; exit 2; }
@@ -41,8 +51,14 @@ export DJANGO_SECURE_SSL_REDIRECT=0
 export DJANGO_CACHE_URL="${CELERY_BROKER_URL%/*}/2"
 
 mkdir -p bench-results
-[ $# -gt 0 ] || rm -f bench-results/summary.jsonl bench-results/PROVENANCE.md
-trap '.venv/bin/python tests/bench/summary.py' EXIT
+if [ -n "$scale" ]; then
+  # Every benchmark's sizes at that scale, and its rows under the scale's name.
+  eval "$(.venv/bin/python tests/bench/scale.py exports)"
+  trap '.venv/bin/python tests/bench/summary.py; .venv/bin/python tests/bench/scale.py render' EXIT
+else
+  [ $# -gt 0 ] || rm -f bench-results/summary.jsonl bench-results/PROVENANCE.md
+  trap '.venv/bin/python tests/bench/summary.py' EXIT
+fi
 
 for name in $benchmarks; do
   .venv/bin/python "tests/bench/bench_$name.py"

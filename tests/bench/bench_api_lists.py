@@ -1,7 +1,8 @@
 """Benchmark: the API's hot lists beside bare Django views returning the same rows as JSON.
 
 Lists: quota requests (10,000 pending, 5,000 approved), the review queue (the 10,000 pending,
-with their cluster's capacity figures), grants (5,000) and jobs (10,000). For each list and page
+with their cluster's capacity figures), grants (5,000) and jobs (10,000; ``BENCH_API_JOBS``), of
+20 teams (``BENCH_API_TEAMS``). For each list and page
 size it reports the SQL queries per page (which must not grow with the page) and the median
 time per page of the API next to a plain view that returns the same rows with
 ``QuerySet.values()`` and ``JsonResponse``. Both sides read the signed-in user from the session
@@ -48,6 +49,7 @@ from django.utils import timezone  # noqa: E402
 
 from clusters.models import Cluster, GpuCapacity  # noqa: E402
 from gpujobs.models import GpuJob  # noqa: E402
+from tenants import review_history  # noqa: E402
 from tenants.models import Membership, QuotaGrant, QuotaRequest, Team  # noqa: E402
 from tenants.selectors import (  # noqa: E402
     capacity_summaries,
@@ -56,17 +58,18 @@ from tenants.selectors import (  # noqa: E402
     review_queue,
 )
 from tests.bench.helpers import grants_for, in_process_storages  # noqa: E402
-from tests.bench.summary import Goal, Summary  # noqa: E402
+from tests.bench.summary import Goal, Summary, results_dir  # noqa: E402
 
 PENDING = 10_000
 APPROVED = 5_000
-JOBS = 10_000
-TEAMS = 20
+JOBS = int(os.environ.get("BENCH_API_JOBS", "10000"))
+TEAMS = int(os.environ.get("BENCH_API_TEAMS", "20"))
+JOBS_BATCH = 10_000  # made this many at a time: 200,000 model instances at once take a GiB
 CLUSTER = "bench"
 PAGE_SIZES = [int(n) for n in os.environ.get("BENCH_PAGE_SIZES", "10,50,100,500,1000").split(",")]
 REPEATS = int(os.environ.get("BENCH_REPEATS", "7"))
 REVIEW_PAGE_SIZE = 25  # the review page's
-RESULTS = REPO_ROOT / "bench-results"
+RESULTS = results_dir()
 QUOTA_COLUMNS = (
     "id",
     "team__slug",
@@ -131,13 +134,42 @@ def figures(summary, *, gpus: int, granted_in_period: int) -> dict:
     }
 
 
+def history_json(history) -> dict | None:
+    """What the team did with its past grants (``tenants.review_history``), written by hand."""
+    if history is None:
+        return None
+    return {
+        "windows": [
+            {
+                "days": w.days,
+                "granted_gpu_hours": w.granted_gpu_hours,
+                "hours_in_force": w.hours_in_force,
+                "held_gpu_hours": w.held_gpu_hours,
+                "used_gpu_hours": w.used_gpu_hours,
+                "held_percent": w.held_percent,
+                "utilisation_percent": w.utilisation_percent,
+                "jobs": w.jobs,
+                "jobs_waited": w.jobs_waited,
+                "waited_minutes": w.waited_minutes,
+            }
+            for w in history.windows
+        ],
+        "suggestion": {
+            "gpus": history.suggestion.gpus,
+            "arithmetic": history.suggestion.arithmetic,
+        },
+        "error": history.error,
+    }
+
+
 @login_required
 def bare_review_queue(request):
     """Pending requests oldest first, how many are pending, and the grants in each one's
     period (read as the API reads them, once a page), each beside its cluster's figures for its
     GPU kind, for its model and for every model of the kind, read by the same selectors as the
-    API's and written out by hand: the API's fields (no state, no decision; no delegation
-    verdict for an admin)."""
+    API's and written out by hand, and what each team did with its past grants
+    (``tenants.review_history``, as the API reads it, once a page): the API's fields (no state,
+    no decision; no delegation verdict for an admin)."""
     size = int(request.GET.get("page_size", 50))
     page = int(request.GET.get("page", 1))
     kinds = capacity_summaries()
@@ -162,13 +194,27 @@ def bare_review_queue(request):
         review_queue().values(
             *(column for column in QUOTA_COLUMNS if column != "state"),
             "cluster_id",
+            "team_id",
             "justification",
             "requested_by__username",
             "created_at",
         )[(page - 1) * size : page * size]
     )
     periods = granted_in_request_periods(SimpleNamespace(pk=row["id"], **row) for row in rows)
-    for row in rows:
+    histories = review_history.histories(
+        [
+            review_history.Ask(
+                team_id=row["team_id"],
+                cluster_id=row["cluster_id"],
+                gpu_resource=row["gpu_resource"],
+                gpu_model=row["gpu_model"],
+                gpus=row["gpus"],
+            )
+            for row in rows
+        ]
+    )
+    for row, history in zip(rows, histories, strict=True):
+        row.pop("team_id")
         key = (row.pop("cluster_id"), row["gpu_resource"])
         gpus, model = row["gpus"], row["gpu_model"]
         in_period, model_in_period = periods[row["id"]].kind, periods[row["id"]].model
@@ -180,6 +226,7 @@ def bare_review_queue(request):
             row["model_capacity"] = figures(summary, gpus=gpus, granted_in_period=model_in_period)
         row["gpu_models"] = model_rows.get(key, [])
         row["delegation"] = None
+        row["history"] = history_json(history)
     return JsonResponse({"count": review_queue().count(), "results": rows})
 
 
@@ -294,6 +341,9 @@ def seed() -> User:
         requests.filter(state=QuotaRequest.State.PENDING).count() == PENDING
         and QuotaGrant.objects.filter(cluster=cluster).count() == APPROVED
         and jobs.count() == JOBS
+        and jobs.values("team").distinct().count() == TEAMS
+        and requests.filter(state=QuotaRequest.State.PENDING, team__slug="bench-0").count()
+        > REVIEW_PAGE_SIZE
     ):
         return admin
     jobs.delete()
@@ -313,15 +363,19 @@ def seed() -> User:
     today = timezone.localdate()
 
     def quota_request(i: int, state: str) -> QuotaRequest:
+        # The first team has two pages of pending requests more, so that the review page
+        # filtered to it is full however many teams share the rest.
+        first_team = state == QuotaRequest.State.PENDING and i < 2 * REVIEW_PAGE_SIZE
+        team = 0 if first_team else i % TEAMS
         return QuotaRequest(
-            team=teams[i % TEAMS],
+            team=teams[team],
             cluster=cluster,
             gpus=1 + i % 8,
             state=state,
             starts_on=today,
             ends_on=today + datetime.timedelta(days=30 + i % 60),
             justification=f"Benchmark request {i}",
-            requested_by=leads[i % TEAMS],
+            requested_by=leads[team],
         )
 
     QuotaRequest.objects.bulk_create(
@@ -333,24 +387,25 @@ def seed() -> User:
     QuotaGrant.objects.bulk_create(
         grants_for(approved, granted_by=admin, state=QuotaGrant.State.EXPIRED), batch_size=2000
     )
-    GpuJob.objects.bulk_create(
-        [
-            GpuJob(
-                team=teams[i % TEAMS],
-                cluster=cluster,
-                submitted_by=leads[i % TEAMS],
-                name=f"bench-job-{i}",
-                image="registry.example.com/ml/trainer:1.0",
-                gpus=1 + i % 4,
-                max_runtime_seconds=3600,
-                state=GpuJob.State.SUCCEEDED,
-                command=["python", "train.py"],
-                env=[{"name": "EPOCHS", "value": str(i % 9)}],
-            )
-            for i in range(JOBS)
-        ],
-        batch_size=2000,
-    )
+    for first in range(0, JOBS, JOBS_BATCH):
+        GpuJob.objects.bulk_create(
+            [
+                GpuJob(
+                    team=teams[i % TEAMS],
+                    cluster=cluster,
+                    submitted_by=leads[i % TEAMS],
+                    name=f"bench-job-{i}",
+                    image="registry.example.com/ml/trainer:1.0",
+                    gpus=1 + i % 4,
+                    max_runtime_seconds=3600,
+                    state=GpuJob.State.SUCCEEDED,
+                    command=["python", "train.py"],
+                    env=[{"name": "EPOCHS", "value": str(i % 9)}],
+                )
+                for i in range(first, min(first + JOBS_BATCH, JOBS))
+            ],
+            batch_size=2000,
+        )
     return admin
 
 
@@ -404,18 +459,21 @@ def side_by_side(client: Client, portal_url: str, bare_url: str) -> tuple[float,
     STORAGES=in_process_storages(),
 )
 def review_page(admin: User) -> dict:
-    """The admins' review page over every pending request, and over one team's (a twentieth),
+    """The admins' review page over the benchmark's pending requests (its cluster's: the
+    scratch database may hold other benchmarks'), and over one team's (more than a page),
     beside the API's review queue at the page's size."""
     client = Client()
     client.force_login(admin)
+    pending = review_queue().filter(cluster__name=CLUSTER)
     return {
-        "pending": review_queue().count(),
-        "team_pending": review_queue().filter(team__slug="bench-0").count(),
-        "page": page_measure(client, "/review/"),
-        "page_3": page_measure(client, "/review/?page=3"),
-        "team_page": page_measure(client, "/review/?team=bench-0"),
+        "pending": pending.count(),
+        "team_pending": pending.filter(team__slug="bench-0").count(),
+        "page": page_measure(client, f"/review/?cluster={CLUSTER}"),
+        "page_3": page_measure(client, f"/review/?cluster={CLUSTER}&page=3"),
+        "team_page": page_measure(client, f"/review/?cluster={CLUSTER}&team=bench-0"),
         "api": page_measure(
-            client, f"/api/v1/quota-requests/review-queue/?page_size={REVIEW_PAGE_SIZE}"
+            client,
+            f"/api/v1/quota-requests/review-queue/?cluster={CLUSTER}&page_size={REVIEW_PAGE_SIZE}",
         ),
     }
 
@@ -522,9 +580,12 @@ def write(results: dict) -> None:
     ]
     review = results["review_page"]
     for key, what in [
-        ("page", f"/review/, {review['pending']:,} pending"),
-        ("page_3", "/review/?page=3"),
-        ("team_page", f"/review/?team=bench-0, {review['team_pending']:,} pending"),
+        ("page", f"/review/?cluster={CLUSTER}, {review['pending']:,} pending"),
+        ("page_3", f"/review/?cluster={CLUSTER}&page=3"),
+        (
+            "team_page",
+            f"/review/?cluster={CLUSTER}&team=bench-0, {review['team_pending']:,} pending",
+        ),
         ("api", f"the API's review queue, {REVIEW_PAGE_SIZE} a page"),
     ]:
         r = review[key]

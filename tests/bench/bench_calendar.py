@@ -47,7 +47,7 @@ from django.utils import timezone  # noqa: E402
 from clusters.models import Cluster, GpuCapacity, GpuModelCapacity  # noqa: E402
 from tenants.models import Membership, QuotaGrant, QuotaRequest, Team  # noqa: E402
 from tests.bench.helpers import grants_for, in_process_storages  # noqa: E402
-from tests.bench.summary import Goal, Summary  # noqa: E402
+from tests.bench.summary import Goal, Summary, results_dir, scale  # noqa: E402
 
 CLUSTER = "bench-calendar"
 MODEL = "NVIDIA-H100-80GB-HBM3"
@@ -56,8 +56,10 @@ TEAM_COUNTS = tuple(int(n) for n in os.environ.get("BENCH_CALENDAR_TEAMS", "100,
 MONTHS = 12
 DAYS = 366
 GOAL_MS = 300
+# At a company's scale (``make bench-scale``) the goal is the raw SQL's time, not a bound.
+RATIO_GOAL = 1.5
 REPEATS = int(os.environ.get("BENCH_REPEATS", "7"))
-RESULTS = REPO_ROOT / "bench-results"
+RESULTS = results_dir()
 
 DAILY_SQL = """
 SELECT day::date, COALESCE(SUM(g.gpus), 0)
@@ -250,13 +252,14 @@ def write(results: dict) -> None:
 def record(board: Summary, results: dict) -> None:
     small, big = results["runs"][0], results["runs"][-1]
     work = f"{big['teams']:,} teams × 12 months ({big['grants']:,} grants)"
+    goal = Goal.ratio_at_most(RATIO_GOAL) if scale() else Goal.portal_at_most(GOAL_MS)
     board.row(
         f"booking calendar page, {work}",
         portal=big["page"]["ms"],
         alternative=big["bare"]["ms"],
         alternative_is="bare view: one raw SQL query summing grants per day",
         unit="ms",
-        goal=Goal.portal_at_most(GOAL_MS),
+        goal=goal,
         note=f"{big['page']['queries']} SQL queries, {big['page']['kib']} KiB",
     )
     board.row(
@@ -265,7 +268,7 @@ def record(board: Summary, results: dict) -> None:
         alternative=big["bare"]["ms"],
         alternative_is="bare view: one raw SQL query summing grants per day",
         unit="ms",
-        goal=Goal.portal_at_most(GOAL_MS),
+        goal=goal,
         note=f"{big['api']['queries']} SQL queries",
     )
     board.row(

@@ -16,7 +16,9 @@ serves within the goal. Results go to ``bench-results/web_load.{json,md}`` and r
 summary table.
 
 Environment: ``BENCH_LOAD_USERS`` (50), ``BENCH_LOAD_SECONDS`` (60), ``BENCH_LOAD_WORKERS``
-(3), ``BENCH_LOAD_TEAMS`` (1,000; grants, requests and jobs scale with it) for a quicker run.
+(3), ``BENCH_LOAD_TEAMS`` (1,000; grants, requests and jobs scale with it) for a quicker run;
+``BENCH_LOAD_JOBS_PER_TEAM`` (20) and ``BENCH_LOAD_GOAL_MS`` (200, the p95 goal) for
+``make bench-scale``'s 500 teams of 400 jobs.
 Run through ``make bench`` (scratch database, DEBUG off).
 """
 
@@ -59,13 +61,14 @@ from tests.bench.helpers import (  # noqa: E402
     in_process_storages,
     percentile,
 )
-from tests.bench.summary import Goal, Summary  # noqa: E402
+from tests.bench.summary import Goal, Summary, results_dir  # noqa: E402
 from tests.dockerfile import dockerfile_environment, gunicorn_arguments  # noqa: E402
 
 TEAMS = int(os.environ.get("BENCH_LOAD_TEAMS", "1000"))
 GRANTS_PER_TEAM = 5
 PENDING_PER_TEAM = 1
-JOBS_PER_TEAM = 20
+JOBS_PER_TEAM = int(os.environ.get("BENCH_LOAD_JOBS_PER_TEAM", "20"))
+JOBS_BATCH = 10_000  # made this many at a time: 200,000 model instances at once take a GiB
 USERS = int(os.environ.get("BENCH_LOAD_USERS", "50"))
 # A second, lighter load after the first: what the same machine serves within the goal.
 LIGHT_USERS = int(os.environ.get("BENCH_LOAD_LIGHT_USERS", "10"))
@@ -75,9 +78,9 @@ WORKERS = int(os.environ.get("BENCH_LOAD_WORKERS", "3"))
 THINK = (0.5, 1.5)
 CLUSTER = "bench-load"
 PREFIX = "load-"
-RESULTS = REPO_ROOT / "bench-results"
+RESULTS = results_dir()
 BEHIND_TLS_PROXY = {"X-Forwarded-Proto": "https"}
-GOAL_P95_MS = 200
+GOAL_P95_MS = int(os.environ.get("BENCH_LOAD_GOAL_MS", "200"))
 JOB_STATES = [
     GpuJob.State.SUCCEEDED,
     GpuJob.State.FAILED,
@@ -149,23 +152,25 @@ def seed() -> None:
         batch_size=2000,
     )
     QuotaGrant.objects.bulk_create(grants_for(approved, granted_by=admins[0]), batch_size=2000)
-    GpuJob.objects.bulk_create(
-        [
-            GpuJob(
-                team=teams[i % TEAMS],
-                cluster=cluster,
-                submitted_by=users[(i % TEAMS) % USERS],
-                name=f"load-job-{i}",
-                image="registry.example.com/ml/trainer:1.0",
-                gpus=1 + i % 4,
-                max_runtime_seconds=3600,
-                state=JOB_STATES[i % len(JOB_STATES)],
-                command=["python", "train.py"],
-            )
-            for i in range(TEAMS * JOBS_PER_TEAM)
-        ],
-        batch_size=2000,
-    )
+    jobs = TEAMS * JOBS_PER_TEAM
+    for first in range(0, jobs, JOBS_BATCH):
+        GpuJob.objects.bulk_create(
+            [
+                GpuJob(
+                    team=teams[i % TEAMS],
+                    cluster=cluster,
+                    submitted_by=users[(i % TEAMS) % USERS],
+                    name=f"load-job-{i}",
+                    image="registry.example.com/ml/trainer:1.0",
+                    gpus=1 + i % 4,
+                    max_runtime_seconds=3600,
+                    state=JOB_STATES[i % len(JOB_STATES)],
+                    command=["python", "train.py"],
+                )
+                for i in range(first, min(first + JOBS_BATCH, jobs))
+            ],
+            batch_size=2000,
+        )
     with connection.cursor() as cursor:  # fresh planner statistics, as autovacuum would gather
         cursor.execute("ANALYZE")
 

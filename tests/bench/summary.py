@@ -81,11 +81,26 @@ def _load() -> float:
     return round(os.getloadavg()[0], 2)
 
 
+def scale() -> str:
+    """The scale the benchmarks run at when it is not the lab's (``make bench-scale`` sets
+    ``BENCH_SCALE_LABEL``, ``tests/bench/scale.py``), else ""."""
+    return os.environ.get("BENCH_SCALE_LABEL", "")
+
+
+def results_dir() -> Path:
+    """Where a benchmark writes its own report: ``bench-results/``, or at another scale than the
+    lab's ``bench-results/scale/`` (the lab's reports stay as they are)."""
+    return RESULTS / "scale" if scale() else RESULTS
+
+
 class Summary:
-    """The rows of one benchmark's run. Made at the start of the run, it notes the load then."""
+    """The rows of one benchmark's run. Made at the start of the run, it notes the load then.
+    At another scale than the lab's, the benchmark's name says which, so that its rows stand
+    beside the lab's in the table rather than replace them."""
 
     def __init__(self, bench: str, *, rows: Path = ROWS) -> None:
-        self.bench = bench
+        self.scale = scale()
+        self.bench = f"{bench} ({self.scale})" if self.scale else bench
         self.rows = rows
         self.run = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
         self.load_at_start = _load()
@@ -120,6 +135,7 @@ class Summary:
             "load_at_start": self.load_at_start,
             "load_at_end": _load(),
             "cpus": os.cpu_count(),
+            "scale": self.scale,
         }
         self.rows.parent.mkdir(parents=True, exist_ok=True)
         with self.rows.open("a") as file:

@@ -1,7 +1,7 @@
 """The benchmarks' summary table: rows recorded by each benchmark, rendered into one table with
 each row's ratio, goal and verdict; only each benchmark's latest run."""
 
-from tests.bench import summary
+from tests.bench import scale, summary
 from tests.bench.summary import Goal, Summary
 
 
@@ -90,3 +90,40 @@ def test_a_hand_written_provenance_stands_under_the_heading_and_survives_a_rende
 
     assert table.index(provenance.strip()) < table.index("1 of 1 goals met.")
     assert provenance.strip() not in summary.render(summary.read(rows))
+
+
+def test_rows_at_a_companys_scale_stand_beside_the_labs_and_fill_scale_md(tmp_path, monkeypatch):
+    rows = tmp_path / "summary.jsonl"
+    Summary("reconcile", rows=rows).row(
+        "200 teams, cold", portal=3.7, alternative=5.8, unit="s", goal=Goal.ratio_at_most(0.8)
+    )
+    monkeypatch.setenv("BENCH_SCALE_LABEL", scale.LABEL)
+    at_scale = Summary("reconcile", rows=rows)
+    at_scale.run = "2999-01-01T00:00:00+00:00"  # later than the lab's run
+    at_scale.row(
+        "500 teams, cold", portal=9.0, alternative=15.0, unit="s", goal=Goal.ratio_at_most(0.8)
+    )
+
+    records = summary.read(rows)
+    table = summary.render(records)
+    scale_md = scale.render(records)
+
+    assert "| reconcile | 200 teams, cold |" in table
+    assert f"| reconcile ({scale.LABEL}) | 500 teams, cold |" in table
+    assert "200 teams" not in scale_md
+    assert f"| reconcile ({scale.LABEL}) | 500 teams, cold | 9 s |" in scale_md
+    assert "1 of 1 goals met." in scale_md
+    comparisons = scale_md.split("## The scale's comparisons")[1]
+    assert "cold ≤ 0.8×; unchanged ≤ 0.05× cold, constant reads: measured: reconcile (" in (
+        comparisons
+    )
+    assert comparisons.count("**not measured in this run**") == len(scale.COMPARISONS) - 1
+
+
+def test_a_size_set_in_the_environment_wins_over_the_scales(capsys):
+    scale.main(["scale.py", "exports"])
+
+    exports = capsys.readouterr().out.splitlines()
+
+    assert 'export BENCH_API_JOBS="${BENCH_API_JOBS:-200000}"' in exports
+    assert len(exports) == len(scale.SIZES)

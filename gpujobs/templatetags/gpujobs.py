@@ -33,10 +33,11 @@ def team_jobs(context, team):
     )
     in_use = selectors.gpus_in_use(user, team=team)
     unfinished = [j for j in jobs if not j.is_final]
+    unfinished_shown = len(unfinished)
     unfinished_in_all = sum(row["jobs"] for row in in_use)
     clusters = _clusters(context)
     on_kueue = clusters is None or any(queueing.kueue_mode(c) for c in clusters)
-    if unfinished_in_all > len(unfinished) and on_kueue:
+    if unfinished_in_all > unfinished_shown and on_kueue:
         # The Kueue queues count every waiting job, not the page's newest: read those (one
         # query, on a team page with more unfinished jobs than it shows).
         unfinished = list(
@@ -52,7 +53,7 @@ def team_jobs(context, team):
         "team": team,
         "jobs": jobs,
         "in_use": in_use,
-        "unfinished_shown": sum(1 for j in jobs if not j.is_final),
+        "unfinished_shown": unfinished_shown,
         # A queue's waiting table shows as many, in Kueue's order.
         "jobs_shown": UNFINISHED_JOBS_SHOWN,
         "waiting_slice": f":{UNFINISHED_JOBS_SHOWN}",

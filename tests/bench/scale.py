@@ -41,9 +41,8 @@ SIZES = {
     # reads of an unchanged pass do not grow.
     "BENCH_RECONCILE_TEAMS": "200,500",
     "BENCH_RECONCILE_KUBECTL_SIZES": "500",
-    # The watcher: 10,000 Jobs whose pods run on 625 simulated 8-GPU nodes (two one-GPU-slice
-    # pods... no: one pod per GPU; 5,000 GPUs run 5,000 GPU pods and 5,000 CPU pods run on the
-    # CPU nodes), and the time from a pod Running to the portal's row saying so.
+    # The watcher: 10,000 one-GPU Jobs on 625 simulated 8-GPU nodes (5,000 pods run, the other
+    # 5,000 wait Pending), and the time from a pod Running to the portal's row saying so.
     "BENCH_WATCHER_JOBS": "10000",
     "BENCH_WATCHER_RUNNING": "1",
     "BENCH_WATCHER_GPU_NODES": "625",
@@ -93,7 +92,7 @@ COMPARISONS = (
 
 def scaled(bench: str) -> str:
     """A benchmark's name in the summary table when it runs at this scale."""
-    return f"{bench} ({LABEL})"
+    return summary.scaled_name(bench, LABEL)
 
 
 def render(records: list[dict]) -> str:

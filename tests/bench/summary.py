@@ -87,6 +87,11 @@ def scale() -> str:
     return os.environ.get("BENCH_SCALE_LABEL", "")
 
 
+def scaled_name(bench: str, scale: str) -> str:
+    """A benchmark's name in the table when it runs at ``scale``."""
+    return f"{bench} ({scale})"
+
+
 def results_dir() -> Path:
     """Where a benchmark writes its own report: ``bench-results/``, or at another scale than the
     lab's ``bench-results/scale/`` (the lab's reports stay as they are)."""
@@ -100,7 +105,7 @@ class Summary:
 
     def __init__(self, bench: str, *, rows: Path = ROWS) -> None:
         self.scale = scale()
-        self.bench = f"{bench} ({self.scale})" if self.scale else bench
+        self.bench = scaled_name(bench, self.scale) if self.scale else bench
         self.rows = rows
         self.run = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
         self.load_at_start = _load()

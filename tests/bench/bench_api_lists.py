@@ -50,6 +50,7 @@ from django.utils import timezone  # noqa: E402
 from clusters.models import Cluster, GpuCapacity  # noqa: E402
 from gpujobs.models import GpuJob  # noqa: E402
 from tenants import review_history  # noqa: E402
+from tenants.api.serializers.review import grant_history_data  # noqa: E402
 from tenants.models import Membership, QuotaGrant, QuotaRequest, Team  # noqa: E402
 from tenants.selectors import (  # noqa: E402
     capacity_summaries,
@@ -57,14 +58,13 @@ from tenants.selectors import (  # noqa: E402
     model_capacity_summaries,
     review_queue,
 )
-from tests.bench.helpers import grants_for, in_process_storages  # noqa: E402
+from tests.bench.helpers import bulk_create_in_chunks, grants_for, in_process_storages  # noqa: E402
 from tests.bench.summary import Goal, Summary, results_dir  # noqa: E402
 
 PENDING = 10_000
 APPROVED = 5_000
 JOBS = int(os.environ.get("BENCH_API_JOBS", "10000"))
 TEAMS = int(os.environ.get("BENCH_API_TEAMS", "20"))
-JOBS_BATCH = 10_000  # made this many at a time: 200,000 model instances at once take a GiB
 CLUSTER = "bench"
 PAGE_SIZES = [int(n) for n in os.environ.get("BENCH_PAGE_SIZES", "10,50,100,500,1000").split(",")]
 REPEATS = int(os.environ.get("BENCH_REPEATS", "7"))
@@ -134,41 +134,14 @@ def figures(summary, *, gpus: int, granted_in_period: int) -> dict:
     }
 
 
-def history_json(history) -> dict | None:
-    """What the team did with its past grants (``tenants.review_history``), written by hand."""
-    if history is None:
-        return None
-    return {
-        "windows": [
-            {
-                "days": w.days,
-                "granted_gpu_hours": w.granted_gpu_hours,
-                "hours_in_force": w.hours_in_force,
-                "held_gpu_hours": w.held_gpu_hours,
-                "used_gpu_hours": w.used_gpu_hours,
-                "held_percent": w.held_percent,
-                "utilisation_percent": w.utilisation_percent,
-                "jobs": w.jobs,
-                "jobs_waited": w.jobs_waited,
-                "waited_minutes": w.waited_minutes,
-            }
-            for w in history.windows
-        ],
-        "suggestion": {
-            "gpus": history.suggestion.gpus,
-            "arithmetic": history.suggestion.arithmetic,
-        },
-        "error": history.error,
-    }
-
-
 @login_required
 def bare_review_queue(request):
     """Pending requests oldest first, how many are pending, and the grants in each one's
     period (read as the API reads them, once a page), each beside its cluster's figures for its
     GPU kind, for its model and for every model of the kind, read by the same selectors as the
     API's and written out by hand, and what each team did with its past grants
-    (``tenants.review_history``, as the API reads it, once a page): the API's fields (no state,
+    (``tenants.review_history``, as the API reads it, once a page, written by the API's own
+    plain writer, ``grant_history_data``, no serializer): the API's fields (no state,
     no decision; no delegation verdict for an admin)."""
     size = int(request.GET.get("page_size", 50))
     page = int(request.GET.get("page", 1))
@@ -226,7 +199,7 @@ def bare_review_queue(request):
             row["model_capacity"] = figures(summary, gpus=gpus, granted_in_period=model_in_period)
         row["gpu_models"] = model_rows.get(key, [])
         row["delegation"] = None
-        row["history"] = history_json(history)
+        row["history"] = None if history is None else grant_history_data(history)
     return JsonResponse({"count": review_queue().count(), "results": rows})
 
 
@@ -387,25 +360,22 @@ def seed() -> User:
     QuotaGrant.objects.bulk_create(
         grants_for(approved, granted_by=admin, state=QuotaGrant.State.EXPIRED), batch_size=2000
     )
-    for first in range(0, JOBS, JOBS_BATCH):
-        GpuJob.objects.bulk_create(
-            [
-                GpuJob(
-                    team=teams[i % TEAMS],
-                    cluster=cluster,
-                    submitted_by=leads[i % TEAMS],
-                    name=f"bench-job-{i}",
-                    image="registry.example.com/ml/trainer:1.0",
-                    gpus=1 + i % 4,
-                    max_runtime_seconds=3600,
-                    state=GpuJob.State.SUCCEEDED,
-                    command=["python", "train.py"],
-                    env=[{"name": "EPOCHS", "value": str(i % 9)}],
-                )
-                for i in range(first, min(first + JOBS_BATCH, JOBS))
-            ],
-            batch_size=2000,
-        )
+    bulk_create_in_chunks(
+        GpuJob,
+        JOBS,
+        lambda i: GpuJob(
+            team=teams[i % TEAMS],
+            cluster=cluster,
+            submitted_by=leads[i % TEAMS],
+            name=f"bench-job-{i}",
+            image="registry.example.com/ml/trainer:1.0",
+            gpus=1 + i % 4,
+            max_runtime_seconds=3600,
+            state=GpuJob.State.SUCCEEDED,
+            command=["python", "train.py"],
+            env=[{"name": "EPOCHS", "value": str(i % 9)}],
+        ),
+    )
     return admin
 
 

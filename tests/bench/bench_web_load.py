@@ -56,6 +56,7 @@ from tenants.models import Membership, QuotaGrant, QuotaRequest, Team  # noqa: E
 from tests.bench.helpers import (  # noqa: E402
     DATABASE_AND_BROKER,
     CpuMeter,
+    bulk_create_in_chunks,
     children_of,
     grants_for,
     in_process_storages,
@@ -68,7 +69,6 @@ TEAMS = int(os.environ.get("BENCH_LOAD_TEAMS", "1000"))
 GRANTS_PER_TEAM = 5
 PENDING_PER_TEAM = 1
 JOBS_PER_TEAM = int(os.environ.get("BENCH_LOAD_JOBS_PER_TEAM", "20"))
-JOBS_BATCH = 10_000  # made this many at a time: 200,000 model instances at once take a GiB
 USERS = int(os.environ.get("BENCH_LOAD_USERS", "50"))
 # A second, lighter load after the first: what the same machine serves within the goal.
 LIGHT_USERS = int(os.environ.get("BENCH_LOAD_LIGHT_USERS", "10"))
@@ -152,25 +152,21 @@ def seed() -> None:
         batch_size=2000,
     )
     QuotaGrant.objects.bulk_create(grants_for(approved, granted_by=admins[0]), batch_size=2000)
-    jobs = TEAMS * JOBS_PER_TEAM
-    for first in range(0, jobs, JOBS_BATCH):
-        GpuJob.objects.bulk_create(
-            [
-                GpuJob(
-                    team=teams[i % TEAMS],
-                    cluster=cluster,
-                    submitted_by=users[(i % TEAMS) % USERS],
-                    name=f"load-job-{i}",
-                    image="registry.example.com/ml/trainer:1.0",
-                    gpus=1 + i % 4,
-                    max_runtime_seconds=3600,
-                    state=JOB_STATES[i % len(JOB_STATES)],
-                    command=["python", "train.py"],
-                )
-                for i in range(first, min(first + JOBS_BATCH, jobs))
-            ],
-            batch_size=2000,
-        )
+    bulk_create_in_chunks(
+        GpuJob,
+        TEAMS * JOBS_PER_TEAM,
+        lambda i: GpuJob(
+            team=teams[i % TEAMS],
+            cluster=cluster,
+            submitted_by=users[(i % TEAMS) % USERS],
+            name=f"load-job-{i}",
+            image="registry.example.com/ml/trainer:1.0",
+            gpus=1 + i % 4,
+            max_runtime_seconds=3600,
+            state=JOB_STATES[i % len(JOB_STATES)],
+            command=["python", "train.py"],
+        ),
+    )
     with connection.cursor() as cursor:  # fresh planner statistics, as autovacuum would gather
         cursor.execute("ANALYZE")
 

@@ -356,21 +356,8 @@ def test_a_team_page_shows_the_newest_unfinished_jobs_and_counts_them_all(
     with django_assert_max_num_queries(100) as at_the_limit:
         client.get(f"/teams/{team.slug}/")
     job(team, cluster, member, name="newest", state="running", gpus=3)
-    GpuJob.objects.bulk_create(
-        [
-            GpuJob(
-                team=team,
-                cluster=cluster,
-                submitted_by=member,
-                name=f"older-{i}",
-                image="registry.example.com/x:1",
-                max_runtime_seconds=60,
-                state="queued",
-                gpus=1,
-            )
-            for i in range(20)
-        ]
-    )
+    for i in range(20):
+        job(team, cluster, member, name=f"older-{i}", state="queued", gpus=1)
     GpuJob.objects.filter(name__startswith="older-").update(
         created_at=timezone.now() - datetime.timedelta(days=1)
     )

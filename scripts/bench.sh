@@ -3,13 +3,14 @@
 # summary table; the last step renders them into bench-results/SUMMARY.md (tests/bench/summary.py),
 # also after a benchmark failed, with the rows recorded until then.
 #
-# scripts/bench.sh                      every benchmark: the table is made afresh
+# scripts/bench.sh                      every benchmark: the lab's rows are made afresh
 # scripts/bench.sh web_load monitoring  only these (tests/bench/bench_<name>.py): their rows
 #                                       replace their previous ones, the others' stay; say
 #                                       how the copy was made in bench-results/PROVENANCE.md
 # scripts/bench.sh --scale [NAME...]    `make bench-scale`: those that run at a company's scale
 #                                       (tests/bench/scale.py), at that scale; their rows go
-#                                       beside the lab's, and into bench-results/scale.md
+#                                       beside the lab's, and into bench-results/scale.md; say
+#                                       how in bench-results/PROVENANCE-scale.md
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -56,7 +57,8 @@ if [ -n "$scale" ]; then
   eval "$(.venv/bin/python tests/bench/scale.py exports)"
   trap '.venv/bin/python tests/bench/summary.py; .venv/bin/python tests/bench/scale.py render' EXIT
 else
-  [ $# -gt 0 ] || rm -f bench-results/summary.jsonl bench-results/PROVENANCE.md
+  # A full run replaces the lab's rows; the company scale's stay (make bench-scale).
+  [ $# -gt 0 ] || .venv/bin/python tests/bench/summary.py forget-lab
   trap '.venv/bin/python tests/bench/summary.py' EXIT
 fi
 

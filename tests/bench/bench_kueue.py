@@ -35,7 +35,17 @@ own flavors, cohort, priority classes and queues on the shared devcluster); the 
 queues away again for the quota-only run. Results go to
 ``bench-results/kueue.{json,md}``. Run through ``make bench`` (a scratch database, DEBUG off);
 it starts the devcluster if it is not running. Sizes: ``BENCH_KUEUE_JOBS``,
-``BENCH_KUEUE_GPUS_PER_MODEL``, ``BENCH_KUEUE_RUN_SECONDS``.
+``BENCH_KUEUE_TEAMS``, ``BENCH_KUEUE_GPUS_PER_MODEL``, ``BENCH_KUEUE_NODE_GPUS`` (GPUs per
+node), ``BENCH_KUEUE_GPUS_PER_JOB``, ``BENCH_KUEUE_RUN_SECONDS``; ``BENCH_KUEUE_RUNS`` (any of
+``portal,kubectl,quota``) picks the runs, and ``BENCH_KUEUE_FOLLOW_UNTIL=admitted`` ends each
+run at its last admission (the figures measured need nothing after it) and deletes its Jobs
+before the next run starts, instead of waiting for every job to finish.
+
+At the scale of ``make bench-scale`` (``tests/bench/scale.py``) the control plane is the bound:
+through Kueue's webhooks it creates about 3 Jobs a second on this machine's 2 cores, for the
+portal's worker and for ``kubectl create`` alike. Filling 5,000 GPUs with one-GPU jobs would
+take 28 minutes a run before any job waits, so that run submits 4-GPU jobs (1,250 fill the
+GPUs) over the same 625 nodes, 500 teams and their queues.
 """
 
 import contextlib
@@ -93,7 +103,7 @@ from tests.bench.helpers import (  # noqa: E402
     start,
     stop,
 )
-from tests.bench.summary import Goal, Summary  # noqa: E402
+from tests.bench.summary import Goal, Summary, results_dir, scale  # noqa: E402
 from workloads.manifests import cluster_placement  # noqa: E402
 from workloads.specs import ContainerRequest  # noqa: E402
 
@@ -106,12 +116,15 @@ RUN_SECONDS = int(os.environ.get("BENCH_KUEUE_RUN_SECONDS", "120"))
 TIMEOUT = float(os.environ.get("BENCH_KUEUE_TIMEOUT", "1800"))
 WORKER_THREADS = int(os.environ.get("BENCH_KUEUE_WORKER_THREADS", "8"))
 MODELS = (DEFAULT_GPU_MODEL, DEFAULT_SECOND_GPU_MODEL)
-NODE_GPUS = 32
+NODE_GPUS = int(os.environ.get("BENCH_KUEUE_NODE_GPUS", "32"))
+GPUS_PER_JOB = int(os.environ.get("BENCH_KUEUE_GPUS_PER_JOB", "1"))
+RUNS = tuple(os.environ.get("BENCH_KUEUE_RUNS", "portal,kubectl,quota").split(","))
+FOLLOW_UNTIL = os.environ.get("BENCH_KUEUE_FOLLOW_UNTIL", "succeeded")
 GPUS = GPUS_PER_MODEL * len(MODELS)
 BENCH_LABEL = "gpu-kueue-bench"
 CLUSTER_NAME = "bench-kueue"
 SAMPLE_SECONDS = 0.5
-RESULTS = REPO_ROOT / "bench-results"
+RESULTS = results_dir()
 COMPLETE_AFTER = "devcluster.gpuportal.io/complete-after-seconds"
 
 
@@ -156,7 +169,8 @@ def grants() -> list[dict[str, int]]:
 def workload(slugs: list[str]) -> list[tuple[int, str, str]]:
     """(team index, slug, priority) per job, round-robin over the teams; a team's first jobs,
     as many as its quota, are guaranteed."""
-    counts, own = demands(), [sum(g.values()) for g in grants()]
+    counts = demands()
+    own = [sum(gpus // GPUS_PER_JOB for gpus in g.values()) for g in grants()]
     order, made = [], [0] * TEAMS
     while len(order) < JOBS:
         for i in range(TEAMS):
@@ -184,10 +198,10 @@ class Sampler(threading.Thread):
         while not self.stop.is_set():
             f = self.following
             with f.lock:
-                busy = len(f.running_now & self.keys)
+                running = len(f.running_now & self.keys)
                 done = len(self.keys & f.succeeded.keys())
-            waiting = max(self.submitted() - busy - done, 0)
-            self.samples.append((time.time(), busy, waiting))
+            waiting = max(self.submitted() - running - done, 0)
+            self.samples.append((time.time(), running * GPUS_PER_JOB, waiting))
             self.stop.wait(SAMPLE_SECONDS)
 
 
@@ -237,7 +251,9 @@ def measure(following, keys: set, submitted_at: dict, started: float, samples) -
         # ahead of Kueue's admissions (a job not created yet waits in the portal, not Kueue).
         "seconds_to_last_job_created": round(max(created) - started, 2) if created else None,
         "seconds_to_last_admission": round(last_admission - started, 2) if admitted else None,
-        "seconds_to_all_succeeded": round(max(done) - started, 2) if done else None,
+        "seconds_to_all_succeeded": round(max(done) - started, 2)
+        if done and len(done) == len(keys)
+        else None,
         "admission_jobs_per_s": round(len(admitted) / (last_admission - started), 2)
         if admitted
         else None,
@@ -246,21 +262,52 @@ def measure(following, keys: set, submitted_at: dict, started: float, samples) -
         "preemptions": preemptions,
         "occupancy": occupancy(samples),
     }
-    if len(admitted) >= GPUS:
-        first_wave = sorted(admitted)[GPUS - 1]
+    if len(admitted) >= GPUS // GPUS_PER_JOB:
+        first_wave = sorted(admitted)[GPUS // GPUS_PER_JOB - 1]
         result["seconds_to_first_wave_admitted"] = round(first_wave - started, 2)
     return result
 
 
 def wait_until_done(following, keys: set, what: str) -> None:
+    """Until every job has succeeded, or with ``BENCH_KUEUE_FOLLOW_UNTIL=admitted`` until every
+    job is admitted (then the run's Jobs are deleted, see ``clear``)."""
+    seen = following.admitted if FOLLOW_UNTIL == "admitted" else following.succeeded
     deadline = time.monotonic() + TIMEOUT
     while time.monotonic() < deadline:
         with following.lock:
-            done = len(keys & following.succeeded.keys())
+            done = len(keys & seen.keys())
         if done >= len(keys):
             return
         time.sleep(1)
-    sys.exit(f"{what}: {done} of {len(keys)} jobs succeeded within {TIMEOUT:.0f} s")
+    sys.exit(f"{what}: {done} of {len(keys)} jobs {FOLLOW_UNTIL} within {TIMEOUT:.0f} s")
+
+
+def clear(batch, following, keys: set, what: str) -> None:
+    """Delete a run's Jobs (and so their pods) and wait until none of its pods runs, so that the
+    next run starts on idle GPUs. Only when a run ends at its last admission: otherwise every
+    Job has finished."""
+    if FOLLOW_UNTIL != "admitted":
+        return
+    log(f"{what}: deleting its {len(keys)} Jobs")
+    for namespace, name in sorted(keys):
+        patiently(
+            f"delete Job {namespace}/{name}",
+            lambda n=namespace, j=name: _delete_job(batch, n, j),
+            log=log,
+        )
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        with following.lock:
+            left = len(following.running_now & keys)
+        if not left:
+            return
+        time.sleep(1)
+    sys.exit(f"{what}: {left} pods still running {TIMEOUT:.0f} s after their Jobs were deleted")
+
+
+def _delete_job(batch, namespace: str, name: str) -> None:
+    with contextlib.suppress(client.ApiException):
+        batch.delete_namespaced_job(name, namespace, propagation_policy="Background")
 
 
 # --- the cluster and the teams -----------------------------------------------------------------
@@ -280,7 +327,7 @@ def add_nodes(handle, run_id: str) -> list[str]:
                     wait=False,
                 )
             )
-    nodes.wait_for_ready(handle.api_client(), names, timeout=120)
+    nodes.wait_for_ready(handle.api_client(), names, timeout=max(120, len(names)))
     return names
 
 
@@ -360,14 +407,14 @@ def job_body(cluster: Cluster, slug: str, priority: str, name: str) -> dict:
         "cluster": cluster.name,
         "name": name,
         "image": "registry.example.com/bench/trainer:1",
-        "gpus": 1,
+        "gpus": GPUS_PER_JOB,
         "priority": priority,
         "max_runtime_seconds": 3600,
         "annotations": {COMPLETE_AFTER: str(RUN_SECONDS)},
     }
 
 
-def portal_kueue_run(cluster, users, slugs, following) -> dict:
+def portal_kueue_run(cluster, users, slugs, following, batch) -> dict:
     order = workload(slugs)
     clients = {slug: signed_in_client(user) for user, slug in zip(users, slugs, strict=True)}
     keys, submitted_at = set(), {}
@@ -394,17 +441,18 @@ def portal_kueue_run(cluster, users, slugs, following) -> dict:
     sampler.join()
     result = measure(following, keys, submitted_at, started, sampler.samples)
     result["api_seconds"] = round(api_seconds, 2)
+    clear(batch, following, keys, "Kueue through the portal")
     return result
 
 
-def kubectl_run(kubectl, kubeconfig, cluster, slugs, following) -> dict:
+def kubectl_run(kubectl, kubeconfig, cluster, slugs, following, batch) -> dict:
     placement = cluster_placement(cluster)
     items = []
     for n, (_, slug, priority) in enumerate(workload(slugs)):
         request = JobRequest(
             name=f"kk-{n}",
             main=ContainerRequest(image="registry.example.com/bench/trainer:1"),
-            gpus=1,
+            gpus=GPUS_PER_JOB,
             max_runtime_seconds=3600,
             priority=priority,
             annotations=((COMPLETE_AFTER, str(RUN_SECONDS)),),
@@ -450,10 +498,11 @@ def kubectl_run(kubectl, kubeconfig, cluster, slugs, following) -> dict:
         submitted_at = {k: following.created.get(k, started) for k in keys}
     result = measure(following, keys, submitted_at, started, sampler.samples)
     result["kubectl_create_seconds"] = round(create_seconds, 2)
+    clear(batch, following, keys, "Kueue alone")
     return result
 
 
-def portal_quota_run(cluster, users, slugs, following) -> dict:
+def portal_quota_run(cluster, users, slugs, following, batch) -> dict:
     """Each team's client submits its next job until the API refuses it, and tries again when
     a job of the team has finished (polled every second). A job's submit-to-Running counts from
     its first try."""
@@ -507,6 +556,7 @@ def portal_quota_run(cluster, users, slugs, following) -> dict:
     result = measure(following, keys, submitted_at, started, sampler.samples)
     result["refusals"] = refusals
     result["jobs_refused_at_least_once"] = refused_jobs
+    clear(batch, following, keys, "quota only")
     return result
 
 
@@ -521,6 +571,9 @@ def run() -> dict:
         "jobs": JOBS,
         "teams": TEAMS,
         "gpus": GPUS,
+        "gpus_per_node": NODE_GPUS,
+        "gpus_per_job": GPUS_PER_JOB,
+        "follow_until": FOLLOW_UNTIL,
         "models": list(MODELS),
         "run_seconds_per_job": RUN_SECONDS,
         "demand_per_team": demands(),
@@ -618,27 +671,32 @@ def run() -> dict:
             result["cpu_seconds"] = meter.stop()
             return result
 
-        log(f"1/3 Kueue through the portal: {JOBS} jobs")
-        results["portal_kueue"] = metered(
-            lambda: portal_kueue_run(cluster, users, slugs, following)
-        )
-        log(f"2/3 Kueue alone: the same {JOBS} Jobs with kubectl create")
-        results["kubectl_kueue"] = metered(
-            lambda: kubectl_run(kubectl, handle.kubeconfig, cluster, slugs, following)
-        )
-        log(f"3/3 quota only through the portal: {JOBS} jobs")
-        Cluster.objects.filter(pk=cluster.pk).update(quota_mode=QuotaMode.QUOTA_ONLY)
-        cluster.refresh_from_db()
-        reconcile_all(cluster, core, slugs)  # the queues go, the quotas are the grants again
-        results["portal_quota_only"] = metered(
-            lambda: portal_quota_run(cluster, users, slugs, following)
-        )
+        batch = client.BatchV1Api(api_client)
+        if "portal" in RUNS:
+            log(f"Kueue through the portal: {JOBS} jobs")
+            results["portal_kueue"] = metered(
+                lambda: portal_kueue_run(cluster, users, slugs, following, batch)
+            )
+        if "kubectl" in RUNS:
+            log(f"Kueue alone: the same {JOBS} Jobs with kubectl create")
+            results["kubectl_kueue"] = metered(
+                lambda: kubectl_run(kubectl, handle.kubeconfig, cluster, slugs, following, batch)
+            )
+        if "quota" in RUNS:
+            log(f"quota only through the portal: {JOBS} jobs")
+            Cluster.objects.filter(pk=cluster.pk).update(quota_mode=QuotaMode.QUOTA_ONLY)
+            cluster.refresh_from_db()
+            reconcile_all(cluster, core, slugs)  # the queues go, the quotas are the grants again
+            results["portal_quota_only"] = metered(
+                lambda: portal_quota_run(cluster, users, slugs, following, batch)
+            )
         following.stop.set()
 
-        portal, alone = results["portal_kueue"], results["kubectl_kueue"]
-        results["admission_throughput_ratio"] = round(
-            portal["admission_jobs_per_s"] / alone["admission_jobs_per_s"], 3
-        )
+        if "portal_kueue" in results and "kubectl_kueue" in results:
+            portal, alone = results["portal_kueue"], results["kubectl_kueue"]
+            results["admission_throughput_ratio"] = round(
+                portal["admission_jobs_per_s"] / alone["admission_jobs_per_s"], 3
+            )
         results["watcher_log_tail"] = (logs / "watcher.log").read_text()[-600:]
     finally:
         for process in processes:
@@ -669,17 +727,21 @@ def run() -> dict:
 
 
 def write(results: dict) -> None:
-    RESULTS.mkdir(exist_ok=True)
+    RESULTS.mkdir(parents=True, exist_ok=True)
     results = {k: v for k, v in results.items() if k != "watcher_log_tail"}
     (RESULTS / "kueue.json").write_text(json.dumps(results, indent=2) + "\n")
-    runs = (
-        ("Kueue through the portal", results["portal_kueue"]),
-        ("Kueue alone (`kubectl create -f`)", results["kubectl_kueue"]),
-        ("quota only, through the portal", results["portal_quota_only"]),
-    )
+    runs = [
+        (name, results[key])
+        for name, key in (
+            ("Kueue through the portal", "portal_kueue"),
+            ("Kueue alone (`kubectl create -f`)", "kubectl_kueue"),
+            ("quota only, through the portal", "portal_quota_only"),
+        )
+        if key in results
+    ]
     lines = [
-        f"# {results['jobs']} one-GPU jobs from {results['teams']} teams on {results['gpus']} "
-        "GPUs of two models",
+        f"# {results['jobs']} {job_size()} jobs from {results['teams']} teams on "
+        f"{results['gpus']} GPUs of two models",
         "",
         f"{results['gpus'] // 2} × {results['models'][0]} and {results['gpus'] // 2} × "
         f"{results['models'][1]} on temporary simulated nodes of {NODE_GPUS}; every pod "
@@ -693,8 +755,8 @@ def write(results: dict) -> None:
         f"{results['load_average_at_start']} at the start, {results['load_average_at_end']} at "
         "the end).",
         "",
-        f"**Admission throughput, portal / Kueue alone: {results['admission_throughput_ratio']}** "
-        "(goal: at least 0.9).",
+        f"**Admission throughput, portal / Kueue alone: "
+        f"{results.get('admission_throughput_ratio', '—')}** (goal: at least 0.9).",
         "",
         "| | admitted/s | s to last admission | s to all done | submit→Running p50 s "
         "| p99 s | occupancy while jobs wait | steady | idle GPU-h while waiting | preemptions |",
@@ -709,7 +771,17 @@ def write(results: dict) -> None:
             f"| {_percent(occ['while_waiting'])} | {_percent(occ['steady'])} "
             f"| {occ['idle_gpu_hours_while_waiting']} | {r['preemptions']} |"
         )
-    portal, alone = results["portal_kueue"], results["kubectl_kueue"]
+    if FOLLOW_UNTIL == "admitted":
+        lines += [
+            "",
+            "Each run ended at its last admission and its Jobs were then deleted, so no run "
+            "has a time for all its jobs done: what is measured needs nothing later.",
+        ]
+    portal, alone = results.get("portal_kueue"), results.get("kubectl_kueue")
+    if portal is None or alone is None:
+        (RESULTS / "kueue.md").write_text("\n".join(lines) + "\n")
+        print("\n".join(lines))
+        return
     first_portal = _value(portal.get("seconds_to_first_wave_admitted"))
     first_alone = _value(alone.get("seconds_to_first_wave_admitted"))
     lines += [
@@ -717,7 +789,8 @@ def write(results: dict) -> None:
         f"Submitting: {results['jobs']} API calls took {portal['api_seconds']} s (one after "
         f"another, in-process); `kubectl create -f` took {alone['kubectl_create_seconds']} s "
         "(every Job goes through Kueue's webhooks). The first "
-        f"{results['gpus']} jobs were admitted {first_portal} s after the first submission "
+        f"{results['gpus'] // GPUS_PER_JOB} jobs (every GPU) were admitted {first_portal} s "
+        "after the first submission "
         f"through the portal, {first_alone} s after `kubectl create` began. The last Job was "
         f"on the cluster {_value(portal['seconds_to_last_job_created'])} s after the first "
         f"submission through the portal (its worker), "
@@ -730,12 +803,15 @@ def write(results: dict) -> None:
     ]
     for name, r in runs:
         lines.append(f"| {name} | " + " | ".join(str(v) for v in r["cpu_seconds"].values()) + " |")
-    quota = results["portal_quota_only"]
+    quota = results.get("portal_quota_only")
+    if quota:
+        lines += [
+            "",
+            f"Under quota only, {quota['jobs_refused_at_least_once']} submissions were refused "
+            f"(the team's quota used up; {quota['refusals']} refusals in all, each retried once "
+            "a job of the team had finished).",
+        ]
     lines += [
-        "",
-        f"Under quota only, {quota['jobs_refused_at_least_once']} submissions were refused "
-        f"(the team's quota used up; {quota['refusals']} refusals in all, each retried once a "
-        "job of the team had finished).",
         "",
         "Occupancy: busy GPU-seconds over all GPU-seconds while any job waits (submitted, not "
         "yet running); steady: the same from the first moment every GPU was busy. Under Kueue a "
@@ -744,6 +820,10 @@ def write(results: dict) -> None:
     ]
     (RESULTS / "kueue.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
+
+
+def job_size() -> str:
+    return "one-GPU" if GPUS_PER_JOB == 1 else f"{GPUS_PER_JOB}-GPU"
 
 
 def _percent(value) -> str:
@@ -757,14 +837,18 @@ def _value(value) -> str:
 def record(board: Summary, results: dict) -> None:
     """Admission throughput beside Kueue alone (same Jobs through ``kubectl create -f``), and the
     GPUs kept busy while jobs wait, through the portal."""
+    if "portal_kueue" not in results or "kubectl_kueue" not in results:
+        return
     portal, alone = results["portal_kueue"], results["kubectl_kueue"]
+    quota = results.get("portal_quota_only")
     board.row(
-        f"admit {portal['jobs']} one-GPU jobs of {TEAMS} teams through Kueue",
+        f"admit {portal['jobs']} {job_size()} jobs of {TEAMS} teams through Kueue",
         portal=portal["admission_jobs_per_s"],
         alternative=alone["admission_jobs_per_s"],
         alternative_is="the same Jobs by kubectl create -f into Kueue",
         unit="admitted/s",
-        goal=Goal.ratio_at_least(0.9),
+        # A company's goal (``make bench-scale``) is stricter than the lab's.
+        goal=Goal.ratio_at_least(0.95 if scale() else 0.9),
     )
     busy, alone_busy = (r["occupancy"]["while_waiting"] for r in (portal, alone))
     board.row(
@@ -773,11 +857,12 @@ def record(board: Summary, results: dict) -> None:
         alternative=None if alone_busy is None else round(alone_busy * 100, 1),
         alternative_is="Kueue alone, the same Jobs by kubectl create -f",
         unit="%",
-        goal=Goal.portal_at_least(95),
+        # At a company's scale: no more than a point below Kueue alone.
+        goal=Goal.difference_at_least(-1) if scale() else Goal.portal_at_least(95),
         note=(
             f"steady {_percent(portal['occupancy']['steady'])}, Kueue alone "
-            f"{_percent(alone['occupancy']['steady'])}; quota only: "
-            f"{_percent(results['portal_quota_only']['occupancy']['while_waiting'])}"
+            f"{_percent(alone['occupancy']['steady'])}"
+            + (f"; quota only: {_percent(quota['occupancy']['while_waiting'])}" if quota else "")
         ),
     )
 

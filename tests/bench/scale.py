@@ -48,9 +48,30 @@ SIZES = {
     "BENCH_WATCHER_GPU_NODES": "625",
     "BENCH_WATCHER_CPU_NODES": "50",
     "BENCH_WATCHER_GOAL_MB": "300",
+    # Kueue: 500 teams' queues over 625 nodes of 8 GPUs (2,500 of each model), through the
+    # portal and by kubectl create -f. The control plane creates about 3 Jobs a second through
+    # Kueue's webhooks, so 4-GPU jobs (1,250 fill the GPUs, 2,000 keep 750 waiting) and each run
+    # ends at its last admission: one-GPU jobs would need 28 minutes a run before any waits.
+    "BENCH_KUEUE_TEAMS": "500",
+    "BENCH_KUEUE_GPUS_PER_MODEL": "2500",
+    "BENCH_KUEUE_NODE_GPUS": "8",
+    "BENCH_KUEUE_GPUS_PER_JOB": "4",
+    "BENCH_KUEUE_JOBS": "2000",
+    "BENCH_KUEUE_RUN_SECONDS": "480",
+    "BENCH_KUEUE_RUNS": "portal,kubectl",
+    "BENCH_KUEUE_FOLLOW_UNTIL": "admitted",
+    "BENCH_KUEUE_TIMEOUT": "2400",
 }
 
-BENCHMARKS = ("api_lists", "calendar", "statements", "reconcile", "watcher_memory", "web_load")
+BENCHMARKS = (
+    "api_lists",
+    "calendar",
+    "statements",
+    "reconcile",
+    "watcher_memory",
+    "web_load",
+    "kueue",
+)
 
 # The scale's comparisons (issue 33), and the benchmarks whose rows measure each.
 COMPARISONS = (
@@ -95,9 +116,10 @@ def scaled(bench: str) -> str:
     return summary.scaled_name(bench, LABEL)
 
 
-def render(records: list[dict]) -> str:
-    """``scale.md``: the table of the scale's rows (each benchmark's latest run), then each of
-    the scale's comparisons with the benchmarks that measured it, or that none did."""
+def render(records: list[dict], provenance: str = "") -> str:
+    """``scale.md``: how the copy was made (``provenance``), the table of the scale's rows (each
+    benchmark's latest run), then each of the scale's comparisons with the benchmarks that
+    measured it, or that none did."""
     rows = [r for r in summary.latest_runs(records) if r.get("scale") == LABEL]
     measured = {r["bench"] for r in rows}
     table = summary.render(rows).splitlines()
@@ -111,13 +133,14 @@ def render(records: list[dict]) -> str:
         "(`python tests/bench/scale.py exports` prints them). Ratio = portal / alternative. "
         "Load: the 1-minute load average when the benchmark started and when the row was "
         "measured, out of that many CPUs. The rows are also in `bench-results/SUMMARY.md`, "
-        "under the benchmarks' names with the scale; `bench-results/PROVENANCE.md` says how "
-        "this copy was made. Each benchmark's own report is in `bench-results/scale/`.",
+        "under the benchmarks' names with the scale; `bench-results/PROVENANCE-scale.md` says "
+        "how this copy was made. Each benchmark's own report is in `bench-results/scale/`.",
         "",
         "Sizes: "
         + ", ".join(f"`{k}={v}`" for k, v in SIZES.items() if k != "BENCH_SCALE_LABEL")
         + " (a trial may set smaller ones: each row says what it measured).",
         "",
+        *([provenance.strip(), ""] if provenance.strip() else []),
         *body,
         "",
         "## The scale's comparisons",
@@ -144,7 +167,10 @@ def main(argv: list[str]) -> int:
     elif command == "benchmarks":
         print(" ".join(BENCHMARKS))
     elif command == "render":
-        SCALE_MD.write_text(render(summary.read()))
+        provenance = (
+            summary.SCALE_PROVENANCE.read_text() if summary.SCALE_PROVENANCE.exists() else ""
+        )
+        SCALE_MD.write_text(render(summary.read(), provenance))
         print(SCALE_MD.read_text())
     else:
         print(f"usage: {argv[0]} exports|benchmarks|render", file=sys.stderr)

@@ -8,13 +8,15 @@ whether it is met, and how busy the machine was (load average when the script st
 the row was measured, and the CPU count): the figures move with the load of a shared machine.
 
 Rows are appended to ``bench-results/summary.jsonl``, one JSON object a line, kept in git
-beside the table; ``make bench`` empties it first. A benchmark run on its own
+beside the table; ``make bench`` first forgets the lab's rows (``summary.py forget-lab``) and
+keeps those of ``make bench-scale``, which it does not run. A benchmark run on its own
 (``scripts/bench.sh NAME``) adds its rows to the others': the table keeps only each benchmark's
 latest run, and says when each ran.
 
 How a copy was made, when that is more than one full ``make bench`` (some benchmarks run again
-later, on another machine, or not at all), is said by hand in ``bench-results/PROVENANCE.md``:
-the table carries it under its heading; a full ``make bench`` removes it with the rows.
+later, on another machine, or not at all), is said by hand in ``bench-results/PROVENANCE.md``,
+and for the company scale's rows in ``bench-results/PROVENANCE-scale.md``: the table carries
+both under its heading; a full ``make bench`` removes the lab's with its rows.
 
     summary = Summary("quota-requests API")  # at the start of the run: notes the load
     summary.row(
@@ -39,14 +41,15 @@ RESULTS = Path(__file__).resolve().parents[2] / "bench-results"
 ROWS = RESULTS / "summary.jsonl"
 TABLE = RESULTS / "SUMMARY.md"
 PROVENANCE = RESULTS / "PROVENANCE.md"
+SCALE_PROVENANCE = RESULTS / "PROVENANCE-scale.md"
 
 
 @dataclass(frozen=True)
 class Goal:
-    """What a row must reach: its ratio (portal / alternative) or the portal's own figure, at
-    most or at least ``value``."""
+    """What a row must reach: its ratio (portal / alternative), the portal's own figure, or its
+    difference from the alternative (portal - alternative), at most or at least ``value``."""
 
-    of: str  # "ratio" or "portal"
+    of: str  # "ratio", "portal" or "difference"
     at_most: bool
     value: float
 
@@ -66,15 +69,32 @@ class Goal:
     def portal_at_least(cls, value: float) -> Goal:
         return cls("portal", False, value)
 
-    def met(self, *, portal: float | None, ratio: float | None) -> bool | None:
-        figure = ratio if self.of == "ratio" else portal
+    @classmethod
+    def difference_at_least(cls, value: float) -> Goal:
+        """The portal's figure at least the alternative's plus ``value`` (a negative value: at
+        most that far below it), for figures where a ratio says less than the gap, such as
+        percentages."""
+        return cls("difference", False, value)
+
+    def met(
+        self, *, portal: float | None, ratio: float | None, alternative: float | None = None
+    ) -> bool | None:
+        if self.of == "difference":
+            figure = None if portal is None or alternative is None else portal - alternative
+        else:
+            figure = ratio if self.of == "ratio" else portal
         if figure is None:
             return None
         return figure <= self.value if self.at_most else figure >= self.value
 
     def text(self, unit: str) -> str:
         sign = "≤" if self.at_most else "≥"
-        return f"{sign} {self.value:g}×" if self.of == "ratio" else f"{sign} {self.value:g} {unit}"
+        if self.of == "ratio":
+            return f"{sign} {self.value:g}×"
+        if self.of == "difference":
+            gap = f"{abs(self.value):g} {'points' if unit == '%' else unit}"
+            return f"{sign} alternative {'−' if self.value < 0 else '+'} {gap}"
+        return f"{sign} {self.value:g} {unit}"
 
 
 def _load() -> float:
@@ -135,7 +155,7 @@ class Summary:
             "unit": unit,
             "ratio": ratio,
             "goal": asdict(goal),
-            "met": goal.met(portal=portal, ratio=ratio),
+            "met": goal.met(portal=portal, ratio=ratio, alternative=alternative),
             "note": note,
             "load_at_start": self.load_at_start,
             "load_at_end": _load(),
@@ -204,14 +224,28 @@ def read(path: Path = ROWS) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def main() -> None:
+def forget_lab(rows: Path = ROWS, provenance: Path = PROVENANCE) -> None:
+    """Before a full ``make bench``: its rows replace the lab's, and how the last copy was made
+    no longer holds. The rows of another scale (``make bench-scale``) stay."""
+    kept = [r for r in read(rows) if r.get("scale")]
+    if rows.exists():
+        rows.write_text("".join(json.dumps(r) + "\n" for r in kept))
+    provenance.unlink(missing_ok=True)
+
+
+def main(argv: list[str]) -> None:
+    if argv[1:] == ["forget-lab"]:
+        forget_lab()
+        return
     records = read()
     if not records:
         sys.exit(f"no benchmark recorded a row in {ROWS}")
-    provenance = PROVENANCE.read_text() if PROVENANCE.exists() else ""
+    provenance = "\n\n".join(
+        path.read_text().strip() for path in (PROVENANCE, SCALE_PROVENANCE) if path.exists()
+    )
     TABLE.write_text(render(records, provenance))
     print(TABLE.read_text())
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv)

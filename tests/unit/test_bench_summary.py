@@ -44,6 +44,38 @@ def test_goals_on_the_ratio_or_on_the_portals_own_figure_either_way():
     assert Goal.portal_at_most(100).text("ms") == "≤ 100 ms"
 
 
+def test_a_goal_on_the_gap_to_the_alternative_counts_points_not_a_ratio(tmp_path):
+    within_a_point = Goal.difference_at_least(-1)
+
+    assert within_a_point.met(portal=89.0, ratio=89.0 / 89.9, alternative=89.9)
+    assert not within_a_point.met(portal=88.8, ratio=88.8 / 89.9, alternative=89.9)
+    assert within_a_point.met(portal=90, ratio=None, alternative=None) is None
+    assert within_a_point.text("%") == "≥ alternative − 1 points"
+    row = Summary("kueue", rows=tmp_path / "summary.jsonl").row(
+        "GPUs busy while jobs wait", portal=97.5, alternative=99.0, unit="%", goal=within_a_point
+    )
+    assert row["met"] is False
+
+
+def test_a_full_lab_run_forgets_the_labs_rows_and_provenance_but_keeps_the_scales(
+    tmp_path, monkeypatch
+):
+    rows, provenance = tmp_path / "summary.jsonl", tmp_path / "PROVENANCE.md"
+    provenance.write_text("**How this copy was made:** by hand.\n")
+    Summary("reconcile", rows=rows).row(
+        "200 teams, cold", portal=3.7, alternative=5.8, unit="s", goal=Goal.ratio_at_most(0.8)
+    )
+    monkeypatch.setenv("BENCH_SCALE_LABEL", scale.LABEL)
+    Summary("reconcile", rows=rows).row(
+        "500 teams, cold", portal=9.0, alternative=15.0, unit="s", goal=Goal.ratio_at_most(0.8)
+    )
+
+    summary.forget_lab(rows, provenance)
+
+    assert [r["work"] for r in summary.read(rows)] == ["500 teams, cold"]
+    assert not provenance.exists()
+
+
 def test_the_table_has_a_row_per_comparison_of_each_benchmarks_latest_run(tmp_path):
     rows = tmp_path / "summary.jsonl"
     old = Summary("monitoring", rows=rows)
@@ -118,6 +150,8 @@ def test_rows_at_a_companys_scale_stand_beside_the_labs_and_fill_scale_md(tmp_pa
         comparisons
     )
     assert comparisons.count("**not measured in this run**") == len(scale.COMPARISONS) - 1
+    told = scale.render(records, "**Company scale:** reconcile alone.\n")
+    assert told.index("**Company scale:** reconcile alone.") < told.index("1 of 1 goals met.")
 
 
 def test_a_size_set_in_the_environment_wins_over_the_scales(capsys):

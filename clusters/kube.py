@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
+import orjson
 from django.conf import settings
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
@@ -333,7 +334,10 @@ class KubeClient:
         query=None,
         body=None,
         content_type: str | None = None,
+        raw: bool = False,
     ):
+        """One request; its answer decoded from JSON, or with ``raw`` the undecoded response
+        (the caller reads its ``data`` and releases its connection)."""
         headers = {"Accept": "application/json"}
         if content_type:
             headers["Content-Type"] = content_type
@@ -355,7 +359,7 @@ class KubeClient:
                 response_type="object",
                 auth_settings=["BearerToken"],
                 _return_http_data_only=True,
-                _preload_content=True,
+                _preload_content=not raw,
                 _request_timeout=REQUEST_TIMEOUT,
             )
         except ApiException as error:
@@ -480,7 +484,17 @@ class KubeClient:
     ) -> list[dict]:
         query = [("labelSelector", label_selector)] if label_selector else []
         what = f"the {KINDS[kind].plural}" + (f" in namespace {namespace}" if namespace else "")
-        body = self._call("GET", KINDS[kind].path(namespace=namespace), what=what, query=query)
+        # A sweep's lists hold thousands of objects: decoded by orjson, several times faster
+        # than the client's json.
+        response = self._call(
+            "GET", KINDS[kind].path(namespace=namespace), what=what, query=query, raw=True
+        )
+        try:
+            body = orjson.loads(response.data)
+        except (HTTPError, OSError) as error:
+            raise ClusterUnreachable(self._unreachable(error)) from error
+        finally:
+            response.release_conn()
         items = body.get("items") or []
         for item in items:  # lists leave out each item's kind
             item.setdefault("kind", kind)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -67,6 +67,20 @@ def each(function, items: list) -> list:
     if len(items) <= 1:
         return [function(item) for item in items]
     return list(_request_pool().map(function, items))
+
+
+def each_started(function, items: list):
+    """``each`` started now and waited for later: the requests run while the caller does other
+    work (the API server answering while the caller builds what to compare them with). Returns
+    a callable that waits for them all and gives their results in order, or raises the first
+    error. The same rule as ``each``: ``function`` must not call ``each``."""
+    futures = [_request_pool().submit(function, item) for item in items]
+
+    def results() -> list:
+        wait(futures)
+        return [future.result() for future in futures]
+
+    return results
 
 
 _pools: dict[int, ThreadPoolExecutor] = {}

@@ -31,6 +31,7 @@ import datetime
 import json
 import logging
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -71,10 +72,12 @@ class SweepOutcome:
 
 def portal_objects(
     kube: KubeClient, *, kinds: tuple[str, ...], rules: manifests.Policy
-) -> tuple[dict[str, dict[tuple, dict]], set[str]]:
-    """The portal's objects on the cluster by team slug, then by ``object_key``, as a team's
-    pass would read them (namespaced ones in the team's namespace only); and the kinds the
-    cluster served (a Kueue kind is missing where Kueue is not installed)."""
+) -> Callable[[], tuple[dict[str, dict[tuple, dict]], set[str]]]:
+    """Start listing the portal's objects on the cluster, one list per kind at once. The
+    returned callable waits for the lists and gives the objects by team slug, then by
+    ``object_key``, as a team's pass would read them (namespaced ones in the team's namespace
+    only); and the kinds the cluster served (a Kueue kind is missing where Kueue is not
+    installed)."""
     selector = f"{MANAGED_BY_LABEL}={rules.portal_name}"
 
     def read(kind: str) -> list[dict] | None:
@@ -82,9 +85,16 @@ def portal_objects(
             return namespace_sync.list_queue_kind(kube, kind, label_selector=selector)
         return kube.list(kind, label_selector=selector)
 
+    lists = passes.each_started(read, list(kinds))
+    return lambda: _by_team(kinds, lists())
+
+
+def _by_team(
+    kinds: tuple[str, ...], lists: list[list[dict] | None]
+) -> tuple[dict[str, dict[tuple, dict]], set[str]]:
     by_team: dict[str, dict[tuple, dict]] = defaultdict(dict)
     served = set()
-    for kind, items in zip(kinds, passes.each(read, list(kinds)), strict=True):
+    for kind, items in zip(kinds, lists, strict=True):
         if items is None:
             continue
         served.add(kind)
@@ -145,22 +155,22 @@ def reconcile_cluster_teams(
     rows = list(rows.select_related("team", "team__department").order_by("team_id"))
     teams = [row.team for row in rows]
     kinds = (*TEAM_KINDS, *(namespace_sync.QUEUE_KINDS if kueue_mode else ()))
-    found, served = portal_objects(kube, kinds=kinds, rules=rules)
+    # The lists run while the desired objects are read and built: the API server's time to
+    # answer overlaps this process's. Both after ``started``: what changed since waits pending.
+    listed = portal_objects(kube, kinds=kinds, rules=rules)
 
     states = desired_state.team_states(teams=teams, cluster=cluster, today=today)
     admission = desired_state.admission_in_place(cluster)
     kueue = desired_state.kueue_cluster_state(cluster) if kueue_mode else None
     queue_rules = desired_state.queue_policies(team_ids=[t.pk for t in teams], cluster=cluster)
-    in_sync: dict[int, desired_state.Desired] = {}
-    to_pass: list[int] = []
+    wanted: dict[int, desired_state.Desired] = {}
     for row, team in zip(rows, teams, strict=True):
         deleting = team.archived_at is not None and row.namespace_delete_requested_at
         # A quota only pass prunes queues a Kueue-mode pass left: the check did not list them.
         unlisted_queues = row.queues_applied and not kueue_mode
-        if deleting or unlisted_queues or not served.issuperset(kinds):
-            to_pass.append(team.pk)
-            continue
-        desired = desired_state.desired_state(
+        if deleting or unlisted_queues:
+            continue  # a pass, whatever the lists show
+        wanted[row.pk] = desired_state.desired_state(
             team=team,
             cluster=cluster,
             rules=rules,
@@ -169,7 +179,16 @@ def reconcile_cluster_teams(
             queue_rules=queue_rules.get(team.pk, queue_manifests.QueuePolicy()),
             admission=admission,
         )
-        if holds(found.get(team.slug, {}), desired.objects):
+    found, served = listed()
+    in_sync: dict[int, desired_state.Desired] = {}
+    to_pass: list[int] = []
+    for row, team in zip(rows, teams, strict=True):
+        desired = wanted.get(row.pk)
+        if (
+            desired is not None
+            and served.issuperset(kinds)
+            and holds(found.get(team.slug, {}), desired.objects)
+        ):
             in_sync[row.pk] = desired
         else:
             to_pass.append(team.pk)

@@ -10,6 +10,8 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from django.conf import settings
+
 from clusters import inventory
 from clusters.kube import KubeError
 from clusters.models import Cluster
@@ -312,25 +314,61 @@ def capacity_part(cluster: Cluster) -> Part:
     )
 
 
+GPU_COUNT_AXIS = Axis("GPUs", "GPUs")
+
+
+def band_name(labels: dict) -> str:
+    """A utilisation band's row: "60-70%" (with an en dash)."""
+    low = round(float(labels.get(promql.BAND_LABEL, "0")))
+    return f"{low}–{low + promql.UTILISATION_BAND}%"
+
+
+def every_band(series: list[Series]) -> list[Series]:
+    """The bands' series with an empty one for each band no GPU was in during the window, so
+    that the heatmap always has the same ten rows."""
+    seen = {band_name(s.labels) for s in series}
+    empty = [
+        Series({promql.BAND_LABEL: str(low)}, [], [])
+        for low in range(0, 100, promql.UTILISATION_BAND)
+        if band_name({promql.BAND_LABEL: str(low)}) not in seen
+    ]
+    return [*series, *empty]
+
+
 def heatmap_part(
-    prometheus: PrometheusClient, config: promql.MetricsConfig, window: promql.Window
+    prometheus: PrometheusClient,
+    config: promql.MetricsConfig,
+    window: promql.Window,
+    *,
+    gpus: int = 0,
 ) -> Part:
+    """A row per GPU (node, index, MIG instance) of the cluster; on a cluster of more than
+    ``MONITORING_HEATMAP_GPU_ROWS`` GPUs (``gpus``, as its nodes report them), a row per
+    utilisation band counting its GPUs at each step, which Prometheus counts: thousands of rows
+    would be megabytes that nobody could read."""
     key, title = "heatmap", "Utilisation heatmap"
     step = window.heatmap_step
     start, end = aligned_span(window, step)
-    query = promql.utilisation_heatmap(config)
+    by_band = gpus > settings.MONITORING_HEATMAP_GPU_ROWS
+    if by_band:
+        query = promql.utilisation_bands(config)
+        name, row, axis = "GPUs by utilisation band", band_name, GPU_COUNT_AXIS
+    else:
+        query = promql.utilisation_heatmap(config)
+        name = "GPU utilisation by node, GPU and MIG instance"
+        row, axis = gpu_name, UTILISATION_AXIS
 
     def build(series: list[Series]) -> Chart:
         figure = None
         if series:
             figure = figures.heatmap(
-                series,
-                title="GPU utilisation by node, GPU and MIG instance",
-                row=gpu_name,
+                every_band(series) if by_band else series,
+                title=name,
+                row=row,
                 start=start,
                 end=end,
                 step=step,
-                axis=UTILISATION_AXIS,
+                axis=axis,
             )
         empty = "Prometheus has no GPU utilisation for this cluster in this window."
         return Chart.drawn(key, title, figure, empty=empty)

@@ -204,7 +204,7 @@ def cluster_dashboard(*, cluster: Cluster, window: promql.Window) -> ClusterDash
     config = metrics_config(cluster)
     prometheus = dashboard_prometheus(cluster)
     charts = [
-        heatmap_part(prometheus, config, window),
+        heatmap_part(prometheus, config, window, gpus=selectors.gpus_on_cluster(cluster)),
         held_ranking_part(cluster, prometheus, config),
         utilisation_ranking_part(cluster, prometheus, config, window),
     ]

@@ -174,6 +174,23 @@ def utilisation_heatmap(config: MetricsConfig) -> str:
     return utilisation(config, "sum", GPU_KEY)
 
 
+# The bands of a large cluster's heatmap, in percent: 0-10 ... 90-100.
+UTILISATION_BAND = 10
+BAND_LABEL = "band"
+
+
+def utilisation_bands(config: MetricsConfig) -> str:
+    """How many of the cluster's GPUs (and MIG instances, shared GPUs as one) are in each band
+    of utilisation, one series per band labelled ``band`` with its lower bound (``0``, ``10``,
+    ... ``90``; 100% counts in the last): the heatmap of a cluster too large for a row per GPU.
+    The same series as ``utilisation_heatmap``, counted by Prometheus."""
+    top = 100 - UTILISATION_BAND / 1000
+    per_gpu = f"clamp({utilisation_heatmap(config)}, 0, {top:g})"
+    return (
+        f'count_values("{BAND_LABEL}", floor({per_gpu} / {UTILISATION_BAND}) * {UTILISATION_BAND})'
+    )
+
+
 def team_average_utilisation(config: MetricsConfig, *, namespace: str) -> str:
     """Average utilisation over all GPUs (slices, shares) a namespace holds, one series."""
     return percent(f"avg({utilisation_series(config, namespace=namespace)})", config)

@@ -11,7 +11,7 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import Q, QuerySet, Sum
 from django.utils import timezone
 
-from clusters.models import Cluster, GpuModelCapacity
+from clusters.models import Cluster, GpuCapacity, GpuModelCapacity
 from clusters.vocabulary import SHARED_GPU_RESOURCE
 from monitoring import reports
 from monitoring.models import IdlePod, Notification
@@ -21,6 +21,13 @@ from tenants.models import AuditEvent, QuotaGrant, Team
 def clusters_with_metrics() -> QuerySet[Cluster]:
     """Clusters whose Prometheus the portal knows."""
     return Cluster.objects.exclude(prometheus_url="").order_by("name")
+
+
+def gpus_on_cluster(cluster: Cluster) -> int:
+    """The GPUs (of every resource kind) the cluster's nodes report, as last read: how large a
+    heatmap of them would be."""
+    total = GpuCapacity.objects.filter(cluster=cluster).aggregate(total=Sum("allocatable"))
+    return total["total"] or 0
 
 
 def team_clusters(team: Team) -> list[Cluster]:

@@ -411,6 +411,9 @@ MONITORING_PROMETHEUS_TIMEOUT = env_float("MONITORING_PROMETHEUS_TIMEOUT", 10)
 MONITORING_CACHE_SECONDS = env_float("MONITORING_CACHE_SECONDS", 15)
 MONITORING_REFRESH_SECONDS = env_int("MONITORING_REFRESH_SECONDS", 30)
 MONITORING_USAGE_RESOLUTION_SECONDS = env_int("MONITORING_USAGE_RESOLUTION_SECONDS", 60)
+# A cluster with more GPUs (and MIG instances) than MONITORING_HEATMAP_GPU_ROWS gets a heatmap
+# of its GPUs counted by utilisation band rather than a row per GPU, which nobody could read.
+MONITORING_HEATMAP_GPU_ROWS = env_int("MONITORING_HEATMAP_GPU_ROWS", 256)
 # A report period's settled GPU-hours (monitoring.measured_hours) are kept this long; 0: never.
 MONITORING_USAGE_CACHE_SECONDS = env_int("MONITORING_USAGE_CACHE_SECONDS", 35 * 24 * 3600)
 # The cache, where monitoring pages keep what they drew. With DJANGO_CACHE_URL (a Redis, as in

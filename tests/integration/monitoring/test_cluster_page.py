@@ -62,6 +62,35 @@ def test_the_cluster_page_shows_nodes_heatmap_and_team_rankings(
     assert figure_on_page(response, "rank-utilisation") is not None
 
 
+def test_a_cluster_of_more_gpus_than_rows_counts_them_by_utilisation_band(
+    devcluster, core, metrics_cluster, namespace, admin, client_as, settings
+):
+    # The devcluster's 32 GPUs (metrics_cluster's capacity) stand for a company's thousands.
+    settings.MONITORING_HEATMAP_GPU_ROWS = 16
+    team = factories.TeamFactory(slug=namespace, name="Banded Team")
+    portal_namespace(team, metrics_cluster)
+    run_pod(core, namespace, gpu_pod("banded", gpus=3, utilisation=64))
+    page = client_as(admin)
+
+    def banded():
+        response = page.get("/monitoring/clusters/devcluster/?window=1h")
+        figure = figure_on_page(response, "heatmap")
+        if figure is None:
+            return None
+        heatmap = figure["data"][0]
+        rows = dict(zip(heatmap["y"], heatmap["z"], strict=True))
+        # The pod's 3 GPUs at 64% (others' pods may be in the band too).
+        return rows if max((c or 0) for c in rows.get("60–70%", [])) >= 3 else None
+
+    rows = eventually(banded, timeout=90, what="the pod's GPUs counted in the 60-70% band")
+
+    assert list(rows) == [f"{low}–{low + 10}%" for low in range(0, 100, 10)]
+    columns = list(zip(*rows.values(), strict=True))
+    counted = [sum(c or 0 for c in column) for column in columns]
+    # Every GPU of the devcluster's Prometheus is in one band at each step it reported.
+    assert max(counted) >= 32
+
+
 def test_the_clusters_list_links_each_cluster(metrics_cluster, admin, client_as):
     response = client_as(admin).get("/monitoring/clusters/")
     assert 'href="/monitoring/clusters/devcluster/"' in response.content.decode()

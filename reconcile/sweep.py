@@ -40,6 +40,7 @@ from django.utils import timezone
 from clusters.kube import KINDS, KubeClient, KubeError
 from clusters.models import Cluster, QuotaMode
 from clusters.vocabulary import MANAGED_BY_LABEL, TEAM_LABEL
+from core.memory import cyclic_gc_paused
 from reconcile import desired_state, manifests, namespace_sync, passes, queue_manifests, team_pass
 from tenants.models import TeamCluster
 
@@ -141,7 +142,6 @@ def reconcile_cluster_teams(
     cluster = Cluster.objects.get(pk=cluster_id)
     kube = kube or KubeClient.for_cluster(cluster)
     reads, writes = kube.reads, kube.writes
-    rules = desired_state.policy()
     kueue_mode = cluster.quota_mode == QuotaMode.KUEUE
     if not desired_state.admission_in_place(cluster):
         # A cluster's first sweep: its admission policies come before any binding, once here
@@ -153,8 +153,37 @@ def reconcile_cluster_teams(
     if team_ids is not None:
         rows = rows.filter(team_id__in=team_ids)
     rows = list(rows.select_related("team", "team__department").order_by("team_id"))
-    teams = [row.team for row in rows]
     kinds = (*TEAM_KINDS, *(namespace_sync.QUEUE_KINDS if kueue_mode else ()))
+    # The check decodes and builds thousands of objects: see ``core.memory``.
+    with cyclic_gc_paused():
+        in_sync, to_pass = _check(rows, cluster=cluster, kube=kube, kinds=kinds, today=today)
+
+    record_in_sync(in_sync, started=started, kueue_mode=kueue_mode)
+    outcome = SweepOutcome(in_sync=[row.team_id for row in rows if row.pk in in_sync])
+    for team_id, error in run_passes(
+        team_ids=to_pass, cluster_id=cluster_id, kube=kube, concurrency=concurrency, today=today
+    ).items():
+        if error is None:
+            outcome.passed.append(team_id)
+        else:
+            outcome.failed[team_id] = error
+    outcome.reads, outcome.writes = kube.reads - reads, kube.writes - writes
+    return outcome
+
+
+def _check(
+    rows: list[TeamCluster],
+    *,
+    cluster: Cluster,
+    kube: KubeClient,
+    kinds: tuple[str, ...],
+    today: datetime.date | None,
+) -> tuple[dict[int, desired_state.Desired], list[int]]:
+    """The check: the rows whose team holds on the cluster, with what it wants, by row id; and
+    the ids of the other teams, which need a pass."""
+    rules = desired_state.policy()
+    kueue_mode = cluster.quota_mode == QuotaMode.KUEUE
+    teams = [row.team for row in rows]
     # The lists run while the desired objects are read and built: the API server's time to
     # answer overlaps this process's. Both after ``started``: what changed since waits pending.
     listed = portal_objects(kube, kinds=kinds, rules=rules)
@@ -192,18 +221,7 @@ def reconcile_cluster_teams(
             in_sync[row.pk] = desired
         else:
             to_pass.append(team.pk)
-
-    record_in_sync(in_sync, started=started, kueue_mode=kueue_mode)
-    outcome = SweepOutcome(in_sync=[row.team_id for row in rows if row.pk in in_sync])
-    for team_id, error in run_passes(
-        team_ids=to_pass, cluster_id=cluster_id, kube=kube, concurrency=concurrency, today=today
-    ).items():
-        if error is None:
-            outcome.passed.append(team_id)
-        else:
-            outcome.failed[team_id] = error
-    outcome.reads, outcome.writes = kube.reads - reads, kube.writes - writes
-    return outcome
+    return in_sync, to_pass
 
 
 def record_in_sync(

@@ -49,6 +49,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+import orjson
+
 from clusters.vocabulary import (
     DEFAULT_PORTAL_NAME,
     DESIRED_HASH_ANNOTATION,
@@ -391,7 +393,7 @@ def content_hash(obj: dict) -> str:
 
 
 def with_hash(obj: dict) -> dict:
-    stamped = json.loads(json.dumps(obj))
+    stamped = orjson.loads(orjson.dumps(obj))  # a deep copy, several times faster than json's
     stamped["metadata"].setdefault("annotations", {})[DESIRED_HASH_ANNOTATION] = content_hash(obj)
     return stamped
 

@@ -49,9 +49,9 @@ SIZES = {
     "BENCH_WATCHER_CPU_NODES": "50",
     "BENCH_WATCHER_GOAL_MB": "300",
     # Kueue: 500 teams' queues over 625 nodes of 8 GPUs (2,500 of each model), through the
-    # portal and by kubectl create -f. The control plane creates about 3 Jobs a second through
+    # portal and by kubectl create -f. The control plane creates about 4 Jobs a second through
     # Kueue's webhooks, so 4-GPU jobs (1,250 fill the GPUs, 2,000 keep 750 waiting) and each run
-    # ends at its last admission: one-GPU jobs would need 28 minutes a run before any waits.
+    # ends at its last admission: one-GPU jobs would need 20 minutes a run before any waits.
     "BENCH_KUEUE_TEAMS": "500",
     "BENCH_KUEUE_GPUS_PER_MODEL": "2500",
     "BENCH_KUEUE_NODE_GPUS": "8",

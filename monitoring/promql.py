@@ -184,11 +184,9 @@ def utilisation_bands(config: MetricsConfig) -> str:
     of utilisation, one series per band labelled ``band`` with its lower bound (``0``, ``10``,
     ... ``90``; 100% counts in the last): the heatmap of a cluster too large for a row per GPU.
     The same series as ``utilisation_heatmap``, counted by Prometheus."""
-    top = 100 - UTILISATION_BAND / 1000
-    per_gpu = f"clamp({utilisation_heatmap(config)}, 0, {top:g})"
-    return (
-        f'count_values("{BAND_LABEL}", floor({per_gpu} / {UTILISATION_BAND}) * {UTILISATION_BAND})'
-    )
+    per_gpu = f"clamp_min({utilisation_heatmap(config)}, 0)"
+    band = f"floor({per_gpu} / {UTILISATION_BAND}) * {UTILISATION_BAND}"
+    return f'count_values("{BAND_LABEL}", clamp_max({band}, {100 - UTILISATION_BAND}))'
 
 
 def team_average_utilisation(config: MetricsConfig, *, namespace: str) -> str:

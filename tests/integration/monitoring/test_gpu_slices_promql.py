@@ -174,6 +174,35 @@ def test_the_heatmap_has_a_row_per_instance_and_a_shared_gpus_total(tmp_path, pr
     )
 
 
+def test_a_large_clusters_heatmap_counts_the_same_rows_by_band_full_use_in_the_top_one(
+    tmp_path, promtool
+):
+    # The heatmap's rows above are at 80, 50, 70, 2, 35 and 0; one more GPU runs flat out.
+    flat_out = _series(promql.GPU_UTIL, _labels(NODE, 1, "team-a", "whole"), 100)
+
+    def band(low: str, gpus: int) -> dict:
+        return {"labels": f'{{band="{low}"}}', "value": gpus}
+
+    evaluate(
+        tmp_path,
+        promtool,
+        [
+            (
+                promql.utilisation_bands(CONFIG),
+                [
+                    band("0", 2),
+                    band("30", 1),
+                    band("50", 1),
+                    band("70", 1),
+                    band("80", 1),
+                    band("90", 1),
+                ],
+            )
+        ],
+        series=[*INPUT, flat_out],
+    )
+
+
 def test_a_pod_is_judged_idle_by_its_own_slice_or_share(tmp_path, promtool):
     def pod(namespace, name, value):
         return {"labels": f'{{namespace="{namespace}",pod="{name}"}}', "value": value}

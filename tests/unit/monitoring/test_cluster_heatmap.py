@@ -20,9 +20,9 @@ class Prometheus:
 def test_prometheus_counts_the_gpus_of_each_band_with_full_use_in_the_last():
     query = promql.utilisation_bands(CONFIG)
 
-    assert query.startswith('count_values("band", floor(clamp(sum by (Hostname, gpu, ')
+    assert query.startswith('count_values("band", clamp_max(floor(clamp_min(sum by (Hostname, ')
     assert promql.utilisation_heatmap(CONFIG) in query
-    assert query.endswith(", 0, 99.99) / 10) * 10)")
+    assert query.endswith(", 0) / 10) * 10, 90))")
 
 
 def test_a_cluster_up_to_the_setting_gets_a_row_per_gpu(settings):

@@ -390,6 +390,28 @@ def _by_namespace(samples, config: promql.MetricsConfig) -> dict[str, float]:
     }
 
 
+# A ranking draws a bar per team up to this many; a company's 500 would be a chart 14,000
+# pixels tall. Beyond it, the ends that matter are drawn (the usage report lists every team).
+RANKED_TEAMS = 20
+
+
+def ranking_ends(values: dict[str, float], *, highest: int, lowest: int) -> dict[str, float]:
+    """The ``highest`` largest values and the ``lowest`` smallest (ties by name), or all of them
+    when they are no more than that."""
+    if len(values) <= highest + lowest:
+        return values
+    ordered = sorted(values.items(), key=lambda pair: (-pair[1], pair[0]))
+    return dict(ordered[:highest] + (ordered[-lowest:] if lowest else []))
+
+
+def _of_how_many(shown: int, teams: int, lowest: int) -> str:
+    if shown == teams:
+        return ""
+    if lowest:
+        return f": the {shown - lowest} highest and {lowest} lowest of {teams} teams"
+    return f": the {shown} highest of {teams} teams"
+
+
 def _ranking_part(
     cluster: Cluster,
     key: str,
@@ -401,16 +423,20 @@ def _ranking_part(
     axis: Axis,
     decimals: int,
     empty: str,
+    lowest: int = 0,
 ) -> Part:
-    """Teams ranked by a value per namespace (``fetch``), each shown by its team's name."""
+    """Teams ranked by a value per namespace (``fetch``), each shown by its team's name: all of
+    them, or on a cluster of more than ``RANKED_TEAMS`` teams the highest and (``lowest`` of
+    them) the lowest, the title saying how many of how many."""
 
     def build(values: dict[str, float]) -> Chart:
         figure = None
         if values:
-            names = _namespace_names(cluster, set(values))
+            shown = ranking_ends(values, highest=RANKED_TEAMS - lowest, lowest=lowest)
+            names = _namespace_names(cluster, set(shown))
             figure = figures.ranking(
-                [(names[ns], v) for ns, v in values.items()],
-                title=figure_title,
+                [(names[ns], v) for ns, v in shown.items()],
+                title=figure_title + _of_how_many(len(shown), len(values), lowest),
                 axis=axis,
                 decimals=decimals,
             )
@@ -450,6 +476,8 @@ def utilisation_ranking_part(
         axis=UTILISATION_AXIS,
         decimals=1,
         empty="No pod held a GPU in this window.",
+        # The idlest teams are what an admin acts on: half the bars are theirs.
+        lowest=RANKED_TEAMS // 2,
     )
 
 

@@ -295,7 +295,9 @@ def clear(batch, following, keys: set, what: str) -> None:
     for namespace, name in sorted(keys):
         patiently(
             f"delete Job {namespace}/{name}",
-            lambda n=namespace, j=name: _delete_job(batch, n, j),
+            lambda n=namespace, j=name: batch.delete_namespaced_job(
+                j, n, propagation_policy="Background"
+            ),
             log=log,
         )
     deadline = time.monotonic() + TIMEOUT
@@ -306,11 +308,6 @@ def clear(batch, following, keys: set, what: str) -> None:
             return
         time.sleep(1)
     sys.exit(f"{what}: {left} pods still running {TIMEOUT:.0f} s after their Jobs were deleted")
-
-
-def _delete_job(batch, namespace: str, name: str) -> None:
-    with contextlib.suppress(client.ApiException):
-        batch.delete_namespaced_job(name, namespace, propagation_policy="Background")
 
 
 # --- the cluster and the teams -----------------------------------------------------------------

@@ -233,11 +233,15 @@ class DevCluster:
         return tenant_metrics.published(self.settings, text)
 
     def backfill(
-        self, spec: backfill_module.BackfillSpec, restart_prometheus: bool = True
+        self,
+        spec: backfill_module.BackfillSpec,
+        restart_prometheus: bool = True,
+        *,
+        writer: str = "promtool",
     ) -> backfill_module.BackfillResult:
         """Load deterministic DCGM history into Prometheus (see devcluster.backfill)."""
         return backfill_module.backfill(
-            spec, restart_prometheus=restart_prometheus, settings=self.settings
+            spec, restart_prometheus=restart_prometheus, settings=self.settings, writer=writer
         )
 
     def load_prometheus_rules(self, text: str | None = None) -> None:

@@ -2,7 +2,11 @@
 
 Samples are generated deterministically (see BackfillSpec.utilisation), written as OpenMetrics,
 turned into TSDB blocks with `promtool tsdb create-blocks-from openmetrics` and moved into the
-Prometheus data directory. Prometheus 2.42 accepts blocks that overlap its head or each other
+Prometheus data directory. A company's history (5,000 GPUs over 30 days: 860 million samples)
+would take promtool hours as text; ``writer="tsdb"`` has the devcluster's own Go tool
+(gomodules/tsdb-backfill, built on first use) write the same samples into blocks directly, from
+the same model: each GPU's labels, each metric's value at every utilisation, and each GPU's
+utilisation every hour. Prometheus 2.42 accepts blocks that overlap its head or each other
 without any flag (overlapping blocks are on by default since 2.39) but only notices new blocks on
 its next periodic reload, up to a minute later, so by default Prometheus is restarted (a few
 seconds) to make the history queryable at once.
@@ -13,7 +17,9 @@ named <node_prefix>-<n> that do not exist in the cluster.
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import shutil
 import subprocess
 import tempfile
@@ -22,13 +28,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from devcluster import bootstrap, cluster, dcgm_metrics
+from devcluster import bootstrap, builder, cluster, dcgm_metrics
 from devcluster.components import COMPONENTS_BY_NAME
 from devcluster.gpu_models import DEFAULT_GPU_MODEL, model_for
 from devcluster.log import progress
 from devcluster.settings import Settings, current
 
 IDLE_POD_EVERY = 4  # every 4th backfilled pod (pod index 3, 7, ...) sits idle at 0%
+WRITERS = ("promtool", "tsdb")  # what turns the samples into TSDB blocks (backfill's writer)
+TSDB_WINDOW_SECONDS = 86400  # the Go writer's blocks: a day each
 
 
 @dataclass(frozen=True)
@@ -104,12 +112,21 @@ class BackfillSpec:
         return gpus
 
     @staticmethod
-    def utilisation(gpu: BackfilledGpu, timestamp: int) -> int:
-        """Utilisation in % of a GPU at a sample time: idle pods read 0, the others cycle
-        through 0..100 with the GPU index and the hour."""
+    def hourly_utilisation(gpu: BackfilledGpu, hour: int) -> int:
+        """Utilisation in % of a GPU through one hour (unix seconds // 3600): idle pods read 0,
+        the others cycle through 0..100 with the GPU index and the hour."""
         if gpu.pod_index % IDLE_POD_EVERY == IDLE_POD_EVERY - 1:
             return 0
-        return (gpu.index * 37 + (timestamp // 3600) * 11) % 101
+        return (gpu.index * 37 + hour * 11) % 101
+
+    @classmethod
+    def utilisation(cls, gpu: BackfilledGpu, timestamp: int) -> int:
+        """Utilisation in % of a GPU at a sample time: that of its hour."""
+        return cls.hourly_utilisation(gpu, timestamp // 3600)
+
+    def hours(self) -> range:
+        """Every hour (unix seconds // 3600) a sample falls in."""
+        return range(self.start_timestamp // 3600, self.end_timestamp // 3600 + 1)
 
     def gpu_hours(self, namespace: str | None = None) -> float:
         """Allocated GPU-hours in the window (each sample counts for one step)."""
@@ -117,16 +134,24 @@ class BackfillSpec:
         return len(gpus) * self.samples_per_series * self.step_seconds / 3600
 
 
-def openmetrics_lines(spec: BackfillSpec) -> Iterator[str]:
-    """The backfill as OpenMetrics text, one metric family after another."""
+def series_labels(spec: BackfillSpec) -> list[tuple[BackfilledGpu, dict[str, str]]]:
+    """Each GPU of the backfill with the labels of its series, as the live simulator's."""
     model = model_for(spec.gpu_model)
-    gpus = spec.gpu_list()
-    label_strings = []
-    for gpu in gpus:
+    labelled = []
+    for gpu in spec.gpu_list():
         labels = {"job": "dcgm-exporter", "instance": f"{gpu.node}:9400"}
         holder = dcgm_metrics.GpuHolder(gpu.namespace, gpu.pod, "main", 0.0)
         labels.update(dcgm_metrics.gpu_labels(gpu.node, gpu.gpu, model, holder))
-        label_strings.append(dcgm_metrics.format_labels(labels))
+        labelled.append((gpu, labels))
+    return labelled
+
+
+def openmetrics_lines(spec: BackfillSpec) -> Iterator[str]:
+    """The backfill as OpenMetrics text, one metric family after another."""
+    model = model_for(spec.gpu_model)
+    labelled = series_labels(spec)
+    gpus = [gpu for gpu, _ in labelled]
+    label_strings = [dcgm_metrics.format_labels(labels) for _, labels in labelled]
     timestamps = spec.timestamps()
     for metric in spec.metrics:
         yield f"# HELP {metric} {dcgm_metrics.METRIC_HELP[metric]}\n"
@@ -138,6 +163,88 @@ def openmetrics_lines(spec: BackfillSpec) -> Iterator[str]:
                 value = dcgm_metrics.readings_for_utilisation(model, utilisation, True)[metric]
                 yield f"{prefix}{dcgm_metrics.format_value(value)} {timestamp}\n"
     yield "# EOF\n"
+
+
+def tsdb_backfill_spec(spec: BackfillSpec, utilisation_file: Path) -> dict:
+    """What the Go block writer (gomodules/tsdb-backfill) multiplies out into the backfill's
+    samples: its JSON spec. Writes each GPU's utilisation every hour to ``utilisation_file``
+    (a byte per GPU and hour, GPU after GPU)."""
+    model = model_for(spec.gpu_model)
+    labelled = series_labels(spec)
+    hours = spec.hours()
+    with open(utilisation_file, "wb") as out:
+        for gpu, _ in labelled:
+            out.write(bytes(spec.hourly_utilisation(gpu, hour) for hour in hours))
+    readings = [dcgm_metrics.readings_for_utilisation(model, level, True) for level in range(101)]
+    return {
+        "start_ms": spec.start_timestamp * 1000,
+        "step_ms": spec.step_seconds * 1000,
+        "samples": spec.samples_per_series,
+        "window_ms": TSDB_WINDOW_SECONDS * 1000,
+        "first_hour": hours.start,
+        "hours": len(hours),
+        "utilisation_file": str(utilisation_file),
+        "gpus": [labels for _, labels in labelled],
+        "metrics": [
+            {"name": metric, "values": [reading[metric] for reading in readings]}
+            for metric in spec.metrics
+        ],
+    }
+
+
+def _write_with_promtool(spec: BackfillSpec, work: Path, staging: Path) -> None:
+    promtool = _promtool()
+    source = work / "backfill.om"
+    with open(source, "w") as out:
+        out.writelines(openmetrics_lines(spec))
+    window_hours = max(2, math.ceil(spec.days * 24))
+    progress("converting to TSDB blocks with promtool")
+    subprocess.run(
+        [
+            promtool,
+            "tsdb",
+            "create-blocks-from",
+            "openmetrics",
+            "--quiet",
+            f"--max-block-duration={window_hours}h",
+            str(source),
+            str(staging),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+
+
+def _write_with_tsdb_backfill(spec: BackfillSpec, work: Path, staging: Path) -> None:
+    builder.build_tools(names=("tsdb-backfill",))
+    spec_file = work / "tsdb-backfill.json"
+    spec_file.write_text(json.dumps(tsdb_backfill_spec(spec, work / "utilisation.bin")))
+    progress("writing TSDB blocks with tsdb-backfill")
+    # The block writer keeps its head's chunks in a temporary directory: beside the blocks.
+    subprocess.run(
+        [str(builder.binary("tsdb-backfill")), str(spec_file), str(staging)],
+        check=True,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TMPDIR": str(work)},
+    )
+
+
+def write_blocks(spec: BackfillSpec, work: Path, staging: Path, writer: str) -> None:
+    """Write the backfill's TSDB blocks into ``staging`` with ``writer`` (one of ``WRITERS``),
+    its intermediate files in ``work``."""
+    if writer not in WRITERS:
+        raise ValueError(f"writer must be one of {', '.join(WRITERS)}, not {writer!r}")
+    write = _write_with_promtool if writer == "promtool" else _write_with_tsdb_backfill
+    write(spec, work, staging)
+
+
+def _promtool() -> str:
+    promtool = shutil.which("promtool")
+    if not promtool:
+        raise RuntimeError("promtool not found: apt-get install prometheus")
+    return promtool
 
 
 @dataclass(frozen=True)
@@ -152,45 +259,28 @@ def _prometheus_running(settings: Settings) -> bool:
 
 
 def backfill(
-    spec: BackfillSpec, restart_prometheus: bool = True, settings: Settings | None = None
+    spec: BackfillSpec,
+    restart_prometheus: bool = True,
+    settings: Settings | None = None,
+    *,
+    writer: str = "promtool",
 ) -> BackfillResult:
     """Generate, convert and load the backfill into the running devcluster's Prometheus (that
-    of ``settings``, default the cluster DEVCLUSTER_INSTANCE names)."""
+    of ``settings``, default the cluster DEVCLUSTER_INSTANCE names), its blocks written by
+    ``writer``: "promtool" from OpenMetrics text, or "tsdb" by the Go block writer."""
     settings = settings or current()
     if not _prometheus_running(settings):
         raise RuntimeError("Prometheus is not running; start the devcluster first (up)")
-    promtool = shutil.which("promtool")
-    if not promtool:
-        raise RuntimeError("promtool not found: apt-get install prometheus")
     work_root = settings.state_dir / "backfill"
     work_root.mkdir(parents=True, exist_ok=True)
     samples = spec.gpus * spec.samples_per_series * len(spec.metrics)
     with tempfile.TemporaryDirectory(dir=work_root) as work:
-        source = Path(work) / "backfill.om"
         progress(
             f"writing {samples} samples ({spec.gpus} GPUs x {spec.days} days every "
-            f"{spec.step_seconds}s) to {source}"
+            f"{spec.step_seconds}s) with {writer}"
         )
-        with open(source, "w") as out:
-            out.writelines(openmetrics_lines(spec))
         staging = Path(work) / "blocks"
-        window_hours = max(2, math.ceil(spec.days * 24))
-        progress("converting to TSDB blocks with promtool")
-        subprocess.run(
-            [
-                promtool,
-                "tsdb",
-                "create-blocks-from",
-                "openmetrics",
-                "--quiet",
-                f"--max-block-duration={window_hours}h",
-                str(source),
-                str(staging),
-            ],
-            check=True,
-            capture_output=True,
-            text=True,
-        )
+        write_blocks(spec, Path(work), staging, writer)
         blocks = _move_blocks(settings, staging, restart_prometheus)
     return BackfillResult(spec=spec, blocks=blocks, samples=samples)
 
@@ -222,9 +312,7 @@ def backfill_rules(
     settings = settings or current()
     if not _prometheus_running(settings):
         raise RuntimeError("Prometheus is not running; start the devcluster first (up)")
-    promtool = shutil.which("promtool")
-    if not promtool:
-        raise RuntimeError("promtool not found: apt-get install prometheus")
+    promtool = _promtool()
     rules = settings.state_dir / "prometheus" / "rules" / bootstrap.PROMETHEUS_RULES_FILE
     work_root = settings.state_dir / "backfill"
     work_root.mkdir(parents=True, exist_ok=True)

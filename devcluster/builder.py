@@ -223,6 +223,20 @@ TOOL_BUILDS = (
 )
 
 
+# Tools only the benchmarks use: built on their first use (``build_tools(names=...)``), never by
+# ``build``, so neither CI nor a first ``make test`` spends minutes on them.
+ON_DEMAND_BUILDS = (
+    # Writes days of DCGM history straight into Prometheus TSDB blocks, with Prometheus's own
+    # block writer (devcluster/backfill.py: the 5,000-GPU history of `make bench-scale`).
+    GoModuleBuild(
+        name="tsdb-backfill",
+        packages=(".",),
+        binaries=("tsdb-backfill",),
+        cgo=False,
+    ),
+)
+
+
 @dataclass(frozen=True)
 class GoModuleFiles:
     """Files a Go module ships beside its code, copied into the cache without building anything
@@ -300,10 +314,13 @@ def tool_stamp_path(tool: GoModuleBuild) -> Path:
 
 
 def tool_stamp(tool: GoModuleBuild) -> str:
-    """The stamp of one ``TOOL_BUILDS`` entry: its go.mod/go.sum and its recipe."""
+    """The stamp of one ``TOOL_BUILDS`` or ``ON_DEMAND_BUILDS`` entry: its go.mod, go.sum and
+    main.go when it has its own, and its recipe."""
     digest = hashlib.sha256()
-    for filename in ("go.mod", "go.sum"):
-        digest.update((GO_MODULES_DIR / tool.name / filename).read_bytes())
+    for filename in ("go.mod", "go.sum", "main.go"):
+        path = GO_MODULES_DIR / tool.name / filename
+        if path.exists():
+            digest.update(path.read_bytes())
     digest.update(tool.recipe().encode())
     return f"{tool.name} gomodules-sha256={digest.hexdigest()}\n"
 
@@ -318,10 +335,14 @@ def tool_built(tool: GoModuleBuild) -> bool:
 
 
 def build_tools(force: bool = False, names: tuple[str, ...] | None = None) -> None:
-    """Build every ``TOOL_BUILDS`` entry (or those ``names`` names) unless the cache holds it
-    for its pins."""
+    """Build every ``TOOL_BUILDS`` entry (or those ``names`` names, ``ON_DEMAND_BUILDS`` among
+    them) unless the cache holds it for its pins."""
+    candidates = TOOL_BUILDS if names is None else (*TOOL_BUILDS, *ON_DEMAND_BUILDS)
+    unknown = set(names or ()) - {tool.name for tool in candidates}
+    if unknown:
+        raise ValueError(f"no Go tool named {', '.join(sorted(unknown))}")
     bin_dir().mkdir(parents=True, exist_ok=True)
-    for tool in TOOL_BUILDS:
+    for tool in candidates:
         if names is not None and tool.name not in names:
             continue
         if tool_built(tool) and not force:
@@ -561,7 +582,7 @@ def update_gomods() -> None:
     )
     (kube_dir / "go.mod").write_text(kube_gomod)
     env = {**os.environ, "GOTOOLCHAIN": "local"}
-    for module_build in (*MODULE_BUILDS, *TOOL_BUILDS):
+    for module_build in (*MODULE_BUILDS, *TOOL_BUILDS, *ON_DEMAND_BUILDS):
         progress(f"go mod tidy in gomodules/{module_build.name}")
         subprocess.run(
             [go_executable(), "mod", "tidy"],

@@ -214,7 +214,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
         metrics=tuple(args.metric or ["DCGM_FI_DEV_GPU_UTIL"]),
         **options,
     )
-    result = backfill.backfill(spec, restart_prometheus=not args.no_restart)
+    result = backfill.backfill(spec, restart_prometheus=not args.no_restart, writer=args.writer)
     print(
         f"backfilled {result.samples} samples from {spec.start_timestamp} to "
         f"{spec.end_timestamp} into {len(result.blocks)} block(s)",
@@ -410,6 +410,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--metric",
         action="append",
         help="metric to backfill; repeatable (default DCGM_FI_DEV_GPU_UTIL)",
+    )
+    fill.add_argument(
+        "--writer",
+        choices=backfill.WRITERS,
+        default="promtool",
+        help="what writes the blocks: promtool from OpenMetrics text, or tsdb, the Go block "
+        "writer (built on first use; for days of thousands of GPUs)",
     )
     fill.add_argument(
         "--no-restart",

@@ -2,7 +2,8 @@
 
 import pytest
 
-from devcluster.backfill import BackfillSpec, openmetrics_lines
+from devcluster import builder
+from devcluster.backfill import BackfillSpec, openmetrics_lines, tsdb_backfill_spec, write_blocks
 
 
 def test_gpus_are_split_into_contiguous_blocks_one_per_namespace():
@@ -63,3 +64,42 @@ def test_the_openmetrics_output_has_one_family_with_timestamped_samples_and_an_e
     assert samples[0].startswith('DCGM_FI_DEV_GPU_UTIL{job="dcgm-exporter",')
     assert 'namespace="ns",pod="train-0"}' in samples[0]
     assert samples[-1].endswith(" 36000\n")
+
+
+def test_the_go_writers_spec_holds_each_gpus_hourly_utilisation_and_each_metrics_values(tmp_path):
+    spec = BackfillSpec(
+        gpus=8, gpus_per_pod=2, days=0.25, end=36_000 + 1800, metrics=("DCGM_FI_DEV_GPU_TEMP",)
+    )
+    described = tsdb_backfill_spec(spec, tmp_path / "utilisation.bin")
+    utilisation = (tmp_path / "utilisation.bin").read_bytes()
+
+    # 04:31 to 10:30: seven hours, 4 to 10.
+    assert (described["first_hour"], described["hours"]) == (4, 7)
+    assert described["start_ms"] == spec.start_timestamp * 1000
+    assert len(utilisation) == 8 * 7
+    gpus = spec.gpu_list()
+    for gpu in gpus:
+        for column, hour in enumerate(spec.hours()):
+            level = utilisation[gpu.index * 7 + column]
+            assert level == spec.utilisation(gpu, hour * 3600)
+    assert utilisation[6 * 7 : 8 * 7] == bytes(14)  # the fourth pod idles
+    (temperature,) = described["metrics"]
+    assert len(temperature["values"]) == 101
+    assert temperature["values"][0] < temperature["values"][100]
+    assert described["gpus"][1]["gpu"] == "1"
+    assert described["gpus"][1]["namespace"] == "research"
+
+
+def test_the_go_writer_is_built_only_on_first_use():
+    assert "tsdb-backfill" not in {tool.name for tool in builder.TOOL_BUILDS}
+    assert "tsdb-backfill" not in builder.ALL_BINARIES
+    assert "tsdb-backfill" in {tool.name for tool in builder.ON_DEMAND_BUILDS}
+    with pytest.raises(ValueError, match="no Go tool named nope"):
+        builder.build_tools(names=("nope",))
+
+
+def test_an_unknown_writer_is_refused_by_name(tmp_path):
+    spec = BackfillSpec(days=0.1, gpus=1, end=1_765_000_000)
+
+    with pytest.raises(ValueError, match="writer must be one of promtool, tsdb, not 'text'"):
+        write_blocks(spec, tmp_path, tmp_path / "blocks", "text")

@@ -61,6 +61,19 @@ SIZES = {
     "BENCH_KUEUE_RUNS": "portal,kubectl",
     "BENCH_KUEUE_FOLLOW_UNTIL": "admitted",
     "BENCH_KUEUE_TIMEOUT": "2400",
+    # Monitoring: 30 days of DCGM history for 5,000 GPUs of 500 teams (10 each) on 625 nodes,
+    # written by the Go block writer (promtool would take hours over the text); the cluster page
+    # within 1.3 times its raw PromQL and 500 KiB, the usage report within 0.1 times the figures by
+    # hand over every GPU's series and 200 ms warm.
+    "BENCH_MONITORING_GPUS": "5000",
+    "BENCH_MONITORING_DAYS": "30",
+    "BENCH_MONITORING_TEAMS": "500",
+    "BENCH_MONITORING_GPU_NODES": "625",
+    "BENCH_MONITORING_WRITER": "tsdb",
+    "BENCH_MONITORING_COLD_GOAL": "1.3",
+    "BENCH_MONITORING_HTML_GOAL_KIB": "500",
+    "BENCH_MONITORING_USAGE_COLD_GOAL": "0.1",
+    "BENCH_MONITORING_USAGE_WARM_GOAL_MS": "200",
 }
 
 BENCHMARKS = (
@@ -71,6 +84,7 @@ BENCHMARKS = (
     "watcher_memory",
     "web_load",
     "kueue",
+    "monitoring",
 )
 
 # The scale's comparisons (issue 33), and the benchmarks whose rows measure each.

@@ -573,13 +573,22 @@ def run(summary: Summary) -> dict:
             "compactions_waited_seconds": round(wait_for_compactions(handle.prometheus_url)),
             "pages": [],
         }
-        # After the history, so that their live series (unheld) begin where it ends.
-        node_names = add_nodes(handle)
-        try:
-            run_pages(summary, results, admin, lead, cluster, team)
-        finally:
-            for name in node_names:
-                handle.remove_node(name, wait=False)
+        clients = {"lead": Client(), "admin": Client()}
+        clients["lead"].force_login(lead)
+        clients["admin"].force_login(admin)
+        # As a served worker does once started (portal/asgi.py): this process is one here.
+        freeze_startup_objects()
+        with httpx.Client(base_url=cluster.prometheus_url, timeout=300) as http:
+            # After the history, so that their live series (unheld) begin where it ends; gone
+            # before the usage page, which does not read them, so that the devcluster's
+            # simulators following them do not share the machine with its measurements.
+            node_names = add_nodes(handle)
+            try:
+                measure_pages(summary, results, clients, http, cluster, team)
+            finally:
+                remove_nodes(handle, node_names)
+            measure_usage(summary, results, clients["admin"], http, cluster)
+    results["load_average_at_end"] = round(os.getloadavg()[0], 2)
     return results
 
 
@@ -597,58 +606,40 @@ def add_nodes(handle) -> list[str]:
     return names
 
 
-def run_pages(summary: Summary, results: dict, admin, lead, cluster, team) -> None:
-    """Each page, cold and warm, beside its raw PromQL; then the cluster's Kubernetes read."""
-    clients = {"lead": Client(), "admin": Client()}
-    clients["lead"].force_login(lead)
-    clients["admin"].force_login(admin)
-    # As a served worker does once started (portal/asgi.py): this process is one here.
-    freeze_startup_objects()
-    with httpx.Client(base_url=cluster.prometheus_url, timeout=300) as http:
-        for window in WINDOWS:
-            query = f"?window={window}&cluster={CLUSTER}"
-            for page, who, url in (
-                ("team", "lead", f"/monitoring/teams/{team.slug}/{query}"),
-                ("pod", "lead", f"/monitoring/teams/{team.slug}/pods/{POD}/{query}"),
-                ("cluster", "admin", f"/monitoring/clusters/{CLUSTER}/{query}"),
-            ):
-                log(f"{page} page, {window}")
-                outcome = measure_page(clients[who], url, http, f"{page}-{window}")
-                results["pages"].append({"page": page, "window": window, **outcome})
-                record_rows(
-                    summary,
-                    f"{page} page, {window}, {SIZE}",
-                    outcome,
-                    alternative_is=(f"its {outcome['queries']} PromQL queries, concurrently, raw"),
-                    cold_goal=CLUSTER_COLD_GOAL if page == "cluster" else COLD_GOAL,
+def remove_nodes(handle, names: list[str]) -> None:
+    for name in names:
+        handle.remove_node(name, wait=False)
+    for name in names:
+        devcluster_nodes.wait_for_deleted(handle.api_client(), name, timeout=300)
+
+
+def measure_pages(summary: Summary, results: dict, clients, http, cluster, team) -> None:
+    """Each page, cold and warm, beside its raw PromQL; then the cluster page's Kubernetes
+    read on its own."""
+    for window in WINDOWS:
+        query = f"?window={window}&cluster={CLUSTER}"
+        for page, who, url in (
+            ("team", "lead", f"/monitoring/teams/{team.slug}/{query}"),
+            ("pod", "lead", f"/monitoring/teams/{team.slug}/pods/{POD}/{query}"),
+            ("cluster", "admin", f"/monitoring/clusters/{CLUSTER}/{query}"),
+        ):
+            log(f"{page} page, {window}")
+            outcome = measure_page(clients[who], url, http, f"{page}-{window}")
+            results["pages"].append({"page": page, "window": window, **outcome})
+            record_rows(
+                summary,
+                f"{page} page, {window}, {SIZE}",
+                outcome,
+                alternative_is=(f"its {outcome['queries']} PromQL queries, concurrently, raw"),
+                cold_goal=CLUSTER_COLD_GOAL if page == "cluster" else COLD_GOAL,
+            )
+            if page == "cluster":
+                summary.row(
+                    f"{page} page, {window}, {SIZE}: HTML",
+                    portal=outcome["html_kib"],
+                    unit="KiB",
+                    goal=Goal.portal_at_most(HTML_GOAL_KIB),
                 )
-                if page == "cluster":
-                    summary.row(
-                        f"{page} page, {window}, {SIZE}: HTML",
-                        portal=outcome["html_kib"],
-                        unit="KiB",
-                        goal=Goal.portal_at_most(HTML_GOAL_KIB),
-                    )
-        log("usage page")
-        results["usage"] = measure_usage_page(clients["admin"], http, cluster)
-        by_hand = results["usage"]["queries_by_hand"]
-        record_rows(
-            summary,
-            f"usage page (admin), {DAYS} days so far, {GPUS:,} GPUs of {TEAMS} teams",
-            results["usage"],
-            alternative_is=(
-                f"GPU-hours held and used by hand: {by_hand} PromQL queries, raw"
-                + (
-                    f" (the period in {by_hand // 2} parts, as one query may load "
-                    f"{PROMETHEUS_MAX_SAMPLES:,} samples; {os.cpu_count()} at a time; "
-                    f"measured {results['usage']['by_hand_measured']} times)"
-                    if by_hand > 2
-                    else ""
-                )
-            ),
-            cold_goal=USAGE_COLD_GOAL,
-            warm_goal_ms=USAGE_WARM_GOAL_MS,
-        )
     timings = []
     for _ in range(REPEATS):
         started = time.perf_counter()
@@ -656,7 +647,29 @@ def run_pages(summary: Summary, results: dict, admin, lead, cluster, team) -> No
         timings.append(time.perf_counter() - started)
     results["cluster_page_kubernetes_read_ms"] = round(statistics.median(timings) * 1000, 1)
     results["cluster_nodes"] = len(nodes)
-    results["load_average_at_end"] = round(os.getloadavg()[0], 2)
+
+
+def measure_usage(summary: Summary, results: dict, admin_client, http, cluster) -> None:
+    log("usage page")
+    results["usage"] = measure_usage_page(admin_client, http, cluster)
+    by_hand = results["usage"]["queries_by_hand"]
+    record_rows(
+        summary,
+        f"usage page (admin), {DAYS} days so far, {GPUS:,} GPUs of {TEAMS} teams",
+        results["usage"],
+        alternative_is=(
+            f"GPU-hours held and used by hand: {by_hand} PromQL queries, raw"
+            + (
+                f" (the period in {by_hand // 2} parts, as one query may load "
+                f"{PROMETHEUS_MAX_SAMPLES:,} samples; {os.cpu_count()} at a time; "
+                f"measured {results['usage']['by_hand_measured']} times)"
+                if by_hand > 2
+                else ""
+            )
+        ),
+        cold_goal=USAGE_COLD_GOAL,
+        warm_goal_ms=USAGE_WARM_GOAL_MS,
+    )
 
 
 def record_rows(

@@ -223,8 +223,9 @@ TOOL_BUILDS = (
 )
 
 
-# Tools only the benchmarks use: built on their first use (``build_tools(names=...)``), never by
-# ``build``, so neither CI nor a first ``make test`` spends minutes on them.
+# Tools built on their first use (``build_tools(names=...)``), never by ``build``: only the
+# benchmarks need them, and one test that checks them (so the suite builds them once, a minute
+# on a fresh machine, beside the tests that need no build).
 ON_DEMAND_BUILDS = (
     # Writes days of DCGM history straight into Prometheus TSDB blocks, with Prometheus's own
     # block writer (devcluster/backfill.py: the 5,000-GPU history of `make bench-scale`).

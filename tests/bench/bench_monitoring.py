@@ -32,8 +32,7 @@ concurrently. Its sizes come from the environment: ``BENCH_MONITORING_GPUS`` (25
 ``BENCH_MONITORING_DAYS`` (7), ``BENCH_MONITORING_TEAMS`` (8), ``BENCH_MONITORING_GPU_NODES``
 (0: simulated 8-GPU nodes of the backfill's names, so that the cluster page's node chart has
 them too), ``BENCH_MONITORING_WRITER`` (promtool; ``tsdb``, the Go block writer, for a
-company's history), and its goals: ``BENCH_MONITORING_COLD_GOAL`` (1.2 times the raw PromQL;
-``BENCH_MONITORING_CLUSTER_COLD_GOAL`` for the cluster page, the same by default),
+company's history), and its goals: ``BENCH_MONITORING_COLD_GOAL`` (1.2 times the raw PromQL),
 ``BENCH_MONITORING_WARM_GOAL_MS`` (100), ``BENCH_MONITORING_HTML_GOAL_KIB`` (500),
 ``BENCH_MONITORING_USAGE_COLD_GOAL`` (1.2) and ``BENCH_MONITORING_USAGE_WARM_GOAL_MS`` (100).
 ``make bench-scale`` sets the company's (``tests/bench/scale.py``). An admin's query by hand
@@ -116,7 +115,6 @@ RESULTS = results_dir()
 CLUSTER = "bench-devcluster"
 POD = "train-0"  # the first pod of the first team: up to 8 GPUs
 COLD_GOAL = float(os.environ.get("BENCH_MONITORING_COLD_GOAL", "1.2"))
-CLUSTER_COLD_GOAL = float(os.environ.get("BENCH_MONITORING_CLUSTER_COLD_GOAL", str(COLD_GOAL)))
 WARM_GOAL_MS = float(os.environ.get("BENCH_MONITORING_WARM_GOAL_MS", "100"))
 HTML_GOAL_KIB = float(os.environ.get("BENCH_MONITORING_HTML_GOAL_KIB", "500"))
 USAGE_COLD_GOAL = float(os.environ.get("BENCH_MONITORING_USAGE_COLD_GOAL", "1.2"))
@@ -631,7 +629,6 @@ def measure_pages(summary: Summary, results: dict, clients, http, cluster, team)
                 f"{page} page, {window}, {SIZE}",
                 outcome,
                 alternative_is=(f"its {outcome['queries']} PromQL queries, concurrently, raw"),
-                cold_goal=CLUSTER_COLD_GOAL if page == "cluster" else COLD_GOAL,
             )
             if page == "cluster":
                 summary.row(

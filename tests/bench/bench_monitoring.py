@@ -506,7 +506,6 @@ def measure_usage_page(client: Client, http: httpx.Client, cluster: Cluster) -> 
     timeout (two minutes). They are measured again while they have taken less than a minute
     in all."""
     url, start = usage_url()
-    by_hand = usage_by_hand(cluster, start)
     cache.clear()
     client.get(url)  # warm connections, imports and the template cache
     cold_times, raw_times, cold_queries, warm_times, warm_queries = [], [], [], [], []

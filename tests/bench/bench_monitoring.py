@@ -647,9 +647,9 @@ def page_urls(team: Team, window: str) -> list[tuple[str, str, str]]:
 
 def warm_up(clients, team: Team) -> float:
     """Every page once in every window, each query given Prometheus's own time limit: the first
-    query to read a freshly loaded history reads its blocks from disk (52 s for the cluster
-    page's heatmap over 5,000 GPUs once, past the portal's 10 s), as a Prometheus serving for
-    a while would have done long before. Returns the seconds it took."""
+    query over a freshly loaded history can take many times the next (the cluster page's
+    heatmap over 5,000 GPUs once took 52 s, past the portal's 10 s, then 2 s), a cost a
+    Prometheus serving for a while has paid long before. Returns the seconds it took."""
     log("reading every page once, so that Prometheus has read the history's blocks")
     started = time.perf_counter()
     with override_settings(MONITORING_PROMETHEUS_TIMEOUT=PROMETHEUS_QUERY_TIMEOUT):

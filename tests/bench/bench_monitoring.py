@@ -282,10 +282,10 @@ def compaction_state(url: str) -> tuple[float, float]:
 def forget_other_benchmarks_series(url: str) -> int:
     """Delete the series of the simulated nodes the benchmarks before this one added and
     removed (``make bench-scale`` runs the watcher's and Kueue's 625 nodes each just before):
-    with their pods' churn they were 36,000 series of each metric in the last hour, three
-    times this history's GPUs, and made the cluster page's 1h heatmap query 2 to 7 s, past
-    the portal's timeout with the page's other queries beside it. Returns how many GPUs'
-    series there were."""
+    10,000 GPUs, twice this history's, whose pods' churn left Prometheus's head 36,000 series
+    of each metric, made the cluster page's 1h heatmap query 2 to 7 s, past the portal's
+    timeout with the page's other queries beside it. Returns how many GPUs' series there
+    were."""
     selector = f'{{Hostname=~"bench-.+",Hostname!~"{NODE_PREFIX}-.+"}}'
     gpus = len(
         instant(url, f"count by (Hostname, gpu) (last_over_time({METRICS[0]}{selector}[3h]))")

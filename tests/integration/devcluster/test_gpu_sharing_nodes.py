@@ -116,10 +116,11 @@ def test_relabelling_a_node_repartitions_it_and_back(gpu_sharing, core):
         labelled(core, node, {gs.MIG_CONFIG_LABEL: "all-3g.40gb"})
 
         gpu_sharing.wait_for_label(node, gs.MIG_CONFIG_STATE_LABEL, gs.MIG_STATE_SUCCESS)
-        read = gpu_sharing.wait_for_allocatable(node, "nvidia.com/mig-3g.40gb", 4)
+        gpu_sharing.wait_for_allocatable(node, "nvidia.com/mig-3g.40gb", 4)
+        # The manager writes the node's status and its labels in separate calls.
+        read = gpu_sharing.wait_for_label(node, "nvidia.com/mig-3g.40gb.count", "4")
         assert read.status.allocatable["nvidia.com/gpu"] == "0"
         assert read.status.capacity["nvidia.com/mig-3g.40gb"] == "4"
-        assert read.metadata.labels["nvidia.com/mig-3g.40gb.count"] == "4"
     finally:
         restore_sharable(core, gpu_sharing)
     read = gpu_sharing.read_node(node)

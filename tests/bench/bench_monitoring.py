@@ -198,6 +198,13 @@ def first_live_evaluation(url: str, since: float) -> float:
     sys.exit("Prometheus did not evaluate the recording rules within 2 minutes")
 
 
+def delete_series(url: str, selector: str) -> None:
+    """Drop the series ``selector`` matches from the shared Prometheus (admin API)."""
+    httpx.post(
+        f"{url}/api/v1/admin/tsdb/delete_series", params={"match[]": selector}, timeout=300
+    ).raise_for_status()
+
+
 def ensure_history(handle, cluster: Cluster) -> dict:
     """7 days of history ending within the last hour, with the recording rules evaluated over
     it (the rules the devcluster loads, for the cluster's layout, metric and exporter pin): the
@@ -217,9 +224,7 @@ def ensure_history(handle, cluster: Cluster) -> dict:
             return {"backfill": "reused", "ends_seconds_ago": round(age)}
     log("deleting earlier benchmark series, and the record of when the rules ran")
     for match in (f'{{namespace=~"{NAMESPACE_PREFIX}.*"}}', HEARTBEAT):
-        httpx.post(
-            f"{url}/api/v1/admin/tsdb/delete_series", params={"match[]": match}, timeout=120
-        ).raise_for_status()
+        delete_series(url, match)
     spec = BackfillSpec(
         days=DAYS,
         gpus=GPUS,
@@ -292,10 +297,8 @@ def forget_other_benchmarks_series(url: str) -> int:
     )
     if gpus:
         log(f"deleting the series of {gpus} GPUs that earlier benchmarks' nodes left")
-        for call in ("delete_series", "clean_tombstones"):
-            httpx.post(
-                f"{url}/api/v1/admin/tsdb/{call}", params={"match[]": selector}, timeout=300
-            ).raise_for_status()
+        delete_series(url, selector)
+        httpx.post(f"{url}/api/v1/admin/tsdb/clean_tombstones", timeout=300).raise_for_status()
     return gpus
 
 

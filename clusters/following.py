@@ -72,8 +72,8 @@ def follow(
     keep: Callable[[dict], dict] | None = None,
 ) -> None:
     """Follow ``kind`` (matching ``selectors``) until ``stopping()``; waits between retries on
-    ``stop``. ``keep``: what of each listed object goes on ``changes`` (the whole object without
-    it), taken page by page as the list arrives."""
+    ``stop``. ``keep``: what of each object goes on ``changes`` (the whole object without it),
+    taken page by page as a list arrives and event by event as the watch does."""
     version = ""
     delay = RETRY_MIN_SECONDS
     while not stopping():
@@ -106,7 +106,10 @@ def follow(
                     return
                 version = event.resource_version or version
                 if event.type != "BOOKMARK":
-                    changes.put(Change(kind, event.type, object=event.object))
+                    # Trimmed before it queues, as listed objects are: under load thousands of
+                    # events wait for ``_apply``, and whole objects made most of the memory.
+                    obj = keep(event.object) if keep else event.object
+                    changes.put(Change(kind, event.type, object=obj))
             delay = RETRY_MIN_SECONDS
         except ResourceVersionExpired as error:
             logger.info("cluster %s: %s", cluster_name, error)
@@ -161,7 +164,7 @@ class WorkloadWatch:
         raise NotImplementedError
 
     def kept(self, kind: str) -> Callable[[dict], dict] | None:
-        """What of each listed object of ``kind`` the watch keeps (``follow``'s ``keep``):
+        """What of each object of ``kind`` the watch keeps (``follow``'s ``keep``):
         everything unless a subclass trims it to what its observations read."""
         return None
 

@@ -283,6 +283,16 @@ def test_the_state_keeps_only_what_observations_read():
     assert "managedFields" not in kept("Pod", running)["metadata"]
 
 
+def test_keeping_what_was_kept_changes_nothing():
+    """The watch trims each object before it queues it and the state trims what it stores:
+    a kept object kept again must be the same."""
+    running = pod()
+    running["metadata"]["managedFields"] = MANAGED_FIELDS
+    for kind, whole in (("Job", full_job()), ("Pod", running)):
+        once = kept(kind, whole)
+        assert kept(kind, once) == once
+
+
 def test_what_is_kept_observes_as_the_whole_objects_do():
     for status in ({}, {"active": 1}, {"failed": 2}, {"succeeded": 1}):
         whole, pods = full_job(**status), [pod(phase="Failed"), pod("gpujob-7-b")]
